@@ -1,0 +1,22 @@
+"""numba kernels, installed as ``lightmod.kernels``.
+
+* ``scalar``: per-element / per-index math as plain ``@njit`` functions, used by both halves.
+* ``cpu``: launchers (``prange`` skeletons) and CPU-only algorithms; never imports numba.cuda.
+* ``cuda``: grid-stride launchers and CUDA-only algorithms; the only place importing numba.cuda.
+
+Nothing here compiles at import: every kernel compiles lazily, per dtype, on first use, and is
+cached on disk by numba (``cache=True``) where numba can cache.
+"""
+
+__all__ = ["for_context"]
+
+
+def for_context(ctx):
+    """The kernel set (module) that computes on ``ctx``."""
+    if ctx.device_typeid == 2:
+        from . import cuda_support
+        cuda_support.require(ctx.device_id)
+        from . import cuda
+        return cuda
+    from . import cpu
+    return cpu

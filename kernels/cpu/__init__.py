@@ -1,0 +1,17 @@
+"""The CPU kernel set: ``k`` for operators on cpu contexts (never imports numba.cuda).
+
+Each family lives in its own file and is re-exported here, one line per family.
+"""
+import numpy as np
+
+__all__ = ["assign", "device_kind"]
+device_kind = "cpu"
+
+
+def assign(dst, src, req):
+    """Store src into dst following a gradient request ('write', 'add', 'null')."""
+    if req == "write":
+        np.copyto(dst, src, casting="unsafe")
+    elif req == "add":
+        dst += src
+# --- families (one line each) ---

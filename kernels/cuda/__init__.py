@@ -1,0 +1,7 @@
+"""The CUDA kernel set: ``k`` for operators on gpu contexts (the only place importing numba.cuda).
+
+Tested without a GPU under NUMBA_ENABLE_CUDASIM=1. Each family lives in its own file and is
+re-exported here, one line per family.
+"""
+device_kind = "cuda"
+# --- families (one line each) ---

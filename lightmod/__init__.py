@@ -1,0 +1,13 @@
+"""lightmod: Apache MXNet 1.x's Module API on numpy and numba.
+
+``import lightmod as mx`` gives the MXNet-shaped namespace: nd, sym/symbol, mod/module, io,
+init/initializer, optimizer, kv/kvstore, metric, callback, mon/monitor, model, rnn, test_utils,
+cpu(), gpu(), AttrScope... Importing compiles nothing and never imports numba.cuda.
+"""
+from ._version import __version__
+from . import base
+from .base import MXNetError
+from . import context
+from .context import Context, cpu, gpu, cpu_pinned, current_context, num_gpus
+from . import random
+# --- submodules (one line per part; keep the order: later parts import earlier ones) ---

@@ -1,0 +1,64 @@
+"""Errors and small helpers shared by every part of lightmod."""
+import numbers
+
+import numpy as np
+
+__all__ = ["MXNetError", "NotBoundError", "string_types", "numeric_types", "integer_types",
+           "py_str", "check_state"]
+
+string_types = (str,)
+numeric_types = (float, int, np.generic)
+integer_types = (int, np.integer)
+
+
+class MXNetError(RuntimeError):
+    """The error lightmod raises where MXNet 1.9.1 raises ``mxnet.base.MXNetError``."""
+
+
+class NotBoundError(MXNetError, AssertionError):
+    """A lifecycle step was skipped (bind before init_params, ...).
+
+    It is an AssertionError too, because MXNet uses bare asserts there and old code catches
+    AssertionError; raising it explicitly keeps the check under ``python -O``.
+    """
+
+
+def check_state(condition, message):
+    """Raise NotBoundError(message) unless condition holds (MXNet's lifecycle asserts)."""
+    if not condition:
+        raise NotBoundError(message)
+
+
+def check_arg(condition, message, exc=MXNetError):
+    """Raise exc(message) unless condition holds (MXNet's argument asserts)."""
+    if not condition:
+        raise exc(message)
+
+
+def py_str(x):
+    return x.decode("utf-8") if isinstance(x, bytes) else x
+
+
+def is_number(x):
+    return isinstance(x, numbers.Number) and not isinstance(x, bool) or isinstance(x, np.generic)
+
+
+# MXNet's dtype numbers (type_flag), used by `__dtype__` attributes and the .params format.
+DTYPE_MX_TO_NP = {0: np.float32, 1: np.float64, 2: np.float16, 3: np.uint8, 4: np.int32,
+                  5: np.int8, 6: np.int64, 7: np.bool_, 8: np.int16, 9: np.uint16,
+                  10: np.uint32, 11: np.uint64}
+DTYPE_NP_TO_MX = {np.dtype(v).name: k for k, v in DTYPE_MX_TO_NP.items()}
+
+
+def dtype_np(dtype):
+    """Normalise a dtype given as a name, numpy type or MXNet type number to np.dtype."""
+    if dtype is None:
+        return np.dtype(np.float32)
+    if isinstance(dtype, (int, np.integer)) and not isinstance(dtype, bool):
+        if int(dtype) not in DTYPE_MX_TO_NP:
+            raise MXNetError("unknown MXNet dtype number %r" % dtype)
+        return np.dtype(DTYPE_MX_TO_NP[int(dtype)])
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        raise MXNetError("unknown dtype %r" % (dtype,)) from None

@@ -1,0 +1,99 @@
+"""Devices: Context, cpu(), gpu(), current_context()."""
+import threading
+
+from .base import MXNetError
+
+__all__ = ["Context", "cpu", "gpu", "cpu_pinned", "current_context", "num_gpus", "gpu_memory_info"]
+
+
+class Context:
+    """A device: ``Context('cpu', 0)``, ``Context('gpu', 1)``.
+
+    Several ``cpu(i)`` contexts share host memory but behave as separate replicas: arrays
+    created on ``cpu(1)`` report that context, and data-parallel code treats them as devices.
+    """
+    devtype2str = {1: "cpu", 2: "gpu", 3: "cpu_pinned", 5: "cpu_shared"}
+    devstr2type = {"cpu": 1, "gpu": 2, "cpu_pinned": 3, "cpu_shared": 5}
+    _default = threading.local()
+
+    def __init__(self, device_type, device_id=0):
+        if isinstance(device_type, Context):
+            self.device_typeid = device_type.device_typeid
+            self.device_id = device_type.device_id
+        else:
+            if isinstance(device_type, int):
+                if device_type not in self.devtype2str:
+                    raise MXNetError("unknown device type id %r" % device_type)
+                self.device_typeid = device_type
+            else:
+                if device_type not in self.devstr2type:
+                    raise MXNetError("unknown device type %r (expected one of %s)"
+                                     % (device_type, sorted(self.devstr2type)))
+                self.device_typeid = self.devstr2type[device_type]
+            self.device_id = int(device_id)
+        self._old_ctx = None
+
+    @property
+    def device_type(self):
+        return self.devtype2str[self.device_typeid]
+
+    @property
+    def is_gpu(self):
+        return self.device_typeid == 2
+
+    def __hash__(self):
+        return hash((self.device_typeid, self.device_id))
+
+    def __eq__(self, other):
+        return (isinstance(other, Context) and self.device_typeid == other.device_typeid
+                and self.device_id == other.device_id)
+
+    def __ne__(self, other):
+        return not self == other
+
+    def __str__(self):
+        return "%s(%d)" % (self.device_type, self.device_id)
+
+    __repr__ = __str__
+
+    def __enter__(self):
+        self._old_ctx = current_context()
+        Context._default.value = self
+        return self
+
+    def __exit__(self, *exc):
+        Context._default.value = self._old_ctx
+
+    def empty_cache(self):
+        """Release cached device memory (nothing is cached on the CPU)."""
+
+
+def cpu(device_id=0):
+    return Context("cpu", device_id)
+
+
+def cpu_pinned(device_id=0):
+    return Context("cpu_pinned", device_id)
+
+
+def gpu(device_id=0):
+    return Context("gpu", device_id)
+
+
+def current_context():
+    ctx = getattr(Context._default, "value", None)
+    return ctx if ctx is not None else Context("cpu", 0)
+
+
+def num_gpus():
+    """Number of CUDA devices numba can see (0 without numba-cuda or a driver)."""
+    try:
+        from .kernels import cuda_support
+        return cuda_support.num_gpus()
+    except MXNetError:
+        return 0
+
+
+def gpu_memory_info(device_id=0):
+    from .kernels import cuda_support
+    return cuda_support.memory_info(device_id)
