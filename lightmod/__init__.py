@@ -11,3 +11,4 @@ from . import context
 from .context import Context, cpu, gpu, cpu_pinned, current_context, num_gpus
 from . import random
 # --- submodules (one line per part; keep the order: later parts import earlier ones) ---
+from .compat import install_as_mxnet

@@ -1,0 +1,171 @@
+"""The ``lightmod`` command: demo, info, summary, inspect, run."""
+import argparse
+import logging
+import os
+import platform
+import runpy
+import sys
+import time
+
+__all__ = ["main"]
+
+
+def _demo(args):
+    import lightmod as mx
+    from lightmod import fit_callbacks
+    from lightmod.data import load_digits
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s", force=True)
+    mx.random.seed(args.seed)
+    x_train, y_train = load_digits("train", flat=True)
+    x_val, y_val = load_digits("val", flat=True)
+    train = mx.io.NDArrayIter(x_train, y_train, batch_size=args.batch_size, shuffle=True)
+    val = mx.io.NDArrayIter(x_val, y_val, batch_size=args.batch_size)
+
+    data = mx.sym.Variable("data")
+    net = mx.sym.FullyConnected(data, num_hidden=128, name="fc1")
+    net = mx.sym.Activation(net, act_type="relu", name="relu1")
+    net = mx.sym.FullyConnected(net, num_hidden=64, name="fc2")
+    net = mx.sym.Activation(net, act_type="relu", name="relu2")
+    net = mx.sym.FullyConnected(net, num_hidden=10, name="fc3")
+    net = mx.sym.SoftmaxOutput(net, name="softmax")
+
+    print("lightmod %s demo: MLP 64-128-64-10 on the 8x8 handwritten digits shipped with "
+          "lightmod (%d train / %d validation images)" % (mx.__version__, len(x_train),
+                                                          len(x_val)))
+    os.makedirs(args.out, exist_ok=True)
+    prefix = os.path.join(args.out, "digits-mlp")
+    history = fit_callbacks.History()
+    batch_cbs = [history]
+    if not args.no_progress:
+        batch_cbs.append(fit_callbacks.TqdmProgressBar(fallback=False))
+    mod = mx.mod.Module(net, context=mx.cpu())
+    start = time.time()
+    mod.fit(train, eval_data=val, eval_metric="acc", num_epoch=args.epochs,
+            optimizer="sgd", optimizer_params={"learning_rate": 0.1, "momentum": 0.9, "wd": 1e-4},
+            initializer=mx.init.Xavier(), batch_end_callback=batch_cbs,
+            epoch_end_callback=[history, mx.callback.do_checkpoint(prefix, args.epochs)],
+            eval_end_callback=history)
+    elapsed = time.time() - start
+    acc = dict(mod.score(val, "acc"))["accuracy"]
+    print("Final validation accuracy: %.4f (%d epochs in %.1f s)" % (acc, args.epochs, elapsed))
+    print("Checkpoint: %s-symbol.json, %s-%04d.params" % (prefix, prefix, args.epochs))
+    png = os.path.join(args.out, "training-curves.png")
+    try:
+        fit_callbacks.plot_history(history, png, title="lightmod demo: digits MLP")
+        print("Training curves: %s" % png)
+    except mx.MXNetError as err:
+        print("Training curves not drawn: %s" % err)
+    return 0 if acc >= args.min_accuracy else 1
+
+
+def _info(args):
+    import numpy
+    import lightmod
+    print("lightmod   %s (tracks the MXNet 1.9.1 API)" % lightmod.__version__)
+    print("python     %s (%s)" % (platform.python_version(), sys.executable))
+    print("numpy      %s" % numpy.__version__)
+    try:
+        import numba
+        print("numba      %s" % numba.__version__)
+        try:
+            layer = numba.threading_layer()
+        except ValueError:
+            # numba picks the layer when the first parallel kernel runs
+            layer = "chosen at first parallel kernel (config: %s)" % numba.config.THREADING_LAYER
+        print("threading  %s, %d threads" % (layer, numba.get_num_threads()))
+    except ImportError:
+        print("numba      not installed")
+    from lightmod.kernels import cuda_support
+    sim = cuda_support.simulator_enabled()
+    if not cuda_support.numba_cuda_installed():
+        print("cuda       numba-cuda not installed (pip install 'lightmod[cuda]')")
+    else:
+        n = cuda_support.num_gpus()
+        print("cuda       %s%s" % ("%d GPU(s) visible" % n if n else "no GPU visible",
+                                  " (NUMBA_ENABLE_CUDASIM=1: simulator)" if sim else ""))
+    try:
+        import mpi4py
+        print("mpi        mpi4py %s" % mpi4py.__version__)
+    except ImportError:
+        print("mpi        mpi4py not installed (pip install 'lightmod[mpi]')")
+    return 0
+
+
+def _summary(args):
+    import lightmod as mx
+    sym = mx.sym.load(args.symbol_json)
+    shape = {}
+    for item in args.shape or []:
+        name, _, dims = item.partition("=")
+        shape[name] = tuple(int(d) for d in dims.split(",") if d)
+    mx.viz.print_summary(sym, shape=shape or None)
+    return 0
+
+
+def _inspect(args):
+    import numpy as np
+    import lightmod as mx
+    loaded = mx.nd.load(args.params)
+    items = loaded.items() if isinstance(loaded, dict) else enumerate(loaded)
+    total = 0
+    for name, arr in items:
+        total += arr.size
+        host = arr.asnumpy()
+        stats = ""
+        if host.size and np.issubdtype(host.dtype, np.number):
+            stats = "mean %.4g  std %.4g" % (float(host.astype(np.float64).mean()),
+                                             float(host.astype(np.float64).std()))
+        print("%-40s %-18s %-8s %-10s %s" % (name, tuple(arr.shape), np.dtype(arr.dtype).name,
+                                             arr.stype, stats))
+    print("%d arrays, %d values" % (len(loaded), total))
+    return 0
+
+
+def _run(args):
+    from lightmod.compat import install_as_mxnet
+    install_as_mxnet()
+    sys.argv = [args.script] + list(args.script_args)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(args.script)))
+    runpy.run_path(args.script, run_name="__main__")
+    return 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="lightmod", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("demo", help="train an MLP on the shipped 8x8 digits (about 20 s)")
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--out", default="lightmod-demo", help="folder for checkpoint and PNG")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--min-accuracy", type=float, default=0.95,
+                   help="exit status 1 below this validation accuracy")
+    p.set_defaults(func=_demo)
+
+    p = sub.add_parser("info", help="versions, numba threading, CUDA and MPI availability")
+    p.set_defaults(func=_info)
+
+    p = sub.add_parser("summary", help="layers, shapes and parameter counts of a symbol file")
+    p.add_argument("symbol_json", help="PREFIX-symbol.json")
+    p.add_argument("--shape", action="append",
+                   help="input shape, e.g. --shape data=1,3,28,28 (repeatable)")
+    p.set_defaults(func=_summary)
+
+    p = sub.add_parser("inspect", help="list the arrays of a .params file")
+    p.add_argument("params", help="PREFIX-0001.params or any nd.save file")
+    p.set_defaults(func=_inspect)
+
+    p = sub.add_parser("run", help="run an unmodified MXNet 1.x script on lightmod")
+    p.add_argument("script")
+    p.add_argument("script_args", nargs=argparse.REMAINDER)
+    p.set_defaults(func=_run)
+
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
