@@ -12,3 +12,5 @@ from .context import Context, cpu, gpu, cpu_pinned, current_context, num_gpus
 from . import random
 # --- submodules (one line per part; keep the order: later parts import earlier ones) ---
 from .compat import install_as_mxnet
+from . import visualization
+from . import visualization as viz
