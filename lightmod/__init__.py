@@ -14,3 +14,4 @@ from . import random
 from .compat import install_as_mxnet
 from . import visualization
 from . import visualization as viz
+from . import profiler
