@@ -35,6 +35,11 @@ def check_arg(condition, message, exc=MXNetError):
         raise exc(message)
 
 
+def _as_list(obj):
+    """``obj`` if it is a list or tuple, else ``[obj]`` (MXNet's helper; user code imports it)."""
+    return obj if isinstance(obj, (list, tuple)) else [obj]
+
+
 def py_str(x):
     return x.decode("utf-8") if isinstance(x, bytes) else x
 
