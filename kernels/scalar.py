@@ -2,5 +2,281 @@
 
 The CPU launchers call them from ``prange`` loops, the CUDA kernels from grid-stride loops, so
 the math of an activation or of one optimizer step is written exactly once.
+
+Element-wise family
+-------------------
+Unary and binary operators are selected by a small integer code (``UNARY_CODES`` /
+``BINARY_CODES`` map MXNet-ish names to codes); the code is loop-invariant, so the compiled loops
+branch once per element on a predictable value. All functions are compiled with
+``error_model='numpy'`` by their callers' settings: division by zero gives inf/nan as in MXNet.
+Every branch may return a different numeric type; numba unifies them (float64 at worst), and
+the launcher stores into the output's dtype, which is exact for float16/float32 results.
 """
+import math
+
 from numba import njit  # noqa: F401
+
+# --- unary codes ------------------------------------------------------------------------------
+U_RELU, U_SIGMOID, U_TANH, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_SQUARE, U_ABS, U_NEGATIVE, \
+    U_SIGN, U_SOFTSIGN, U_LOG1P, U_EXPM1, U_RECIPROCAL, U_COS, U_SIN, U_FLOOR, U_CEIL, \
+    U_ROUND, U_COPY, U_TAN, U_LOG2, U_LOG10, U_CBRT, U_TRUNC, U_RINT = range(27)
+
+UNARY_CODES = {
+    "relu": U_RELU, "sigmoid": U_SIGMOID, "tanh": U_TANH, "exp": U_EXP, "log": U_LOG,
+    "sqrt": U_SQRT, "rsqrt": U_RSQRT, "square": U_SQUARE, "abs": U_ABS, "negative": U_NEGATIVE,
+    "sign": U_SIGN, "softsign": U_SOFTSIGN, "log1p": U_LOG1P, "expm1": U_EXPM1,
+    "reciprocal": U_RECIPROCAL, "cos": U_COS, "sin": U_SIN, "floor": U_FLOOR, "ceil": U_CEIL,
+    "round": U_ROUND, "copy": U_COPY, "tan": U_TAN, "log2": U_LOG2, "log10": U_LOG10,
+    "cbrt": U_CBRT, "trunc": U_TRUNC, "rint": U_RINT,
+}
+
+# --- binary codes -----------------------------------------------------------------------------
+B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_MAX, B_MIN, B_MOD, B_EQ, B_NE, B_GT, B_GE, B_LT, B_LE, \
+    B_AND, B_OR, B_XOR, B_HYPOT = range(18)
+
+BINARY_CODES = {
+    "add": B_ADD, "sub": B_SUB, "mul": B_MUL, "div": B_DIV, "power": B_POW, "maximum": B_MAX,
+    "minimum": B_MIN, "mod": B_MOD, "equal": B_EQ, "not_equal": B_NE, "greater": B_GT,
+    "greater_equal": B_GE, "lesser": B_LT, "lesser_equal": B_LE, "logical_and": B_AND,
+    "logical_or": B_OR, "logical_xor": B_XOR, "hypot": B_HYPOT,
+}
+
+
+@njit(cache=True, error_model="numpy")
+def mx_mod(a, b):
+    """MXNet's mod: the result takes the divisor's sign (like Python); x mod 0 is 0."""
+    if b == 0:
+        return 0.0
+    r = a - math.floor(a / b) * b
+    # floor(a / b) can be off by one when the quotient rounds: bring r back into range
+    if r != 0 and ((r < 0) != (b < 0)):
+        r += b
+    elif abs(r) >= abs(b):
+        r -= b
+    return r
+
+
+@njit(cache=True, error_model="numpy")
+def unary(code, x):
+    """f(x) for the unary operator ``code``."""
+    if code == U_RELU:
+        return x if (x > 0 or x != x) else 0.0
+    elif code == U_SIGMOID:
+        return 1.0 / (1.0 + math.exp(-x))
+    elif code == U_TANH:
+        return math.tanh(x)
+    elif code == U_EXP:
+        return math.exp(x)
+    elif code == U_LOG:
+        return math.log(x) if x > 0 else (-math.inf if x == 0 else math.nan)
+    elif code == U_SQRT:
+        return math.sqrt(x) if x >= 0 else math.nan
+    elif code == U_RSQRT:
+        return 1.0 / math.sqrt(x) if x >= 0 else math.nan
+    elif code == U_SQUARE:
+        return x * x
+    elif code == U_ABS:
+        return abs(x)
+    elif code == U_NEGATIVE:
+        return -x
+    elif code == U_SIGN:
+        return 1.0 if x > 0 else (-1.0 if x < 0 else 0.0)
+    elif code == U_SOFTSIGN:
+        return x / (1.0 + abs(x))
+    elif code == U_LOG1P:
+        return math.log1p(x) if x > -1 else (-math.inf if x == -1 else math.nan)
+    elif code == U_EXPM1:
+        return math.expm1(x)
+    elif code == U_RECIPROCAL:
+        return 1.0 / x
+    elif code == U_COS:
+        return math.cos(x)
+    elif code == U_SIN:
+        return math.sin(x)
+    elif code == U_FLOOR:
+        return math.floor(x)
+    elif code == U_CEIL:
+        return math.ceil(x)
+    elif code == U_ROUND:
+        # C's round(): halves away from zero (numpy rounds halves to even)
+        return math.floor(x + 0.5) if x >= 0 else -math.floor(-x + 0.5)
+    elif code == U_TAN:
+        return math.tan(x)
+    elif code == U_LOG2:
+        return math.log2(x) if x > 0 else (-math.inf if x == 0 else math.nan)
+    elif code == U_LOG10:
+        return math.log10(x) if x > 0 else (-math.inf if x == 0 else math.nan)
+    elif code == U_CBRT:
+        return math.copysign(abs(x) ** (1.0 / 3.0), x)
+    elif code == U_TRUNC:
+        return math.trunc(x)
+    elif code == U_RINT:
+        # rint rounds halves to even
+        f = math.floor(x)
+        d = x - f
+        if d > 0.5 or (d == 0.5 and f % 2 != 0):
+            return f + 1.0
+        return f
+    return x  # U_COPY
+
+
+@njit(cache=True, error_model="numpy")
+def unary_grad(code, x, y):
+    """df/dx for the unary operator ``code`` at input x with output y = f(x)."""
+    if code == U_RELU:
+        return 1.0 if y > 0 else 0.0
+    elif code == U_SIGMOID:
+        return y * (1.0 - y)
+    elif code == U_TANH:
+        return 1.0 - y * y
+    elif code == U_EXP:
+        return y
+    elif code == U_LOG:
+        return 1.0 / x
+    elif code == U_SQRT:
+        return 0.5 / y
+    elif code == U_RSQRT:
+        return -0.5 * y * y * y
+    elif code == U_SQUARE:
+        return 2.0 * x
+    elif code == U_ABS:
+        return 1.0 if x > 0 else (-1.0 if x < 0 else 0.0)
+    elif code == U_NEGATIVE:
+        return -1.0
+    elif code == U_SOFTSIGN:
+        d = 1.0 + abs(x)
+        return 1.0 / (d * d)
+    elif code == U_LOG1P:
+        return 1.0 / (1.0 + x)
+    elif code == U_EXPM1:
+        return math.exp(x)
+    elif code == U_RECIPROCAL:
+        return -1.0 / (x * x)
+    elif code == U_COS:
+        return -math.sin(x)
+    elif code == U_SIN:
+        return math.cos(x)
+    elif code == U_TAN:
+        return 1.0 + y * y
+    elif code == U_LOG2:
+        return 1.0 / (x * math.log(2.0))
+    elif code == U_LOG10:
+        return 1.0 / (x * math.log(10.0))
+    elif code == U_CBRT:
+        return 1.0 / (3.0 * y * y)
+    elif code == U_COPY:
+        return 1.0
+    return 0.0  # sign, floor, ceil, round, trunc, rint: piecewise constant
+
+
+@njit(cache=True, error_model="numpy")
+def binary(code, a, b):
+    """f(a, b) for the binary operator ``code``; comparisons give 1 or 0."""
+    if code == B_ADD:
+        return a + b
+    elif code == B_SUB:
+        return a - b
+    elif code == B_MUL:
+        return a * b
+    elif code == B_DIV:
+        return a / b
+    elif code == B_POW:
+        return a ** b
+    elif code == B_MAX:
+        return a if a > b or a != a else b
+    elif code == B_MIN:
+        return a if a < b or a != a else b
+    elif code == B_MOD:
+        return mx_mod(a, b)
+    elif code == B_EQ:
+        return 1.0 if a == b else 0.0
+    elif code == B_NE:
+        return 1.0 if a != b else 0.0
+    elif code == B_GT:
+        return 1.0 if a > b else 0.0
+    elif code == B_GE:
+        return 1.0 if a >= b else 0.0
+    elif code == B_LT:
+        return 1.0 if a < b else 0.0
+    elif code == B_LE:
+        return 1.0 if a <= b else 0.0
+    elif code == B_AND:
+        return 1.0 if (a != 0 and b != 0) else 0.0
+    elif code == B_OR:
+        return 1.0 if (a != 0 or b != 0) else 0.0
+    elif code == B_XOR:
+        return 1.0 if ((a != 0) != (b != 0)) else 0.0
+    return math.sqrt(a * a + b * b)  # B_HYPOT
+
+
+@njit(cache=True, error_model="numpy")
+def binary_grad_lhs(code, a, b):
+    """d f(a, b) / da (MXNet's conventions at ties: maximum passes to a when a >= b)."""
+    if code == B_ADD or code == B_SUB:
+        return 1.0
+    elif code == B_MUL:
+        return b
+    elif code == B_DIV:
+        return 1.0 / b
+    elif code == B_POW:
+        return b * a ** (b - 1)
+    elif code == B_MAX:
+        return 1.0 if a >= b else 0.0
+    elif code == B_MIN:
+        return 1.0 if a <= b else 0.0
+    elif code == B_MOD:
+        return 1.0
+    elif code == B_HYPOT:
+        return a / math.sqrt(a * a + b * b)
+    return 0.0  # comparisons and logical ops
+
+
+@njit(cache=True, error_model="numpy")
+def binary_grad_rhs(code, a, b):
+    """d f(a, b) / db."""
+    if code == B_ADD:
+        return 1.0
+    elif code == B_SUB:
+        return -1.0
+    elif code == B_MUL:
+        return a
+    elif code == B_DIV:
+        return -a / (b * b)
+    elif code == B_POW:
+        return a ** b * math.log(a) if a > 0 else (0.0 if a == 0 else math.nan)
+    elif code == B_MAX:
+        return 1.0 if a < b else 0.0
+    elif code == B_MIN:
+        return 1.0 if a > b else 0.0
+    elif code == B_MOD:
+        return -math.floor(a / b) if b != 0 else 0.0
+    elif code == B_HYPOT:
+        return b / math.sqrt(a * a + b * b)
+    return 0.0
+
+
+@njit(cache=True, error_model="numpy")
+def clip(x, lo, hi):
+    if x < lo:
+        return lo
+    if x > hi:
+        return hi
+    return x
+
+
+@njit(cache=True, error_model="numpy")
+def clip_grad(x, lo, hi):
+    """MXNet passes the gradient where lo <= x <= hi (bounds included)."""
+    return 0.0 if (x < lo or x > hi) else 1.0
+
+
+@njit(cache=True)
+def strided_offset(i, shape, strides):
+    """Offset of flat C-order index i of ``shape`` in an array with element ``strides``."""
+    off = 0
+    for d in range(len(shape) - 1, -1, -1):
+        n = shape[d]
+        q = i // n
+        off += (i - q * n) * strides[d]
+        i = q
+    return off

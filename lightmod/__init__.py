@@ -15,3 +15,4 @@ from .compat import install_as_mxnet
 from . import visualization
 from . import visualization as viz
 from . import profiler
+from . import ndarray, ndarray as nd  # noqa: E402

@@ -15,3 +15,4 @@ def assign(dst, src, req):
     elif req == "add":
         dst += src
 # --- families (one line each) ---
+from .elemwise import *  # noqa: F401,F403,E402

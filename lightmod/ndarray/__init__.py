@@ -1,0 +1,24 @@
+"""``mx.nd``: NDArray, creation functions, the .params format, and one function per operator.
+
+Operator functions (``nd.FullyConnected``, ``nd.sum``, ``nd.relu`` ...) are generated on first
+access from the operator registry (``register.py``); ``nd.contrib.X`` are the ``_contrib_X``
+operators and ``nd._internal`` holds every name, the underscore ones included.
+"""
+from .ndarray import (NDArray, array, empty, zeros, ones, full, arange, moveaxis, waitall,  # noqa
+                      add, subtract, multiply, divide, true_divide, modulo, power, maximum,
+                      minimum, equal, not_equal, greater, greater_equal, lesser, lesser_equal,
+                      logical_and, logical_or, logical_xor, onehot_encode, concatenate,
+                      imperative_invoke)
+from .ndarray import mx_real_t  # noqa: F401
+from . import register  # noqa: F401
+from .register import invoke  # noqa: F401
+from . import sparse  # noqa: F401
+from .sparse import CSRNDArray, RowSparseNDArray, BaseSparseNDArray  # noqa: F401
+from . import random  # noqa: F401
+from . import utils  # noqa: F401
+from .utils import save, load, load_frombuffer  # noqa: F401
+from . import contrib, _internal, op, linalg  # noqa: F401
+from ._namespace import lazy_getattr as _lazy_getattr, lazy_dir as _lazy_dir
+
+__getattr__ = _lazy_getattr(__name__, ("",))
+__dir__ = _lazy_dir(__name__, ("",))

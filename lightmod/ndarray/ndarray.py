@@ -1,12 +1,93 @@
-"""NDArray: a numpy array (CPU) or a numba device array (GPU) plus the context it lives on."""
+"""NDArray: a numpy array (CPU) or a numba device array (GPU) plus the context it lives on.
+
+This module holds the class, the creation functions (``array``, ``zeros``, ``arange`` ...) and
+the Python-level arithmetic helpers (``add``, ``maximum``, ``equal`` ...). Computation that
+corresponds to a registered operator goes through ``register.invoke`` so it runs on any device;
+CPU-only memory management (creation, copies, indexing) uses numpy directly, and GPU memory goes
+through the CUDA kernel set (``k.empty``, ``k.from_host``, ``k.copy`` ...).
+"""
+import numbers
+
 import numpy as np
 
-from ..base import MXNetError
+from ..base import MXNetError, dtype_np, numeric_types
 from ..context import Context, current_context
 
-__all__ = ["NDArray", "from_backend", "backend_array", "STYPES"]
+__all__ = ["NDArray", "from_backend", "backend_array", "STYPES", "array", "empty", "zeros",
+           "ones", "full", "arange", "moveaxis", "waitall", "add", "subtract", "multiply",
+           "divide", "true_divide", "modulo", "power", "maximum", "minimum", "equal",
+           "not_equal", "greater", "greater_equal", "lesser", "lesser_equal", "logical_and",
+           "logical_or", "logical_xor", "onehot_encode", "concatenate",
+           "reshape_target_shape", "imperative_invoke"]
 
 STYPES = ("default", "row_sparse", "csr")
+mx_real_t = np.float32
+
+# stype -> NDArray subclass (filled by sparse.py, which defines CSRNDArray/RowSparseNDArray)
+_STYPE_CLASS = {}
+# set once a GPU array exists, so waitall() knows whether to synchronise CUDA
+_gpu_used = [False]
+
+
+def _is_host(data):
+    return isinstance(data, np.ndarray)
+
+
+def _device_kernels(ctx):
+    """The kernel set of a GPU context (raises the MXNetError saying why CUDA is unusable)."""
+    from .. import kernels
+    _gpu_used[0] = True
+    return kernels.for_context(ctx)
+
+
+def _as_ctx(ctx):
+    if ctx is None:
+        return current_context()
+    if isinstance(ctx, Context):
+        return ctx
+    if isinstance(ctx, str):
+        name, _, rest = ctx.partition("(")
+        return Context(name.strip(), int(rest.rstrip(")") or 0))
+    raise MXNetError("expected a Context, got %r" % (ctx,))
+
+
+def _as_shape(shape):
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    try:
+        return tuple(int(d) for d in shape)
+    except TypeError:
+        raise MXNetError("expected a shape (int or tuple of int), got %r" % (shape,)) from None
+
+
+def _alloc(shape, dtype, ctx, fill=None):
+    """A fresh backend buffer of shape/dtype on ctx, filled with `fill` unless None."""
+    dtype = np.dtype(dtype)
+    if ctx.device_typeid == 2:
+        k = _device_kernels(ctx)
+        if fill is None:
+            return k.empty(shape, dtype)
+        return k.full(shape, fill, dtype)
+    if fill is None:
+        return np.empty(shape, dtype=dtype)
+    if fill == 0:
+        return np.zeros(shape, dtype=dtype)
+    return np.full(shape, fill, dtype=dtype)
+
+
+def _to_ctx_buffer(host, ctx):
+    """Put a numpy array onto ctx as a fresh backend buffer (a copy)."""
+    if ctx.device_typeid == 2:
+        return _device_kernels(ctx).from_host(np.ascontiguousarray(host))
+    return np.array(host, copy=True, order="C")
+
+
+def _new(data, ctx, stype="default"):
+    return NDArray(data, ctx, stype)
+
+
+def _scalar_attr(value):
+    return float(value)
 
 
 class NDArray:
@@ -16,11 +97,16 @@ class NDArray:
     ``DeviceNDArray`` on GPU contexts. Views (``a[1:3]``, ``reshape``) share memory with their
     base, as in MXNet. ``_stype`` is the storage type MXNet would report; lightmod stores
     row_sparse and csr arrays densely and keeps their sparse *semantics* where MXNet code
-    observes them (``stype``, ``tostype``, file format).
+    observes them (``stype``, ``tostype``, ``indices``/``indptr``/``data``, file format).
     """
     __slots__ = ("_data", "_ctx", "_stype", "writable", "__weakref__")
     # numpy must defer to our operators in mixed expressions (np_array + nd_array).
     __array_priority__ = 1000.0
+
+    def __new__(cls, data=None, ctx=None, stype="default", writable=True):
+        if cls is NDArray and stype != "default" and stype in _STYPE_CLASS:
+            cls = _STYPE_CLASS[stype]
+        return object.__new__(cls)
 
     def __init__(self, data, ctx=None, stype="default", writable=True):
         self._data = data
@@ -61,26 +147,40 @@ class NDArray:
     def handle(self):
         return self._data
 
+    @property
+    def T(self):
+        """Transpose (only for arrays of up to 2 dims, like MXNet)."""
+        if self.ndim > 2:
+            raise ValueError("Only 2D matrix is allowed to be transposed")
+        if self.ndim < 2:
+            return self
+        if _is_host(self._data):
+            return NDArray(np.ascontiguousarray(self._data.T), self._ctx)
+        return self.transpose()
+
     # --- host transfer ------------------------------------------------------------------------
     def asnumpy(self):
         """A numpy copy of the contents (always a copy, as in MXNet)."""
-        if isinstance(self._data, np.ndarray):
+        if _is_host(self._data):
             return self._data.copy()
         return self._data.copy_to_host()
 
     def _host_view(self):
         """The contents as a numpy array without copying when on the CPU (internal)."""
-        if isinstance(self._data, np.ndarray):
+        if _is_host(self._data):
             return self._data
         return self._data.copy_to_host()
 
     def asscalar(self):
         if self.size != 1:
-            raise ValueError("The current array is not a scalar (shape %s)" % (self.shape,))
+            raise ValueError("The current array is not a scalar")
         return self._host_view().reshape(-1)[0]
 
+    def tolist(self):
+        return self.asnumpy().tolist()
+
     def wait_to_read(self):
-        if not isinstance(self._data, np.ndarray):
+        if not _is_host(self._data):
             from numba import cuda
             cuda.synchronize()
 
@@ -89,12 +189,17 @@ class NDArray:
 
     def __repr__(self):
         shape_info = "x".join(str(d) for d in self.shape)
-        return "\n%s\n<NDArray %s @%s>" % (str(self.asnumpy()), shape_info, self._ctx)
+        return "\n%s\n<%s %s @%s>" % (str(self.asnumpy()), type(self).__name__, shape_info,
+                                      self._ctx)
 
     def __len__(self):
         if not self.shape:
             raise TypeError("len() of a 0-d array")
         return self.shape[0]
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
 
     def __bool__(self):
         if self.size == 0:
@@ -103,11 +208,540 @@ class NDArray:
             return bool(self.asscalar())
         raise ValueError("The truth value of an NDArray with multiple elements is ambiguous.")
 
+    __nonzero__ = __bool__
+
+    def __float__(self):
+        return float(self.asscalar())
+
+    def __int__(self):
+        return int(self.asscalar())
+
+    def __index__(self):
+        if self.size != 1 or not np.issubdtype(self.dtype, np.integer):
+            raise TypeError("only integer scalar arrays can be converted to a scalar index")
+        return int(self.asscalar())
+
     def __array__(self, dtype=None, copy=None):
         arr = self._host_view()
         return arr.astype(dtype) if dtype is not None else arr
 
+    def __hash__(self):
+        return id(self)
 
+    # --- pickling (the single-array record of the .params format) ------------------------------
+    def __getstate__(self):
+        from .utils import save_raw_bytes
+        return {"handle": bytearray(save_raw_bytes(self))}
+
+    def __setstate__(self, state):
+        from .utils import load_raw_bytes
+        handle = state["handle"] if isinstance(state, dict) else state
+        if handle is None:
+            self._data = np.empty((0,), dtype=np.float32)
+            self._ctx = Context("cpu", 0)
+            self._stype = "default"
+            self.writable = True
+            return
+        arr = load_raw_bytes(bytes(handle))
+        self._data, self._ctx, self._stype, self.writable = arr._data, arr._ctx, arr._stype, True
+
+    # --- copies and contexts ------------------------------------------------------------------
+    def copy(self):
+        """A deep copy on the same context."""
+        return self.copyto(self._ctx)
+
+    def copyto(self, other):
+        """Copy into an NDArray (shapes must match; dtype is converted) or onto a Context."""
+        if isinstance(other, NDArray):
+            if other is self:
+                return other
+            if other.shape != self.shape:
+                raise MXNetError("copyto: shape mismatch: source %s, target %s"
+                                 % (self.shape, other.shape))
+            if not other.writable:
+                raise ValueError("copyto: the target NDArray is read-only")
+            _copy_into(other, self)
+            return other
+        if isinstance(other, Context):
+            if _is_host(self._data) and other.device_typeid != 2:
+                data = self._data.copy()
+            elif other.device_typeid == 2 and not _is_host(self._data) and other == self._ctx:
+                k = _device_kernels(other)
+                data = k.empty(self.shape, self._data.dtype)
+                k.copy(data, self._data)
+            else:
+                data = _to_ctx_buffer(self._host_view(), other)
+            return NDArray(data, other, self._stype)
+        raise TypeError("copyto does not support type %s" % type(other))
+
+    def as_in_context(self, context):
+        if self._ctx == context:
+            return self
+        return self.copyto(context)
+
+    as_in_ctx = as_in_context
+
+    def astype(self, dtype, copy=True):
+        dtype = dtype_np(dtype)
+        if not copy and dtype == np.dtype(self._data.dtype):
+            return self
+        if _is_host(self._data):
+            return NDArray(self._data.astype(dtype), self._ctx, self._stype)
+        k = _device_kernels(self._ctx)
+        data = k.empty(self.shape, dtype)
+        k.copy(data, self._data)
+        return NDArray(data, self._ctx, self._stype)
+
+    def tostype(self, stype):
+        """A copy with the given storage type (the data stays dense in lightmod)."""
+        if stype not in STYPES:
+            raise MXNetError("tostype: unknown storage type %r" % (stype,))
+        if stype == "csr" and self.ndim != 2:
+            raise MXNetError("tostype('csr') needs a 2-D array, got shape %s" % (self.shape,))
+        if stype == "row_sparse" and self.ndim < 1:
+            raise MXNetError("tostype('row_sparse') needs at least 1 dim")
+        out = self.copy()
+        return NDArray(out._data, out._ctx, stype)
+
+    def wait_to_read_all(self):
+        waitall()
+
+    # --- shape manipulation -------------------------------------------------------------------
+    def reshape(self, *shape, **kwargs):
+        """A view with a new shape; MXNet's codes 0, -1, -2, -3, -4 and ``reverse`` apply."""
+        if len(shape) == 1 and isinstance(shape[0], (list, tuple)):
+            shape = shape[0]
+        elif not shape:
+            shape = kwargs.pop("shape", None)
+            if shape is None:
+                raise TypeError("reshape() needs a shape")
+        reverse = kwargs.pop("reverse", False)
+        if kwargs:
+            raise TypeError("reshape() got unexpected keyword arguments %s" % sorted(kwargs))
+        new_shape = reshape_target_shape(self.shape, _as_shape(shape), reverse)
+        if _is_host(self._data):
+            data = self._data.reshape(new_shape)
+        else:
+            data = self._data.reshape(*new_shape) if new_shape else self._data.reshape(1)
+        return NDArray(data, self._ctx, self._stype, self.writable)
+
+    def reshape_like(self, *args, **kwargs):
+        return _op("reshape_like", self, *args, **kwargs)
+
+    def flatten(self, *args, **kwargs):
+        return _op("Flatten", self, *args, **kwargs)
+
+    def broadcast_to(self, shape):
+        shape = _as_shape(shape)
+        cur = (1,) * (len(shape) - self.ndim) + self.shape
+        if cur != self.shape:
+            return self.reshape(cur).broadcast_to(shape)
+        return _op("broadcast_to", self, shape=shape)
+
+    def zeros_like(self, *args, **kwargs):
+        return _op("zeros_like", self, *args, **kwargs)
+
+    def ones_like(self, *args, **kwargs):
+        return _op("ones_like", self, *args, **kwargs)
+
+    # --- indexing -----------------------------------------------------------------------------
+    def __getitem__(self, key):
+        if _is_advanced_key(key):
+            host = self._host_view()[_host_key(key)]
+            if host.ndim == 0:
+                host = host.reshape(1)
+            return NDArray(_to_ctx_buffer(host, self._ctx), self._ctx)
+        key = _basic_key(key, self.shape)
+        if _is_host(self._data):
+            view = self._data[key]
+            if view.ndim == 0:
+                view = view.reshape(1)
+            if not view.flags.c_contiguous:
+                return NDArray(np.ascontiguousarray(view), self._ctx)
+            return NDArray(view, self._ctx, "default", self.writable)
+        region = _device_region(self._data, key)
+        if region is None:
+            host = self._data.copy_to_host()[key]
+            if host.ndim == 0:
+                host = host.reshape(1)
+            return NDArray(_to_ctx_buffer(host, self._ctx), self._ctx)
+        return NDArray(region, self._ctx, "default", self.writable)
+
+    def __setitem__(self, key, value):
+        if not self.writable:
+            raise ValueError("Cannot assign to a read-only NDArray")
+        if _is_host(self._data):
+            if isinstance(value, NDArray):
+                value = value._host_view()
+            if _is_advanced_key(key):
+                self._data[_host_key(key)] = value
+            else:
+                self._data[_basic_key(key, self.shape)] = value
+            return
+        if not _is_advanced_key(key):
+            region = _device_region(self._data, _basic_key(key, self.shape))
+            if region is not None:
+                _fill_device(region, value, self._ctx)
+                return
+        host = self._data.copy_to_host()
+        host[_host_key(key) if _is_advanced_key(key) else _basic_key(key, self.shape)] = \
+            value._host_view() if isinstance(value, NDArray) else value
+        self._data.copy_to_device(host)
+
+    def _slice(self, start, stop):
+        return self[start:stop]
+
+    def _at(self, idx):
+        return self[idx]
+
+    # --- arithmetic ---------------------------------------------------------------------------
+    def __add__(self, other):
+        return add(self, other)
+
+    def __radd__(self, other):
+        return add(self, other)
+
+    def __sub__(self, other):
+        return subtract(self, other)
+
+    def __rsub__(self, other):
+        return subtract(other, self)
+
+    def __mul__(self, other):
+        return multiply(self, other)
+
+    def __rmul__(self, other):
+        return multiply(self, other)
+
+    def __truediv__(self, other):
+        return divide(self, other)
+
+    def __rtruediv__(self, other):
+        return divide(other, self)
+
+    __div__ = __truediv__
+    __rdiv__ = __rtruediv__
+
+    def __mod__(self, other):
+        return modulo(self, other)
+
+    def __rmod__(self, other):
+        return modulo(other, self)
+
+    def __pow__(self, other):
+        return power(self, other)
+
+    def __rpow__(self, other):
+        return power(other, self)
+
+    def __neg__(self):
+        return _op("_mul_scalar", self, scalar=-1.0)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return _op("abs", self)
+
+    def __eq__(self, other):
+        return equal(self, other)
+
+    def __ne__(self, other):
+        return not_equal(self, other)
+
+    def __gt__(self, other):
+        return greater(self, other)
+
+    def __ge__(self, other):
+        return greater_equal(self, other)
+
+    def __lt__(self, other):
+        return lesser(self, other)
+
+    def __le__(self, other):
+        return lesser_equal(self, other)
+
+    def _inplace(self, other, what, op_array, op_scalar):
+        if not self.writable:
+            raise ValueError("trying to %s to a readonly NDArray" % what)
+        if isinstance(other, NDArray):
+            return _op(op_array, self, other, out=self)
+        if isinstance(other, np.ndarray):
+            return _op(op_array, self, array(other, self._ctx, self.dtype), out=self)
+        if isinstance(other, numeric_types):
+            return _op(op_scalar, self, scalar=_scalar_attr(other), out=self)
+        raise TypeError("type %s not supported" % str(type(other)))
+
+    def __iadd__(self, other):
+        return self._inplace(other, "add", "broadcast_add", "_plus_scalar")
+
+    def __isub__(self, other):
+        return self._inplace(other, "subtract", "broadcast_sub", "_minus_scalar")
+
+    def __imul__(self, other):
+        return self._inplace(other, "multiply", "broadcast_mul", "_mul_scalar")
+
+    def __itruediv__(self, other):
+        return self._inplace(other, "divide", "broadcast_div", "_div_scalar")
+
+    __idiv__ = __itruediv__
+
+    def __imod__(self, other):
+        return self._inplace(other, "take modulo", "broadcast_mod", "_mod_scalar")
+
+    def __ipow__(self, other):
+        return self._inplace(other, "raise", "broadcast_power", "_power_scalar")
+
+    # --- misc ---------------------------------------------------------------------------------
+    def attach_grad(self, grad_req="write", stype=None):
+        raise MXNetError("autograd is not part of lightmod (Module API only)")
+
+    def norm(self, *args, **kwargs):
+        return _op("norm", self, *args, **kwargs)
+
+
+def _method(op_name, doc=None):
+    def method(self, *args, **kwargs):
+        return _op(op_name, self, *args, **kwargs)
+    method.__name__ = op_name
+    method.__doc__ = doc or "Same as ``nd.%s(self, *args, **kwargs)``." % op_name
+    return method
+
+
+# Methods that are thin wrappers of registered operators (MXNet's NDArray does the same).
+_OP_METHODS = {
+    "sum": "sum", "nansum": "nansum", "prod": "prod", "nanprod": "nanprod", "mean": "mean",
+    "max": "max", "min": "min", "argmax": "argmax", "argmin": "argmin",
+    "argmax_channel": "argmax_channel", "clip": "clip", "exp": "exp", "expm1": "expm1",
+    "log": "log", "log1p": "log1p", "log2": "log2", "log10": "log10", "sqrt": "sqrt",
+    "rsqrt": "rsqrt", "cbrt": "cbrt", "square": "square", "abs": "abs", "sign": "sign",
+    "round": "round", "rint": "rint", "fix": "fix", "floor": "floor", "ceil": "ceil",
+    "trunc": "trunc", "sin": "sin", "cos": "cos", "tan": "tan", "reciprocal": "reciprocal",
+    "relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh", "softmax": "softmax",
+    "log_softmax": "log_softmax", "expand_dims": "expand_dims", "squeeze": "squeeze",
+    "transpose": "transpose", "swapaxes": "SwapAxis", "tile": "tile", "repeat": "repeat",
+    "pad": "pad", "flip": "flip", "slice": "slice", "slice_axis": "slice_axis",
+    "slice_like": "slice_like", "take": "take", "one_hot": "one_hot", "pick": "pick",
+    "topk": "topk", "sort": "sort", "argsort": "argsort", "split": "SliceChannel",
+    "diag": "diag", "broadcast_like": "broadcast_like", "broadcast_axes": "broadcast_axes",
+    "depth_to_space": "depth_to_space", "space_to_depth": "space_to_depth",
+    "shape_array": "shape_array", "size_array": "size_array",
+}
+for _meth, _opname in _OP_METHODS.items():
+    setattr(NDArray, _meth, _method(_opname))
+del _meth, _opname
+
+
+def _op(name, *args, **kwargs):
+    """Call the generated nd function of a registered operator."""
+    from .register import op_function
+    return op_function(name)(*args, **kwargs)
+
+
+def imperative_invoke(name, inputs, attrs, out=None):
+    from .register import invoke
+    return invoke(name, inputs, attrs, out=out)
+
+
+# ---------------------------------------------------------------------------------------------
+# indexing helpers
+# ---------------------------------------------------------------------------------------------
+def _is_array_like(x):
+    return isinstance(x, (NDArray, np.ndarray, list, range))
+
+
+def _is_advanced_key(key):
+    if _is_array_like(key):
+        return True
+    return isinstance(key, tuple) and any(_is_array_like(k) for k in key)
+
+
+def _host_key(key):
+    """Turn NDArray / list indices into int64 numpy indices (MXNet truncates float indices)."""
+    def conv(k):
+        if isinstance(k, NDArray):
+            k = k._host_view()
+        if isinstance(k, (list, range)):
+            k = np.asarray(k)
+        if isinstance(k, np.ndarray) and k.dtype != np.bool_:
+            k = k.astype(np.int64)
+        return k
+    if isinstance(key, tuple):
+        return tuple(conv(k) for k in key)
+    return conv(key)
+
+
+def _basic_key(key, shape):
+    """Normalise a basic index to a tuple ending in Ellipsis; check integer bounds."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    axis = 0
+    out = []
+    for k in key:
+        if k is Ellipsis:
+            # dims consumed after the Ellipsis count from the end
+            after = sum(1 for x in key[len(out) + 1:] if x is not None)
+            axis = len(shape) - after
+            out.append(k)
+            continue
+        if isinstance(k, (bool, np.bool_)):
+            raise IndexError("boolean scalars are not supported as indices")
+        if isinstance(k, (numbers.Integral, np.integer)):
+            if axis >= len(shape):
+                raise IndexError("too many indices for an array of shape %s" % (shape,))
+            n = shape[axis]
+            if not -n <= int(k) < n:
+                raise IndexError("index %d is out of bounds for axis %d with size %d"
+                                 % (k, axis, n))
+            out.append(int(k))
+            axis += 1
+        elif isinstance(k, slice) or k is None:
+            out.append(k)
+            if k is not None:
+                axis += 1
+        else:
+            raise IndexError("NDArray does not support indexing with %s" % type(k))
+    if Ellipsis not in out:
+        out.append(Ellipsis)
+    return tuple(out)
+
+
+def _device_region(dev, key):
+    """A device view of dev[key] when that region is C-contiguous, else None."""
+    itemsize = np.dtype(dev.dtype).itemsize
+    shape = tuple(dev.shape)
+    strides = []
+    acc = itemsize
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= n
+    probe_base = np.zeros(1, dtype=dev.dtype)
+    probe = np.lib.stride_tricks.as_strided(probe_base, shape=shape, strides=tuple(reversed(strides)))
+    view = probe[key]
+    if view.ndim == 0:
+        view = view.reshape(1)
+    if not view.flags.c_contiguous:
+        return None
+    offset = (view.__array_interface__["data"][0] - probe_base.__array_interface__["data"][0])
+    start = offset // itemsize
+    flat = dev.reshape(dev.size) if dev.ndim != 1 else dev
+    region = flat[start:start + view.size]
+    return region.reshape(*view.shape) if view.shape != (view.size,) else region
+
+
+def _fill_device(region, value, ctx):
+    k = _device_kernels(ctx)
+    if isinstance(value, numeric_types):
+        k.fill(region, value)
+    elif isinstance(value, NDArray) and not _is_host(value._data):
+        k.copy(region, value._data)
+    else:
+        host = value._host_view() if isinstance(value, NDArray) else np.asarray(value)
+        k.copy(region, np.broadcast_to(host, tuple(region.shape)))
+
+
+def _copy_into(dst, src):
+    """dst[...] = src for NDArrays of equal shape on any contexts (dtype converted)."""
+    if _is_host(dst._data):
+        np.copyto(dst._data, src._host_view(), casting="unsafe")
+    else:
+        k = _device_kernels(dst._ctx)
+        k.copy(dst._data, src._data)
+
+
+# ---------------------------------------------------------------------------------------------
+# reshape codes
+# ---------------------------------------------------------------------------------------------
+def reshape_target_shape(src, target, reverse=False):
+    """The shape MXNet's Reshape gives ``src`` for ``target`` with the special codes:
+    0 copy this dim, -1 infer, -2 copy the remaining dims, -3 merge two dims, -4 split one
+    dim into the next two values (one may be -1). ``reverse`` matches from the right."""
+    src, target = tuple(src), tuple(target)
+    if reverse:
+        return tuple(reversed(reshape_target_shape(tuple(reversed(src)),
+                                                   _reverse_codes(target))))
+    size = 1
+    for d in src:
+        size *= d
+    out, si, infer_at, i = [], 0, -1, 0
+
+    def bad(msg):
+        return MXNetError("Reshape: cannot reshape array of shape %s into %s: %s"
+                          % (src, target, msg))
+    while i < len(target):
+        p = target[i]
+        if p == 0:
+            if si >= len(src):
+                raise bad("code 0 has no matching input dim")
+            out.append(src[si])
+            si += 1
+        elif p == -1:
+            if infer_at >= 0:
+                raise bad("only one dim may be -1")
+            infer_at = len(out)
+            out.append(1)
+            si += 1
+        elif p == -2:
+            out.extend(src[si:])
+            si = len(src)
+        elif p == -3:
+            if si + 1 >= len(src):
+                raise bad("code -3 needs two input dims")
+            out.append(src[si] * src[si + 1])
+            si += 2
+        elif p == -4:
+            if si >= len(src) or i + 2 >= len(target):
+                raise bad("code -4 needs an input dim and two values")
+            d0, d1, d2 = src[si], target[i + 1], target[i + 2]
+            if d1 == -1 and d2 == -1:
+                raise bad("code -4 allows one -1")
+            if d1 == -1:
+                d1 = d0 // d2 if d2 else 0
+            if d2 == -1:
+                d2 = d0 // d1 if d1 else 0
+            if d1 * d2 != d0:
+                raise bad("split of %d into %d x %d" % (d0, d1, d2))
+            out.extend([d1, d2])
+            si += 1
+            i += 2
+        elif p > 0:
+            out.append(p)
+            si += 1
+        else:
+            raise bad("invalid code %d" % p)
+        i += 1
+    if infer_at >= 0:
+        rest = 1
+        for j, d in enumerate(out):
+            if j != infer_at:
+                rest *= d
+        if rest == 0 or size % rest:
+            raise bad("the size %d is not divisible by %d" % (size, rest))
+        out[infer_at] = size // rest
+    total = 1
+    for d in out:
+        total *= d
+    if total != size:
+        raise bad("the sizes differ (%d vs %d)" % (size, total))
+    return tuple(out)
+
+
+def _reverse_codes(target):
+    # -4 takes the two following values; reversing keeps each group's code before its values
+    groups, i = [], 0
+    while i < len(target):
+        if target[i] == -4:
+            groups.append((-4, target[i + 2], target[i + 1]))
+            i += 3
+        else:
+            groups.append((target[i],))
+            i += 1
+    return tuple(x for g in reversed(groups) for x in g)
+
+
+# ---------------------------------------------------------------------------------------------
+# creation
+# ---------------------------------------------------------------------------------------------
 def from_backend(data, ctx=None, stype="default"):
     """Wrap a backend array (numpy / device array) without copying."""
     return NDArray(data, ctx if ctx is not None else Context("cpu", 0), stype)
@@ -116,3 +750,185 @@ def from_backend(data, ctx=None, stype="default"):
 def backend_array(x):
     """The backend array behind an NDArray (or a numpy array passed through)."""
     return x._data if isinstance(x, NDArray) else x
+
+
+def array(source_array, ctx=None, dtype=None):
+    """An NDArray holding a copy of ``source_array`` (NDArray, numpy array or nested lists).
+
+    Like MXNet, the dtype defaults to the source NDArray's dtype, and to float32 for anything
+    else (a float64 or int numpy array becomes float32 unless ``dtype`` is given)."""
+    ctx = _as_ctx(ctx)
+    if isinstance(source_array, NDArray):
+        dtype = source_array.dtype if dtype is None else dtype
+        if source_array.stype != "default":
+            out = source_array.astype(dtype).as_in_context(ctx)
+            return out.copy() if out is source_array else out
+        host = source_array._host_view()
+    elif hasattr(source_array, "indptr") and hasattr(source_array, "tocsr"):
+        from .sparse import csr_matrix   # a scipy.sparse csr matrix
+        return csr_matrix(source_array, ctx=ctx, dtype=dtype)
+    else:
+        dtype = mx_real_t if dtype is None else dtype
+        try:
+            host = np.asarray(source_array, dtype=dtype_np(dtype))
+        except (TypeError, ValueError):
+            raise TypeError("source_array must be array like object") from None
+    host = np.asarray(host, dtype=dtype_np(dtype))
+    if host.ndim == 0:
+        host = host.reshape(1)
+    return NDArray(_to_ctx_buffer(host, ctx), ctx)
+
+
+def empty(shape, ctx=None, dtype=None, stype=None):
+    ctx = _as_ctx(ctx)
+    shape = _as_shape(shape)
+    data = _alloc(shape, dtype_np(dtype), ctx)
+    return NDArray(data, ctx, stype or "default")
+
+
+def zeros(shape, ctx=None, dtype=None, stype=None, **kwargs):
+    ctx = _as_ctx(ctx)
+    return NDArray(_alloc(_as_shape(shape), dtype_np(dtype), ctx, 0), ctx, stype or "default")
+
+
+def ones(shape, ctx=None, dtype=None, **kwargs):
+    ctx = _as_ctx(ctx)
+    return NDArray(_alloc(_as_shape(shape), dtype_np(dtype), ctx, 1), ctx)
+
+
+def full(shape, val, ctx=None, dtype=mx_real_t, out=None):
+    if out is not None:
+        out[:] = val
+        return out
+    ctx = _as_ctx(ctx)
+    return NDArray(_alloc(_as_shape(shape), dtype_np(dtype), ctx, val), ctx)
+
+
+def arange(start, stop=None, step=1.0, repeat=1, infer_range=None, ctx=None, dtype=mx_real_t):
+    """Evenly spaced values (computed in double precision, then cast); each value ``repeat``ed."""
+    if stop is None:
+        start, stop = 0, start
+    if step == 0:
+        raise MXNetError("arange: step must not be 0")
+    values = np.arange(start, stop, step, dtype=np.float64)
+    if repeat != 1:
+        values = np.repeat(values, int(repeat))
+    return array(values, ctx=ctx, dtype=dtype)
+
+
+def moveaxis(tensor, source, destination):
+    axes = list(range(tensor.ndim))
+    source = source % tensor.ndim
+    destination = destination % tensor.ndim
+    axes.pop(source)
+    axes.insert(destination, source)
+    return _op("transpose", tensor, axes=tuple(axes))
+
+
+def concatenate(arrays, axis=0, always_copy=True):
+    """Join arrays along ``axis`` (deprecated in MXNet in favour of concat)."""
+    if not arrays:
+        raise MXNetError("concatenate needs at least one array")
+    if not always_copy and len(arrays) == 1:
+        return arrays[0]
+    ctx = arrays[0].context
+    host = np.concatenate([a._host_view() for a in arrays], axis=axis)
+    return NDArray(_to_ctx_buffer(host, ctx), ctx)
+
+
+def onehot_encode(indices, out):
+    """Write one-hot rows of ``indices`` into ``out`` (shape (n, depth))."""
+    host = np.zeros(out.shape, dtype=out.dtype)
+    idx = indices._host_view().astype(np.int64)
+    host[np.arange(idx.size), idx.reshape(-1)] = 1
+    out[:] = host
+    return out
+
+
+def waitall():
+    """Wait for every pending computation (CUDA work is asynchronous)."""
+    if _gpu_used[0]:
+        from numba import cuda
+        cuda.synchronize()
+
+
+# ---------------------------------------------------------------------------------------------
+# arithmetic between NDArrays and scalars (MXNet's _ufunc_helper)
+# ---------------------------------------------------------------------------------------------
+def _ufunc(lhs, rhs, op_array, op_scalar, op_rscalar, py_fn):
+    if isinstance(lhs, numeric_types) and isinstance(rhs, numeric_types):
+        return py_fn(lhs, rhs)
+    if isinstance(lhs, np.ndarray) and isinstance(rhs, NDArray):
+        lhs = array(lhs, rhs.context, rhs.dtype)
+    if isinstance(rhs, np.ndarray) and isinstance(lhs, NDArray):
+        rhs = array(rhs, lhs.context, lhs.dtype)
+    if isinstance(lhs, NDArray):
+        if isinstance(rhs, NDArray):
+            return _op(op_array, lhs, rhs)
+        if isinstance(rhs, numeric_types):
+            return _op(op_scalar, lhs, scalar=_scalar_attr(rhs))
+        raise TypeError("type %s not supported" % str(type(rhs)))
+    if isinstance(rhs, NDArray) and isinstance(lhs, numeric_types):
+        return _op(op_rscalar, rhs, scalar=_scalar_attr(lhs))
+    raise TypeError("type %s not supported" % str(type(lhs if not isinstance(lhs, NDArray)
+                                                         else rhs)))
+
+
+def add(lhs, rhs):
+    return _ufunc(lhs, rhs, "broadcast_add", "_plus_scalar", "_plus_scalar", lambda a, b: a + b)
+
+
+def subtract(lhs, rhs):
+    return _ufunc(lhs, rhs, "broadcast_sub", "_minus_scalar", "_rminus_scalar",
+                  lambda a, b: a - b)
+
+
+def multiply(lhs, rhs):
+    return _ufunc(lhs, rhs, "broadcast_mul", "_mul_scalar", "_mul_scalar", lambda a, b: a * b)
+
+
+def divide(lhs, rhs):
+    return _ufunc(lhs, rhs, "broadcast_div", "_div_scalar", "_rdiv_scalar", lambda a, b: a / b)
+
+
+true_divide = divide
+
+
+def modulo(lhs, rhs):
+    return _ufunc(lhs, rhs, "broadcast_mod", "_mod_scalar", "_rmod_scalar", lambda a, b: a % b)
+
+
+def power(base, exp):
+    return _ufunc(base, exp, "broadcast_power", "_power_scalar", "_rpower_scalar",
+                  lambda a, b: a ** b)
+
+
+def maximum(lhs, rhs):
+    return _ufunc(lhs, rhs, "broadcast_maximum", "_maximum_scalar", "_maximum_scalar",
+                  lambda a, b: a if a > b else b)
+
+
+def minimum(lhs, rhs):
+    return _ufunc(lhs, rhs, "broadcast_minimum", "_minimum_scalar", "_minimum_scalar",
+                  lambda a, b: a if a < b else b)
+
+
+def _cmp(name, rname, py_fn):
+    def fn(lhs, rhs):
+        return _ufunc(lhs, rhs, "broadcast_" + name, "_%s_scalar" % name, "_%s_scalar" % rname,
+                      lambda a, b: 1 if py_fn(a, b) else 0)
+    fn.__name__ = name
+    fn.__doc__ = "1 where ``lhs %s rhs`` holds, else 0 (in the input dtype), with broadcasting." \
+        % name
+    return fn
+
+
+equal = _cmp("equal", "equal", lambda a, b: a == b)
+not_equal = _cmp("not_equal", "not_equal", lambda a, b: a != b)
+greater = _cmp("greater", "lesser", lambda a, b: a > b)
+greater_equal = _cmp("greater_equal", "lesser_equal", lambda a, b: a >= b)
+lesser = _cmp("lesser", "greater", lambda a, b: a < b)
+lesser_equal = _cmp("lesser_equal", "greater_equal", lambda a, b: a <= b)
+logical_and = _cmp("logical_and", "logical_and", lambda a, b: a and b)
+logical_or = _cmp("logical_or", "logical_or", lambda a, b: a or b)
+logical_xor = _cmp("logical_xor", "logical_xor", lambda a, b: bool(a) != bool(b))

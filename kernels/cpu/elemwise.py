@@ -1,0 +1,445 @@
+"""CPU launchers of the element-wise family, plus host-memory helpers of the CPU kernel set.
+
+The math lives in ``kernels/scalar.py`` (shared with the CUDA half). Every launcher has a serial
+loop for small arrays and a ``prange`` loop above ``PARALLEL_MIN`` elements. Broadcasting is
+reduced to a canonical form (``broadcast_plan``): adjacent dims that broadcast the same way are
+merged, so a bias add over (N, C, H, W) becomes a 3-d walk with per-input element strides.
+float16 arrays are computed through float32 copies (numba's CPU float16 support is partial).
+"""
+import functools
+
+import numpy as np
+from numba import njit, prange
+
+from .. import scalar as S
+from ..scalar import BINARY_CODES, UNARY_CODES
+
+__all__ = ["empty", "zeros", "full", "fill", "copy", "from_host", "to_host",
+           "broadcast_plan", "elemwise_unary", "elemwise_unary_backward", "elemwise_binary",
+           "elemwise_binary_backward", "elemwise_scalar", "elemwise_scalar_backward",
+           "elemwise_clip", "elemwise_clip_backward", "sum_to_shape"]
+
+PARALLEL_MIN = 1 << 15
+
+
+# ---------------------------------------------------------------------------------------------
+# memory
+# ---------------------------------------------------------------------------------------------
+def empty(shape, dtype):
+    return np.empty(shape, dtype=dtype)
+
+
+def zeros(shape, dtype):
+    return np.zeros(shape, dtype=dtype)
+
+
+def full(shape, value, dtype):
+    return np.full(shape, value, dtype=dtype)
+
+
+def fill(dst, value):
+    dst[...] = value
+
+
+def copy(dst, src):
+    """dst[...] = src with an unsafe cast (src may be a broadcastable host array)."""
+    np.copyto(dst, src, casting="unsafe")
+
+
+def from_host(arr, dtype=None):
+    """A fresh C-contiguous array owning a copy of arr."""
+    return np.array(arr, dtype=dtype, copy=True, order="C")
+
+
+def to_host(arr):
+    return np.array(arr, copy=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# broadcasting plans (pure Python, shared with the CUDA half)
+# ---------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=4096)
+def broadcast_plan(shape_a, shape_b):
+    """Describe ``a op b`` under numpy broadcasting in a collapsed canonical form.
+
+    Returns ``(out_shape, shape, strides_a, strides_b, bcast_a, bcast_b)``: the full output
+    shape; the collapsed shape (adjacent dims merged when both inputs broadcast the same way);
+    each input's element strides over the collapsed shape (0 on broadcast dims); and per
+    collapsed dim whether a (resp. b) is broadcast along it. Raises ValueError when the shapes
+    are incompatible.
+    """
+    nd = max(len(shape_a), len(shape_b))
+    sa = (1,) * (nd - len(shape_a)) + tuple(shape_a)
+    sb = (1,) * (nd - len(shape_b)) + tuple(shape_b)
+    out = []
+    for x, y in zip(sa, sb):
+        if x == y or y == 1:
+            out.append(x)
+        elif x == 1:
+            out.append(y)
+        else:
+            raise ValueError("shapes %s and %s cannot be broadcast together"
+                             % (tuple(shape_a), tuple(shape_b)))
+    groups = []   # [kind, size] with kind = (a broadcast, b broadcast)
+    for x, y, n in zip(sa, sb, out):
+        if n == 1:
+            continue
+        kind = (x == 1, y == 1)
+        if groups and groups[-1][0] == kind:
+            groups[-1][1] *= n
+        else:
+            groups.append([kind, n])
+    if not groups:
+        groups = [[(False, False), 1]]
+    shape = tuple(n for _, n in groups)
+
+    def strides(which):
+        st, acc = [0] * len(groups), 1
+        for i in range(len(groups) - 1, -1, -1):
+            if not groups[i][0][which]:
+                st[i] = acc
+                acc *= groups[i][1]
+        return tuple(st)
+
+    return (tuple(out), shape, strides(0), strides(1),
+            tuple(g[0][0] for g in groups), tuple(g[0][1] for g in groups))
+
+
+def contiguous_strides(shape):
+    st, acc = [0] * len(shape), 1
+    for i in range(len(shape) - 1, -1, -1):
+        st[i] = acc
+        acc *= shape[i]
+    return tuple(st)
+
+
+def reduce_plan(plan, which):
+    """For the gradient of input ``which`` (0 = a, 1 = b) of a broadcast binary op: the shapes
+    of the kept and reduced index spaces, the output strides and the other input's strides."""
+    _, shape, sa, sb, ba, bb = plan
+    bcast = ba if which == 0 else bb
+    keep = tuple(1 if f else n for n, f in zip(shape, bcast))
+    red = tuple(n if f else 1 for n, f in zip(shape, bcast))
+    nred = 1
+    for n in red:
+        nred *= n
+    return keep, red, nred, contiguous_strides(shape), (sb if which == 0 else sa)
+
+
+# ---------------------------------------------------------------------------------------------
+# argument preparation
+# ---------------------------------------------------------------------------------------------
+def _flat_in(x):
+    """A contiguous 1-d view (or copy) of x; float16 goes through float32."""
+    if x.dtype == np.float16:
+        x = x.astype(np.float32)
+    return np.ascontiguousarray(x).reshape(-1)
+
+
+def _flat_out(out):
+    """A writable contiguous 1-d array aliasing out when possible; (flat, needs_copy_back)."""
+    if out.dtype != np.float16 and out.flags.c_contiguous:
+        return out.reshape(-1), False
+    dtype = np.float32 if out.dtype == np.float16 else out.dtype
+    return np.ascontiguousarray(out, dtype=dtype).reshape(-1), True
+
+
+def _finish(out, flat, copy_back):
+    if copy_back:
+        np.copyto(out, flat.reshape(out.shape), casting="unsafe")
+
+
+def _scalar_for(x, value):
+    """The scalar as the array's dtype (MXNet casts the scalar to DType before the op)."""
+    dt = np.float32 if x.dtype == np.float16 else x.dtype
+    if dt == np.bool_:
+        return np.float32(value)
+    return dt.type(value)
+
+
+def _acc(req):
+    return req == "add"
+
+
+# ---------------------------------------------------------------------------------------------
+# jitted loops
+# ---------------------------------------------------------------------------------------------
+@njit(cache=True, error_model="numpy")
+def _unary_serial(code, x, out):
+    for i in range(x.size):
+        out[i] = S.unary(code, x[i])
+
+
+@njit(cache=True, error_model="numpy", parallel=True)
+def _unary_parallel(code, x, out):
+    for i in prange(x.size):
+        out[i] = S.unary(code, x[i])
+
+
+@njit(cache=True, error_model="numpy")
+def _unary_grad_serial(code, x, y, g, dx, acc):
+    for i in range(x.size):
+        v = g[i] * S.unary_grad(code, x[i], y[i])
+        if acc:
+            dx[i] += v
+        else:
+            dx[i] = v
+
+
+@njit(cache=True, error_model="numpy", parallel=True)
+def _unary_grad_parallel(code, x, y, g, dx, acc):
+    for i in prange(x.size):
+        v = g[i] * S.unary_grad(code, x[i], y[i])
+        if acc:
+            dx[i] += v
+        else:
+            dx[i] = v
+
+
+@njit(cache=True, error_model="numpy")
+def _binary_serial(code, a, b, out):
+    for i in range(out.size):
+        out[i] = S.binary(code, a[i], b[i])
+
+
+@njit(cache=True, error_model="numpy", parallel=True)
+def _binary_parallel(code, a, b, out):
+    for i in prange(out.size):
+        out[i] = S.binary(code, a[i], b[i])
+
+
+@njit(cache=True, error_model="numpy")
+def _bcast_serial(code, a, b, out, shape, sa, sb):
+    for i in range(out.size):
+        out[i] = S.binary(code, a[S.strided_offset(i, shape, sa)], b[S.strided_offset(i, shape, sb)])
+
+
+@njit(cache=True, error_model="numpy", parallel=True)
+def _bcast_parallel(code, a, b, out, shape, sa, sb):
+    for i in prange(out.size):
+        out[i] = S.binary(code, a[S.strided_offset(i, shape, sa)], b[S.strided_offset(i, shape, sb)])
+
+
+@njit(cache=True, error_model="numpy")
+def _binary_grad_one(code, which, x, other, g, j, keep, red, nred, so, sother):
+    """Sum over the broadcast dims of g * d(a op b)/d(input `which`) at element j of it."""
+    base_o = S.strided_offset(j, keep, so)
+    base_b = S.strided_offset(j, keep, sother)
+    s = 0.0
+    for r in range(nred):
+        io = base_o + S.strided_offset(r, red, so)
+        ib = base_b + S.strided_offset(r, red, sother)
+        if which == 0:
+            s += g[io] * S.binary_grad_lhs(code, x[j], other[ib])
+        else:
+            s += g[io] * S.binary_grad_rhs(code, other[ib], x[j])
+    return s
+
+
+@njit(cache=True, error_model="numpy")
+def _binary_grad_serial(code, which, x, other, g, dx, keep, red, nred, so, sother, acc):
+    for j in range(dx.size):
+        v = _binary_grad_one(code, which, x, other, g, j, keep, red, nred, so, sother)
+        if acc:
+            dx[j] += v
+        else:
+            dx[j] = v
+
+
+@njit(cache=True, error_model="numpy", parallel=True)
+def _binary_grad_parallel(code, which, x, other, g, dx, keep, red, nred, so, sother, acc):
+    for j in prange(dx.size):
+        v = _binary_grad_one(code, which, x, other, g, j, keep, red, nred, so, sother)
+        if acc:
+            dx[j] += v
+        else:
+            dx[j] = v
+
+
+@njit(cache=True, error_model="numpy")
+def _scalar_serial(code, x, s, out, reverse):
+    for i in range(x.size):
+        if reverse:
+            out[i] = S.binary(code, s, x[i])
+        else:
+            out[i] = S.binary(code, x[i], s)
+
+
+@njit(cache=True, error_model="numpy", parallel=True)
+def _scalar_parallel(code, x, s, out, reverse):
+    for i in prange(x.size):
+        if reverse:
+            out[i] = S.binary(code, s, x[i])
+        else:
+            out[i] = S.binary(code, x[i], s)
+
+
+@njit(cache=True, error_model="numpy")
+def _scalar_grad_serial(code, x, s, g, dx, reverse, acc):
+    for i in range(x.size):
+        if reverse:
+            v = g[i] * S.binary_grad_rhs(code, s, x[i])
+        else:
+            v = g[i] * S.binary_grad_lhs(code, x[i], s)
+        if acc:
+            dx[i] += v
+        else:
+            dx[i] = v
+
+
+@njit(cache=True, error_model="numpy", parallel=True)
+def _scalar_grad_parallel(code, x, s, g, dx, reverse, acc):
+    for i in prange(x.size):
+        if reverse:
+            v = g[i] * S.binary_grad_rhs(code, s, x[i])
+        else:
+            v = g[i] * S.binary_grad_lhs(code, x[i], s)
+        if acc:
+            dx[i] += v
+        else:
+            dx[i] = v
+
+
+@njit(cache=True, error_model="numpy")
+def _clip_serial(x, lo, hi, out):
+    for i in range(x.size):
+        out[i] = S.clip(x[i], lo, hi)
+
+
+@njit(cache=True, error_model="numpy", parallel=True)
+def _clip_parallel(x, lo, hi, out):
+    for i in prange(x.size):
+        out[i] = S.clip(x[i], lo, hi)
+
+
+@njit(cache=True, error_model="numpy")
+def _clip_grad_serial(x, lo, hi, g, dx, acc):
+    for i in range(x.size):
+        v = g[i] * S.clip_grad(x[i], lo, hi)
+        if acc:
+            dx[i] += v
+        else:
+            dx[i] = v
+
+
+@njit(cache=True, error_model="numpy", parallel=True)
+def _clip_grad_parallel(x, lo, hi, g, dx, acc):
+    for i in prange(x.size):
+        v = g[i] * S.clip_grad(x[i], lo, hi)
+        if acc:
+            dx[i] += v
+        else:
+            dx[i] = v
+
+
+# ---------------------------------------------------------------------------------------------
+# launchers (the k.* functions operators call)
+# ---------------------------------------------------------------------------------------------
+def _pick(n, serial, parallel):
+    return parallel if n >= PARALLEL_MIN else serial
+
+
+def elemwise_unary(name, x, out):
+    """out = f(x) for the unary function ``name`` (see scalar.UNARY_CODES)."""
+    code = UNARY_CODES[name]
+    if out.size == 0:
+        return
+    fo, back = _flat_out(out)
+    _pick(out.size, _unary_serial, _unary_parallel)(code, _flat_in(x), fo)
+    _finish(out, fo, back)
+
+
+def elemwise_unary_backward(name, x, y, g, dx, req):
+    """dx (req) g * f'(x); y = f(x) is the forward output."""
+    if req == "null" or dx.size == 0:
+        return
+    code = UNARY_CODES[name]
+    fo, back = _flat_out(dx)
+    _pick(dx.size, _unary_grad_serial, _unary_grad_parallel)(
+        code, _flat_in(x), _flat_in(y), _flat_in(g), fo, _acc(req))
+    _finish(dx, fo, back)
+
+
+def elemwise_binary(name, a, b, out):
+    """out = a op b with numpy broadcasting (out has the broadcast shape)."""
+    code = BINARY_CODES[name]
+    if out.size == 0:
+        return
+    fo, back = _flat_out(out)
+    if a.shape == b.shape:
+        _pick(out.size, _binary_serial, _binary_parallel)(code, _flat_in(a), _flat_in(b), fo)
+    else:
+        _, shape, sa, sb, _, _ = broadcast_plan(tuple(a.shape), tuple(b.shape))
+        _pick(out.size, _bcast_serial, _bcast_parallel)(
+            code, _flat_in(a), _flat_in(b), fo, shape, sa, sb)
+    _finish(out, fo, back)
+
+
+def elemwise_binary_backward(name, a, b, g, da, db, req_a, req_b):
+    """Gradients of a op b w.r.t. a and b, summed over the dims each input was broadcast on."""
+    code = BINARY_CODES[name]
+    plan = broadcast_plan(tuple(a.shape), tuple(b.shape))
+    fa, fb, fg = _flat_in(a), _flat_in(b), _flat_in(g)
+    for which, (dx, req, x, other) in enumerate(((da, req_a, fa, fb), (db, req_b, fb, fa))):
+        if dx is None or req == "null" or dx.size == 0:
+            continue
+        keep, red, nred, so, sother = reduce_plan(plan, which)
+        fo, back = _flat_out(dx)
+        _pick(dx.size * nred, _binary_grad_serial, _binary_grad_parallel)(
+            code, which, x, other, fg, fo, keep, red, nred, so, sother, _acc(req))
+        _finish(dx, fo, back)
+
+
+def elemwise_scalar(name, x, scalar, out, reverse=False):
+    """out = x op scalar (reverse: scalar op x); the scalar is cast to x's dtype first."""
+    code = BINARY_CODES[name]
+    if out.size == 0:
+        return
+    fo, back = _flat_out(out)
+    _pick(out.size, _scalar_serial, _scalar_parallel)(
+        code, _flat_in(x), _scalar_for(x, scalar), fo, bool(reverse))
+    _finish(out, fo, back)
+
+
+def elemwise_scalar_backward(name, x, scalar, g, dx, req, reverse=False):
+    if req == "null" or dx.size == 0:
+        return
+    code = BINARY_CODES[name]
+    fo, back = _flat_out(dx)
+    _pick(dx.size, _scalar_grad_serial, _scalar_grad_parallel)(
+        code, _flat_in(x), _scalar_for(x, scalar), _flat_in(g), fo, bool(reverse), _acc(req))
+    _finish(dx, fo, back)
+
+
+def elemwise_clip(x, a_min, a_max, out):
+    if out.size == 0:
+        return
+    fo, back = _flat_out(out)
+    _pick(out.size, _clip_serial, _clip_parallel)(
+        _flat_in(x), _scalar_for(x, a_min), _scalar_for(x, a_max), fo)
+    _finish(out, fo, back)
+
+
+def elemwise_clip_backward(x, a_min, a_max, g, dx, req):
+    if req == "null" or dx.size == 0:
+        return
+    fo, back = _flat_out(dx)
+    _pick(dx.size, _clip_grad_serial, _clip_grad_parallel)(
+        _flat_in(x), _scalar_for(x, a_min), _scalar_for(x, a_max), _flat_in(g), fo, _acc(req))
+    _finish(dx, fo, back)
+
+
+def sum_to_shape(src, dst, req="write"):
+    """dst (req) src summed over the dims along which dst's shape broadcasts to src's shape."""
+    if req == "null":
+        return
+    nd = src.ndim
+    dshape = (1,) * (nd - dst.ndim) + tuple(dst.shape)
+    axes = tuple(i for i in range(nd) if dshape[i] == 1 and src.shape[i] != 1)
+    total = src.sum(axis=axes, keepdims=True, dtype=np.float64 if src.dtype == np.float16
+                    else None) if axes else src
+    total = np.asarray(total).reshape(dst.shape)
+    if req == "add":
+        dst += total.astype(dst.dtype, copy=False)
+    else:
+        np.copyto(dst, total, casting="unsafe")

@@ -1,0 +1,252 @@
+"""Imperative operator calls: ``invoke`` and the generated ``nd.<op>`` functions.
+
+``invoke(op, inputs, attrs, out=None)`` runs one registered operator on NDArrays: parse the
+attributes, infer output shapes and dtypes, allocate outputs on the inputs' context (or use
+``out``, which may alias an input, as in ``nd.sgd_update(w, g, out=w)``; it is never cleared
+first), run ``op.forward`` with the context's kernel set, and return the visible output(s).
+
+``op_function(name)`` builds (once, lazily) the Python function that ``nd.<name>`` exposes:
+inputs positionally or by input name, then parameters positionally in declaration order or by
+keyword, plus ``out=`` and ``name=`` (ignored). Variadic operators (``Concat``, ``add_n``,
+``stack``) take ``*arrays`` and set their count parameter themselves.
+"""
+import numpy as np
+
+from ..base import MXNetError
+from ..context import Context, current_context
+from ..operator import registry
+from .ndarray import NDArray, _alloc, _device_kernels
+
+__all__ = ["invoke", "op_function", "find_function"]
+
+_FUNCTIONS = {}
+
+
+def _get_op(op):
+    if isinstance(op, registry.Operator):
+        return op
+    found = registry.find(op)
+    if found is None:
+        raise MXNetError("Cannot find operator '%s' in the registry" % (op,))
+    return found
+
+
+def _context_of(op, p, inputs):
+    if inputs:
+        ctx = inputs[0].context
+        for name, x in zip(op.list_inputs(p), inputs[1:]):
+            other = x.context
+            if other != ctx and (other.device_typeid == 2 or ctx.device_typeid == 2):
+                raise MXNetError("Operator %s: inputs live on different contexts (%s and %s)"
+                                 % (op.name, ctx, other))
+        return ctx
+    text = p.get("ctx")
+    if text:
+        if isinstance(text, Context):
+            return text
+        name, _, rest = str(text).partition("(")
+        return Context(name.strip(), int(rest.rstrip(")") or 0))
+    return current_context()
+
+
+def _kernels_for(ctx):
+    if ctx.device_typeid == 2:
+        return _device_kernels(ctx)
+    from .. import kernels
+    return kernels.for_context(ctx)
+
+
+def _shape_known(shape):
+    return shape is not None and all(d is not None and d >= 0 for d in shape)
+
+
+def invoke(op, inputs, attrs=None, out=None):
+    """Run operator ``op`` (name or Operator) on NDArray ``inputs`` with ``attrs``."""
+    op = _get_op(op)
+    return invoke_parsed(op, op.parse(attrs or {}), inputs, out)
+
+
+def invoke_parsed(op, p, inputs, out=None):
+    """``invoke`` with already parsed parameters."""
+    names = op.list_inputs(p)
+    if len(inputs) != len(names):
+        raise MXNetError("Operator %s expects %d input(s) (%s), got %d"
+                         % (op.name, len(names), ", ".join(names), len(inputs)))
+    for name, x in zip(names, inputs):
+        if not isinstance(x, NDArray):
+            raise TypeError("Operator %s: input '%s' must be an NDArray, got %s"
+                            % (op.name, name, type(x).__name__))
+    ctx = _context_of(op, p, inputs)
+    in_shapes = [x.shape for x in inputs]
+    filled, out_shapes = op.infer_shape(p, list(in_shapes))
+    for name, given, inferred in zip(names, in_shapes, filled):
+        try:
+            registry.merge_shape(given, inferred)
+        except ValueError:
+            raise MXNetError("Operator %s: input '%s' has shape %s, expected %s (input shapes: %s)"
+                             % (op.name, name, given, inferred, _describe(names, in_shapes))) \
+                from None
+    if not all(_shape_known(s) for s in out_shapes):
+        raise MXNetError("Operator %s: cannot infer the output shape from input shapes %s "
+                         "(got %s)" % (op.name, _describe(names, in_shapes), out_shapes))
+    in_types = [np.dtype(x.dtype).name for x in inputs]
+    _, out_types = op.infer_type(p, in_types)
+    out_types = [t if t is not None else "float32" for t in out_types]
+
+    visible = op.num_visible_outputs(p)
+    given = [] if out is None else (list(out) if isinstance(out, (list, tuple)) else [out])
+    if len(given) > visible:
+        raise MXNetError("Operator %s has %d output(s), got %d arrays in out="
+                         % (op.name, visible, len(given)))
+    outputs = []
+    for i, (shape, dtype) in enumerate(zip(out_shapes, out_types)):
+        if i < len(given):
+            o = given[i]
+            if not isinstance(o, NDArray):
+                raise TypeError("Operator %s: out= must be NDArray(s)" % op.name)
+            if o.shape != tuple(shape):
+                raise MXNetError("Operator %s: out= has shape %s, the result has shape %s"
+                                 % (op.name, o.shape, tuple(shape)))
+            if not o.writable:
+                raise MXNetError("Operator %s: out= is read-only" % op.name)
+            outputs.append(o)
+        else:
+            outputs.append(NDArray(_alloc(tuple(shape), dtype, ctx), ctx))
+    stypes = _output_stypes(op, p, inputs)
+    for o, st in zip(outputs[len(given):], stypes[len(given):]):
+        o._stype = st
+    k = _kernels_for(ctx)
+    op.forward(p, k, [x._data for x in inputs], [o._data for o in outputs], False, {})
+    if out is not None:
+        return out
+    if visible == 1:
+        return outputs[0]
+    return outputs[:visible]
+
+
+def _output_stypes(op, p, inputs):
+    """Storage types of the outputs: the op's ``infer_storage_type`` hook, else 'default'."""
+    hook = getattr(op, "infer_storage_type", None)
+    n = op.num_outputs(p)
+    if hook is None:
+        return ["default"] * n
+    stypes = list(hook(p, [x.stype for x in inputs]))
+    return stypes + ["default"] * (n - len(stypes))
+
+
+def _describe(names, shapes):
+    return "[" + ", ".join("%s: %s" % (n, s) for n, s in zip(names, shapes)) + "]"
+
+
+# ---------------------------------------------------------------------------------------------
+# generated functions
+# ---------------------------------------------------------------------------------------------
+def find_function(name):
+    """The nd function of operator ``name`` (name or alias), or None if no such op exists."""
+    fn = _FUNCTIONS.get(name)
+    if fn is None:
+        op = registry.find(name)
+        if op is None:
+            return None
+        fn = _FUNCTIONS[name] = _make_function(op, name)
+    return fn
+
+
+def op_function(name):
+    fn = find_function(name)
+    if fn is None:
+        raise MXNetError("Cannot find operator '%s' in the registry" % (name,))
+    return fn
+
+
+def _is_input_value(x):
+    return isinstance(x, NDArray) or x is None
+
+
+def _make_function(op, public_name):
+    param_names = list(op.params)
+    declared_inputs = list(op.inputs)
+
+    def function(*args, out=None, name=None, **kwargs):
+        attrs = {}
+        by_name = {}
+        if op.variadic is not None:
+            arrays = []
+            for a in args:
+                if isinstance(a, (list, tuple)) and all(isinstance(x, NDArray) for x in a):
+                    arrays.extend(a)
+                elif isinstance(a, NDArray):
+                    arrays.append(a)
+                else:
+                    raise TypeError("%s: positional arguments must be NDArrays, got %s"
+                                    % (public_name, type(a).__name__))
+            for key, value in kwargs.items():
+                if key == "attr" or value is None:
+                    continue
+                attrs[key] = value
+            if op.variadic in attrs and int(attrs[op.variadic]) != len(arrays):
+                raise MXNetError("%s: %s=%s but %d arrays were given"
+                                 % (public_name, op.variadic, attrs[op.variadic], len(arrays)))
+            attrs[op.variadic] = len(arrays)
+            p = op.parse(attrs)
+            return invoke_parsed(op, p, arrays, out)
+        pos = list(args)
+        for input_name in declared_inputs:
+            if not pos or not _is_input_value(pos[0]):
+                break
+            value = pos.pop(0)
+            if value is not None:
+                by_name[input_name] = value
+        if len(pos) > len(param_names):
+            raise TypeError("%s: too many positional arguments" % public_name)
+        for pname, value in zip(param_names, pos):
+            if isinstance(value, NDArray):
+                raise TypeError("%s: got an NDArray for parameter '%s'" % (public_name, pname))
+            if pname in kwargs:
+                raise TypeError("%s: got multiple values for '%s'" % (public_name, pname))
+            if value is not None:
+                attrs[pname] = value
+        for key, value in kwargs.items():
+            if key in declared_inputs:
+                if key in by_name:
+                    raise TypeError("%s: got multiple values for input '%s'" % (public_name, key))
+                if value is not None:
+                    by_name[key] = value
+            elif key == "attr" or value is None:
+                continue
+            else:
+                attrs[key] = value
+        p = op.parse(attrs)
+        names = op.list_inputs(p)
+        inputs = []
+        for input_name in names:
+            if input_name not in by_name:
+                raise MXNetError("Operator %s: input '%s' is missing (inputs: %s)"
+                                 % (op.name, input_name, ", ".join(names)))
+            inputs.append(by_name.pop(input_name))
+        if by_name:
+            raise MXNetError("Operator %s: unexpected input(s) %s for these parameters"
+                             % (op.name, sorted(by_name)))
+        return invoke_parsed(op, p, inputs, out)
+
+    function.__name__ = public_name
+    function.__qualname__ = public_name
+    function.__doc__ = _docstring(op, public_name)
+    return function
+
+
+def _docstring(op, public_name):
+    lines = ["%s: the %s operator on NDArrays." % (public_name, op.name), "",
+             "Parameters", "----------"]
+    if op.variadic is not None:
+        lines.append("*data : NDArray (%s is set from their number)" % op.variadic)
+    else:
+        for n in op.inputs:
+            lines.append("%s : NDArray" % n)
+    for n, decl in op.params.items():
+        if op.variadic is not None and n == op.variadic:
+            continue
+        default = "required" if decl.required else "optional, default=%r" % (decl.default,)
+        lines.append("%s : %s, %s" % (n, decl.describe(), default))
+    lines.append("out : NDArray, optional (the output to write)")
+    return "\n".join(lines)

@@ -1,0 +1,332 @@
+"""MXNet's NDArray list files (``nd.save`` / ``nd.load``, ``.params``) and the single-array
+record that ``NDArray.__getstate__`` pickles.
+
+Layout (all integers little-endian; see the spec, section 3.1)::
+
+    file   = u64 0x112, u64 0, u64 N, record * N, u64 K, (u64 len, bytes) * K
+    record = u32 magic (V2 0xF993FAC9 | V3 0xF993FACA), i32 stype,
+             [sparse: storage shape], shape, i32 dev_type, i32 dev_id, i32 type_flag,
+             [sparse: (i32 aux type, aux shape) * n_aux], values, [sparse: aux values]
+    shape  = i32 ndim, i64 * ndim
+    V1     = u32 0xF993FAC8, shape, ctx, type_flag, values
+    pre-V1 = u32 ndim, u32 * ndim, ctx, type_flag, values
+
+``save`` writes V2 records (what MXNet 1.9.1 writes outside np-shape mode), byte for byte as
+MXNet does for dense arrays; ``load`` reads V1, V2, V3 and pre-V1 records. Every read is
+bounds-checked, so a truncated or corrupt file raises MXNetError naming the file and the byte
+offset instead of returning a partial result.
+"""
+import os
+import struct
+import uuid
+
+import numpy as np
+
+from ..base import MXNetError, DTYPE_MX_TO_NP, DTYPE_NP_TO_MX
+from ..context import Context
+from .ndarray import NDArray, _to_ctx_buffer
+
+__all__ = ["save", "load", "load_frombuffer", "save_raw_bytes", "load_raw_bytes",
+           "encode_list", "decode_list"]
+
+LIST_MAGIC = 0x112
+V1_MAGIC = 0xF993FAC8
+V2_MAGIC = 0xF993FAC9
+V3_MAGIC = 0xF993FACA
+BFLOAT16_FLAG = 12
+_STYPE_CODE = {"default": 0, "row_sparse": 1, "csr": 2}
+_STYPE_NAME = {v: k for k, v in _STYPE_CODE.items()}
+_NUM_AUX = {0: 0, 1: 1, 2: 2}
+_MAX_NDIM = 64
+
+
+# ---------------------------------------------------------------------------------------------
+# writing
+# ---------------------------------------------------------------------------------------------
+def _shape_bytes(shape):
+    return struct.pack("<i", len(shape)) + struct.pack("<%dq" % len(shape), *shape)
+
+
+def _type_flag(dtype):
+    name = np.dtype(dtype).name
+    if name not in DTYPE_NP_TO_MX:
+        raise MXNetError("nd.save: dtype %s cannot be stored in an MXNet file" % name)
+    return DTYPE_NP_TO_MX[name]
+
+
+def _record(arr):
+    """The bytes of one NDArray record (V2)."""
+    if not isinstance(arr, NDArray):
+        raise TypeError("save only accepts NDArrays, got %s" % type(arr).__name__)
+    host = np.ascontiguousarray(arr._host_view())
+    stype = _STYPE_CODE[arr.stype]
+    ctx = arr.context
+    flag = _type_flag(host.dtype)
+    if stype == 0:
+        values, aux = host, []
+    elif stype == 1:
+        values, rows = arr._parts()
+        aux = [rows.astype(np.int64)]
+    else:
+        values, cols, indptr = arr._parts()
+        aux = [indptr.astype(np.int64), cols.astype(np.int64)]
+    parts = [struct.pack("<Ii", V2_MAGIC, stype)]
+    if stype != 0:
+        parts.append(_shape_bytes(values.shape))
+    parts.append(_shape_bytes(host.shape))
+    parts.append(struct.pack("<iii", ctx.device_typeid, ctx.device_id, flag))
+    for a in aux:
+        parts.append(struct.pack("<i", _type_flag(a.dtype)) + _shape_bytes(a.shape))
+    parts.append(np.ascontiguousarray(values, dtype=host.dtype).tobytes())
+    for a in aux:
+        parts.append(a.tobytes())
+    return b"".join(parts)
+
+
+def encode_list(arrays, names=None):
+    """The bytes of a list file holding ``arrays`` (and ``names`` for a dict save)."""
+    names = list(names) if names else []
+    parts = [struct.pack("<QQQ", LIST_MAGIC, 0, len(arrays))]
+    parts.extend(_record(a) for a in arrays)
+    parts.append(struct.pack("<Q", len(names)))
+    for n in names:
+        raw = n.encode("utf-8")
+        parts.append(struct.pack("<Q", len(raw)) + raw)
+    return b"".join(parts)
+
+
+def save(fname, data):
+    """Save an NDArray, a list of NDArrays or a dict str -> NDArray in MXNet's format.
+
+    The file is written to a temporary file in the same directory and moved into place, so a
+    crash never leaves a half-written file under ``fname``.
+    """
+    if isinstance(data, NDArray):
+        arrays, names = [data], None
+    elif isinstance(data, dict):
+        if any(not isinstance(k, str) for k in data) or \
+                any(not isinstance(v, NDArray) for v in data.values()):
+            raise TypeError("save only accept dict str->NDArray or list of NDArray")
+        arrays, names = list(data.values()), list(data.keys())
+    elif isinstance(data, (list, tuple)):
+        if any(not isinstance(v, NDArray) for v in data):
+            raise TypeError("save only accept dict str->NDArray or list of NDArray")
+        arrays, names = list(data), None
+    else:
+        raise ValueError("data needs to either be a NDArray, dict of str, NDArray pairs "
+                         "or a list of NDarrays.")
+    payload = encode_list(arrays, names)
+    fname = os.fspath(fname)
+    directory = os.path.dirname(os.path.abspath(fname))
+    tmp = os.path.join(directory, ".%s.%s.tmp" % (os.path.basename(fname), uuid.uuid4().hex))
+    # O_EXCL: never clobber another writer's temp file; mode 0o666 lets the umask apply
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, fname)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def save_raw_bytes(arr):
+    """The single-array record (what MXNDArraySaveRawBytes gives; used for pickling)."""
+    return _record(arr)
+
+
+# ---------------------------------------------------------------------------------------------
+# reading
+# ---------------------------------------------------------------------------------------------
+class _Reader:
+    """Bounds-checked little-endian reads; errors name the source and the byte offset."""
+
+    def __init__(self, buf, source):
+        self.buf = memoryview(buf)
+        self.pos = 0
+        self.source = source
+
+    def fail(self, what, at=None):
+        return MXNetError("Invalid NDArray file format: %s is truncated or corrupt at byte %d "
+                          "(%s)" % (self.source, self.pos if at is None else at, what))
+
+    def take(self, n, what):
+        if n < 0 or self.pos + n > len(self.buf):
+            raise self.fail("expected %d bytes of %s, %d left"
+                            % (n, what, len(self.buf) - self.pos))
+        out = self.buf[self.pos:self.pos + n]
+        self.pos += n
+        return out
+
+    def unpack(self, fmt, what):
+        size = struct.calcsize(fmt)
+        return struct.unpack(fmt, self.take(size, what))
+
+    def remaining(self):
+        return len(self.buf) - self.pos
+
+    def shape(self, what):
+        at = self.pos
+        (ndim,) = self.unpack("<i", what + " ndim")
+        if ndim == -1:
+            return None
+        if ndim < 0 or ndim > _MAX_NDIM:
+            raise self.fail("%s has an invalid ndim %d" % (what, ndim), at)
+        dims = self.unpack("<%dq" % ndim, what)
+        if any(d < 0 for d in dims):
+            raise self.fail("%s has a negative dim %s" % (what, dims), at)
+        return tuple(dims)
+
+    def legacy_shape(self, ndim, what):
+        if ndim > _MAX_NDIM:
+            raise self.fail("not an NDArray record (leading value %#x)" % ndim, self.pos - 4)
+        return tuple(self.unpack("<%dI" % ndim, what))
+
+    def dtype(self, what):
+        at = self.pos
+        (flag,) = self.unpack("<i", what)
+        if flag == BFLOAT16_FLAG:
+            return "bfloat16"
+        if flag not in DTYPE_MX_TO_NP:
+            raise self.fail("unknown %s %d" % (what, flag), at)
+        return np.dtype(DTYPE_MX_TO_NP[flag])
+
+    def values(self, dtype, shape, what):
+        count = 1
+        for d in shape:
+            count *= d
+        itemsize = 2 if dtype == "bfloat16" else dtype.itemsize
+        raw = self.take(count * itemsize, what)
+        if dtype == "bfloat16":
+            # bfloat16 is the upper half of a float32: widen it (numpy has no bfloat16)
+            bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
+            return bits.view(np.float32).reshape(shape)
+        return np.frombuffer(raw, dtype=dtype.newbyteorder("<")).astype(dtype).reshape(shape)
+
+
+def _target_context(dev_type, dev_id):
+    """CPU records load on cpu(0); GPU records on their GPU when CUDA is usable, else cpu(0)."""
+    if dev_type == 2:
+        from ..context import num_gpus
+        if 0 <= dev_id < num_gpus():
+            return Context("gpu", dev_id)
+    return Context("cpu", 0)
+
+
+def _none_array():
+    return NDArray(np.empty((0,), dtype=np.float32), Context("cpu", 0))
+
+
+def _read_record(r):
+    at = r.pos
+    (magic,) = r.unpack("<I", "record magic")
+    if magic in (V2_MAGIC, V3_MAGIC):
+        (stype,) = r.unpack("<i", "storage type")
+        if stype not in _STYPE_NAME:
+            raise r.fail("unknown storage type %d" % stype, r.pos - 4)
+        nad = _NUM_AUX[stype]
+        storage_shape = r.shape("storage shape") if nad else None
+        shape = r.shape("shape")
+        if shape is None or (magic == V2_MAGIC and len(shape) == 0):
+            return _none_array()
+    elif magic == V1_MAGIC:
+        stype, nad, storage_shape = 0, 0, None
+        shape = r.shape("shape")
+        if shape is None or len(shape) == 0:
+            return _none_array()
+    else:
+        # pre-V1: the first word is ndim, dims are u32
+        stype, nad, storage_shape = 0, 0, None
+        r.pos = at + 4
+        shape = r.legacy_shape(magic, "legacy shape")
+        if len(shape) == 0:
+            return _none_array()
+    dev_type, dev_id = r.unpack("<ii", "context")
+    if dev_type not in Context.devtype2str:
+        raise r.fail("unknown device type %d" % dev_type, r.pos - 8)
+    dtype = r.dtype("type flag")
+    aux = []
+    for i in range(nad):
+        aux_dtype = r.dtype("aux type flag")
+        aux.append((aux_dtype, r.shape("aux shape")))
+    ctx = _target_context(dev_type, dev_id)
+    if stype == 0:
+        host = r.values(dtype, shape, "values")
+        return NDArray(_to_ctx_buffer(host, ctx), ctx)
+    if storage_shape is None or any(a[1] is None for a in aux):
+        raise r.fail("sparse record without storage or aux shapes")
+    if int(np.prod(storage_shape)) == 0 and nad:
+        # MXNet may write (0,) before the array is ready: derive it from the aux shapes
+        storage_shape = ((aux[0][1][0],) + tuple(shape[1:]) if stype == 1
+                         else (aux[1][1][0],))
+    values = r.values(dtype, storage_shape, "sparse values")
+    aux_values = [r.values(t, s, "aux data") for t, s in aux]
+    dense = np.zeros(shape, dtype=values.dtype)
+    try:
+        if stype == 1:
+            rows = aux_values[0].astype(np.int64)
+            dense[rows] = values.reshape((len(rows),) + tuple(shape[1:]))
+        else:
+            indptr, cols = (a.astype(np.int64) for a in aux_values)
+            if len(shape) != 2 or len(indptr) != shape[0] + 1 or indptr[-1] != len(cols):
+                raise ValueError("inconsistent csr parts")
+            rowids = np.repeat(np.arange(shape[0]), np.diff(indptr))
+            dense[rowids, cols] = values.reshape(-1)
+    except (ValueError, IndexError) as err:
+        raise r.fail("inconsistent sparse record (%s)" % err) from None
+    return NDArray(_to_ctx_buffer(dense, ctx), ctx, _STYPE_NAME[stype])
+
+
+def decode_list(buf, source="<buffer>"):
+    """Parse list-file bytes into a list (no names) or a dict (names present)."""
+    r = _Reader(buf, source)
+    magic, _reserved = r.unpack("<QQ", "file header")
+    if magic != LIST_MAGIC:
+        raise r.fail("bad list magic %#x" % magic, 0)
+    (count,) = r.unpack("<Q", "array count")
+    if count > r.remaining():
+        raise r.fail("array count %d exceeds the file size" % count, r.pos - 8)
+    arrays = [_read_record(r) for _ in range(count)]
+    (nnames,) = r.unpack("<Q", "name count")
+    if nnames not in (0, count):
+        raise r.fail("%d names for %d arrays" % (nnames, count), r.pos - 8)
+    names = []
+    for _ in range(nnames):
+        (length,) = r.unpack("<Q", "name length")
+        raw = r.take(length, "name")
+        try:
+            names.append(bytes(raw).decode("utf-8"))
+        except UnicodeDecodeError:
+            raise r.fail("a name is not UTF-8", r.pos - length) from None
+    if names:
+        return dict(zip(names, arrays))
+    return arrays
+
+
+def load(fname):
+    """Load a list file: a dict if names were saved, else a list (``save({})`` loads as [])."""
+    fname = os.fspath(fname)
+    try:
+        with open(fname, "rb") as f:
+            buf = f.read()
+    except OSError as err:
+        raise MXNetError("nd.load: cannot open %s: %s" % (fname, err)) from None
+    return decode_list(buf, fname)
+
+
+def load_frombuffer(buf):
+    """Like ``load`` but from the bytes of a file."""
+    if not isinstance(buf, (bytes, bytearray, memoryview)):
+        raise TypeError("buf must be bytes, got %s" % type(buf).__name__)
+    return decode_list(buf)
+
+
+def load_raw_bytes(buf):
+    """The NDArray of one record (the inverse of ``save_raw_bytes``)."""
+    r = _Reader(buf, "<pickled NDArray>")
+    return _read_record(r)
