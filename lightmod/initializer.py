@@ -1,0 +1,462 @@
+"""Weight initializers (``mx.init`` / ``mx.initializer``), MXNet 1.9.1 behaviour.
+
+An initializer is called as ``init(InitDesc(name, attrs), arr)`` and fills ``arr`` in place:
+
+* if ``attrs['__init__']`` names an initializer (a registry name or its JSON ``dumps()``),
+  that initializer's ``_init_weight`` fills the array whatever its name is — this is how
+  BatchNorm's moving statistics and PReLU's gamma get their values;
+* otherwise the name's suffix decides: ``weight`` → ``_init_weight`` (the initializer's own
+  rule), ``bias``/``beta``/``min`` → 0, ``gamma``/``max`` → 1; any other name raises
+  ValueError("Unknown initialization pattern ...").
+
+Calling with a plain string name is MXNet's deprecated legacy path (it also knows
+``moving_mean``/``moving_var`` and ``upsampling`` → bilinear). Every random draw comes from
+``lightmod.random.get_rng()``, so ``mx.random.seed(s)`` makes initialisation reproducible.
+"""
+import json
+import logging
+import re
+import warnings
+from math import sqrt
+
+import numpy as np
+
+from . import random as _random
+from . import registry
+from .base import string_types
+from .ndarray.ndarray import NDArray
+
+__all__ = ["InitDesc", "Initializer", "register", "alias", "create", "Load", "Mixed", "Zero",
+           "One", "Constant", "Uniform", "Normal", "Orthogonal", "Xavier", "MSRAPrelu",
+           "Bilinear", "LSTMBias"]
+
+
+class InitDesc(str):
+    """A parameter name (a ``str``) carrying the variable's ``attrs`` and the ``global_init``
+    of the whole initialisation (used by composite initializers such as FusedRNN)."""
+
+    def __new__(cls, name, attrs=None, global_init=None):
+        desc = super().__new__(cls, name)
+        desc.attrs = attrs or {}
+        desc.global_init = global_init
+        return desc
+
+
+def _shape_of(arr):
+    return tuple(arr.shape)
+
+
+def _host_copy(arr):
+    """The array's values as numpy (NDArray or numpy array)."""
+    return arr.asnumpy() if isinstance(arr, NDArray) else np.asarray(arr)
+
+
+def _fill(arr, values):
+    """Write ``values`` (numpy array or scalar) into ``arr`` in the array's dtype."""
+    if isinstance(values, np.ndarray):
+        values = values.astype(np.dtype(arr.dtype), copy=False)
+    arr[:] = values
+
+
+class Initializer:
+    """Base class of initializers; subclasses implement ``_init_weight(name, arr)``.
+
+    Constructor keywords are kept in ``_kwargs``; ``dumps()`` serialises the initializer as
+    the JSON ``[lower-cased class name, kwargs]`` that ``create`` (and the ``__init__``
+    variable attribute) understands.
+    """
+
+    def __init__(self, **kwargs):
+        self._kwargs = kwargs
+        self._verbose = False
+        self._print_func = None
+
+    def set_verbosity(self, verbose=False, print_func=None):
+        """Log every initialised array with ``print_func(arr)`` (default: norm/sqrt(size))."""
+        self._verbose = verbose
+        if print_func is None:
+            def asum_stat(x):
+                host = _host_copy(x).astype(np.float32)
+                return str(np.float32(np.linalg.norm(host.ravel()) / sqrt(host.size)))
+            print_func = asum_stat
+        self._print_func = print_func
+        return self
+
+    def _verbose_print(self, desc, init, arr):
+        if self._verbose and self._print_func:
+            logging.info("Initialized %s as %s: %s", desc, init, self._print_func(arr))
+
+    def dumps(self):
+        """JSON ``[name, kwargs]`` that ``create`` turns back into an equal initializer."""
+        return json.dumps([type(self).__name__.lower(), self._kwargs])
+
+    def __call__(self, desc, arr):
+        if not isinstance(desc, InitDesc):
+            self._legacy_init(desc, arr)
+            return
+        if desc.global_init is None:
+            desc.global_init = self
+        init = desc.attrs.get("__init__", "")
+        if init:
+            create(init)._init_weight(desc, arr)
+            self._verbose_print(desc, init, arr)
+            return
+        for suffix, method in (("weight", self._init_weight), ("bias", self._init_bias),
+                               ("gamma", self._init_gamma), ("beta", self._init_beta),
+                               ("min", self._init_zero), ("max", self._init_one),
+                               ("weight_quantize", self._init_quantized_weight),
+                               ("bias_quantize", self._init_quantized_bias)):
+            if desc.endswith(suffix):
+                method(desc, arr)
+                self._verbose_print(desc, suffix, arr)
+                return
+        self._init_default(desc, arr)
+
+    def _legacy_init(self, name, arr):
+        """Initialise by a plain string name (deprecated in MXNet, still supported)."""
+        warnings.warn("Calling initializer with init(str, NDArray) has been deprecated. "
+                      "please use init(mx.init.InitDesc(...), NDArray) instead.",
+                      DeprecationWarning, stacklevel=3)
+        if not isinstance(name, string_types):
+            raise TypeError("name must be string (got %s)" % type(name).__name__)
+        if not isinstance(arr, NDArray):
+            raise TypeError("arr must be NDArray (got %s)" % type(arr).__name__)
+        if name.startswith("upsampling"):
+            self._init_bilinear(name, arr)
+        elif name.startswith("stn_loc") and name.endswith("weight"):
+            self._init_zero(name, arr)
+        elif name.startswith("stn_loc") and name.endswith("bias"):
+            self._init_loc_bias(name, arr)
+        elif name.endswith("bias"):
+            self._init_bias(name, arr)
+        elif name.endswith("gamma"):
+            self._init_gamma(name, arr)
+        elif name.endswith("beta"):
+            self._init_beta(name, arr)
+        elif name.endswith("weight"):
+            self._init_weight(name, arr)
+        elif name.endswith("moving_mean"):
+            self._init_zero(name, arr)
+        elif name.endswith("moving_var"):
+            self._init_one(name, arr)
+        elif name.endswith("moving_inv_var"):
+            self._init_zero(name, arr)
+        elif name.endswith("moving_avg"):
+            self._init_zero(name, arr)
+        elif name.endswith("min"):
+            self._init_zero(name, arr)
+        elif name.endswith("max"):
+            self._init_one(name, arr)
+        else:
+            self._init_default(name, arr)
+
+    def _init_bilinear(self, _, arr):
+        _fill(arr, _bilinear_kernel(_shape_of(arr)))
+
+    def _init_loc_bias(self, _, arr):
+        if _shape_of(arr)[0] != 6:
+            raise AssertionError("stn_loc bias must have 6 entries, got shape %s"
+                                 % (_shape_of(arr),))
+        _fill(arr, np.array([1.0, 0, 0, 0, 1.0, 0]))
+
+    def _init_zero(self, _, arr):
+        arr[:] = 0.0
+
+    def _init_one(self, _, arr):
+        arr[:] = 1.0
+
+    def _init_bias(self, _, arr):
+        arr[:] = 0.0
+
+    def _init_quantized_bias(self, _, arr):
+        arr[:] = 0
+
+    def _init_gamma(self, _, arr):
+        arr[:] = 1.0
+
+    def _init_beta(self, _, arr):
+        arr[:] = 0.0
+
+    def _init_weight(self, name, arr):
+        """The initializer's rule for weights; every concrete initializer overrides it."""
+        raise NotImplementedError("Must override it")
+
+    def _init_quantized_weight(self, _, arr):
+        # MXNet draws ONE integer in [-127, 127) and fills the whole array with it
+        arr[:] = np.int8(_random.get_rng().integers(-127, 127))
+
+    def _init_default(self, name, _):
+        raise ValueError(
+            "Unknown initialization pattern for %s. Default initialization is now limited to "
+            '"weight", "bias", "gamma" (1.0), and "beta" (0.0).Please use '
+            "mx.sym.Variable(init=mx.init.*) to set initialization pattern" % name)
+
+    def __eq__(self, other):
+        if not isinstance(other, Initializer):
+            return NotImplemented
+        return type(self) is type(other) and self._kwargs == other._kwargs
+
+    __hash__ = None  # equal-by-value objects, unhashable as in MXNet
+
+
+_register = registry.get_register_func(Initializer, "initializer")
+alias = registry.get_alias_func(Initializer, "initializer")
+create = registry.get_create_func(Initializer, "initializer")
+
+
+def register(klass):
+    """Register an Initializer subclass under its lower-cased class name.
+
+    After ``@mx.init.register class MyInit(mx.init.Initializer)``, ``create('myinit')`` and a
+    variable attribute ``__init__='["myinit", {...}]'`` both build it.
+    """
+    return _register(klass)
+
+
+def _bilinear_kernel(shape):
+    """Bilinear upsampling weights: each (H, W) slice is the outer product of the 1-D tent
+    centred like MXNet's (f = ceil(W/2), c = (2f - 1 - f % 2) / 2f)."""
+    if len(shape) != 4:
+        raise ValueError("Bilinear initializer needs a 4-D (N, C, H, W) weight, got shape %s"
+                         % (shape,))
+    f = np.ceil(shape[3] / 2.0)
+    c = (2 * f - 1 - f % 2) / (2.0 * f)
+    tent_x = 1 - np.abs(np.arange(shape[3]) / f - c)
+    tent_y = 1 - np.abs(np.arange(shape[2]) / f - c)
+    plane = (tent_y[:, None] * tent_x[None, :]).astype(np.float32)
+    return np.broadcast_to(plane, shape)
+
+
+class Load:
+    """Initialise from saved parameters, falling back to ``default_init``.
+
+    ``param`` is a dict ``{name: NDArray}`` or a ``.params`` file name; the ``arg:``/``aux:``
+    prefixes of checkpoint files are stripped.
+    """
+
+    def __init__(self, param, default_init=None, verbose=False):
+        if isinstance(param, str):
+            from .ndarray import load
+            param = load(param)
+        if not isinstance(param, dict):
+            raise AssertionError("Load: param must be a dict of name -> NDArray or a file name, "
+                                 "got %s" % type(param).__name__)
+        self.param = {}
+        for name, arr in param.items():
+            if name.startswith("arg:") or name.startswith("aux:"):
+                self.param[name[4:]] = arr
+            else:
+                self.param[name] = arr
+        self.default_init = default_init
+        self.verbose = verbose
+
+    def __call__(self, name, arr):
+        if name in self.param:
+            if _shape_of(arr) != _shape_of(self.param[name]):
+                raise AssertionError("Parameter %s cannot be initialized from loading. Shape "
+                                     "mismatch, target %s vs loaded %s"
+                                     % (name, _shape_of(arr), _shape_of(self.param[name])))
+            arr[:] = self.param[name]
+            if self.verbose:
+                logging.info("Initialized %s by loading", name)
+        else:
+            if self.default_init is None:
+                raise AssertionError("Cannot Initialize %s. Not found in loaded param and no "
+                                     "default Initializer is provided." % name)
+            self.default_init(name, arr)
+            if self.verbose:
+                logging.info("Initialized %s by default", name)
+
+
+class Mixed:
+    """Initialise each parameter with the first initializer whose regex matches its name."""
+
+    def __init__(self, patterns, initializers):
+        if len(patterns) != len(initializers):
+            raise AssertionError("Mixed: %d patterns but %d initializers"
+                                 % (len(patterns), len(initializers)))
+        self.map = list(zip([re.compile(p) for p in patterns], initializers))
+
+    def __call__(self, name, arr):
+        for prog, init in self.map:
+            if prog.match(name):
+                init(name, arr)
+                return
+        raise ValueError("Parameter name %s did not match any pattern. Consider add a \".*\" "
+                         "pattern at the and with default Initializer." % name)
+
+
+@register
+@alias("zeros")
+class Zero(Initializer):
+    """Fill with 0."""
+
+    def __init__(self):
+        super().__init__()
+
+    def _init_weight(self, _, arr):
+        arr[:] = 0
+
+
+@register
+@alias("ones")
+class One(Initializer):
+    """Fill with 1."""
+
+    def __init__(self):
+        super().__init__()
+
+    def _init_weight(self, _, arr):
+        arr[:] = 1
+
+
+@register
+class Constant(Initializer):
+    """Fill with ``value`` (a scalar or an array broadcast to the weight's shape)."""
+
+    def __init__(self, value):
+        super().__init__(value=value)
+        self.value = value
+
+    def _init_weight(self, _, arr):
+        arr[:] = self.value
+
+    def dumps(self):
+        # array values are stored back as lists (MXNet does so too, but then fails on a
+        # second dumps(); lists are left alone here)
+        value = self._kwargs["value"]
+        if isinstance(value, np.ndarray):
+            self._kwargs["value"] = value.tolist()
+        elif isinstance(value, NDArray):
+            self._kwargs["value"] = value.asnumpy().tolist()
+        return json.dumps([type(self).__name__.lower(), self._kwargs])
+
+
+@register
+class Uniform(Initializer):
+    """Uniform on [-scale, scale]."""
+
+    def __init__(self, scale=0.07):
+        super().__init__(scale=scale)
+        self.scale = scale
+
+    def _init_weight(self, _, arr):
+        _fill(arr, _random.get_rng().uniform(-self.scale, self.scale, size=_shape_of(arr)))
+
+
+@register
+class Normal(Initializer):
+    """Normal with mean 0 and standard deviation ``sigma``."""
+
+    def __init__(self, sigma=0.01):
+        super().__init__(sigma=sigma)
+        self.sigma = sigma
+
+    def _init_weight(self, _, arr):
+        _fill(arr, _random.get_rng().normal(0.0, self.sigma, size=_shape_of(arr)))
+
+
+@register
+class Orthogonal(Initializer):
+    """``scale`` times an orthonormal matrix (rows or columns, whichever fits) from the SVD of
+    a random (shape[0], prod(shape[1:])) matrix drawn uniform on [-1, 1] or standard normal."""
+
+    def __init__(self, scale=1.414, rand_type="uniform"):
+        super().__init__(scale=scale, rand_type=rand_type)
+        self.scale = scale
+        self.rand_type = rand_type
+
+    def _init_weight(self, _, arr):
+        shape = _shape_of(arr)
+        nout = shape[0]
+        nin = int(np.prod(shape[1:]))
+        rng = _random.get_rng()
+        if self.rand_type == "uniform":
+            tmp = rng.uniform(-1.0, 1.0, size=(nout, nin))
+        elif self.rand_type == "normal":
+            tmp = rng.normal(0.0, 1.0, size=(nout, nin))
+        else:
+            raise ValueError("Orthogonal: unknown rand_type %r (expected 'uniform' or 'normal')"
+                             % (self.rand_type,))
+        u, _, v = np.linalg.svd(tmp, full_matrices=False)
+        res = u if u.shape == tmp.shape else v
+        _fill(arr, self.scale * res.reshape(shape))
+
+
+@register
+class Xavier(Initializer):
+    """Glorot/Xavier: uniform on [-s, s] or normal with std s, s = sqrt(magnitude / factor).
+
+    fan_in = shape[1]·prod(shape[2:]), fan_out = shape[0]·prod(shape[2:]); ``factor_type``
+    'avg' uses (fan_in + fan_out)/2, 'in' fan_in, 'out' fan_out. Needs a weight of at least
+    two dimensions.
+    """
+
+    def __init__(self, rnd_type="uniform", factor_type="avg", magnitude=3):
+        super().__init__(rnd_type=rnd_type, factor_type=factor_type, magnitude=magnitude)
+        self.rnd_type = rnd_type
+        self.factor_type = factor_type
+        self.magnitude = float(magnitude)
+
+    def _scale(self, name, shape):
+        if len(shape) < 2:
+            raise ValueError("Xavier initializer cannot be applied to vector {0}. It requires at"
+                             " least 2D.".format(name))
+        hw_scale = float(np.prod(shape[2:])) if len(shape) > 2 else 1.0
+        fan_in, fan_out = shape[1] * hw_scale, shape[0] * hw_scale
+        if self.factor_type == "avg":
+            factor = (fan_in + fan_out) / 2.0
+        elif self.factor_type == "in":
+            factor = fan_in
+        elif self.factor_type == "out":
+            factor = fan_out
+        else:
+            raise ValueError("Incorrect factor type")
+        return np.sqrt(self.magnitude / factor)
+
+    def _init_weight(self, name, arr):
+        shape = _shape_of(arr)
+        scale = self._scale(name, shape)
+        rng = _random.get_rng()
+        if self.rnd_type == "uniform":
+            _fill(arr, rng.uniform(-scale, scale, size=shape))
+        elif self.rnd_type == "gaussian":
+            _fill(arr, rng.normal(0.0, scale, size=shape))
+        else:
+            raise ValueError("Unknown random type")
+
+
+@register
+class MSRAPrelu(Xavier):
+    """He/MSRA initialisation for PReLU nets: gaussian Xavier with magnitude 2/(1+slope²)."""
+
+    def __init__(self, factor_type="avg", slope=0.25):
+        magnitude = 2.0 / (1 + slope ** 2)
+        super().__init__("gaussian", factor_type, magnitude)
+        self._kwargs = {"factor_type": factor_type, "slope": slope}
+
+
+@register
+class Bilinear(Initializer):
+    """Bilinear upsampling kernels for Deconvolution weights (N, C, H, W)."""
+
+    def __init__(self):
+        super().__init__()
+
+    def _init_weight(self, _, arr):
+        _fill(arr, _bilinear_kernel(_shape_of(arr)))
+
+
+@register
+class LSTMBias(Initializer):
+    """LSTM bias: zeros except the forget gate's quarter (the second), set to
+    ``forget_bias``; MXNet's gate order is [in, forget, cell, out]."""
+
+    def __init__(self, forget_bias=1.0):
+        super().__init__(forget_bias=forget_bias)
+        self.forget_bias = forget_bias
+
+    def _init_weight(self, name, arr):
+        arr[:] = 0.0
+        num_hidden = int(_shape_of(arr)[0] / 4)
+        arr[num_hidden:2 * num_hidden] = self.forget_bias

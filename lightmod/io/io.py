@@ -1,0 +1,670 @@
+"""Data iterators: DataDesc, DataBatch, DataIter, NDArrayIter, ResizeIter, PrefetchingIter,
+CSVIter — MXNet 1.9.1's ``mxnet.io`` behaviour.
+
+Batches are built with one numpy gather/slice per input array and wrapped as NDArrays on the
+input's context; nothing loops over samples in Python.
+"""
+import glob
+import os
+import threading
+from collections import namedtuple
+
+import numpy as np
+
+from ..base import MXNetError, dtype_np
+from ..ndarray.ndarray import NDArray
+from .utils import _getdata_by_idx, _has_stype, _init_data, _wrap_host
+
+__all__ = ["DataDesc", "DataBatch", "DataIter", "ResizeIter", "PrefetchingIter", "NDArrayIter",
+           "CSVIter"]
+
+
+class DataDesc(namedtuple("DataDesc", ["name", "shape"])):
+    """Name, shape, dtype and layout of one input (data or label).
+
+    It is a ``(name, shape)`` namedtuple, so code that unpacks ``name, shape = desc`` keeps
+    working; ``dtype`` and ``layout`` are extra attributes. The layout's ``N`` marks the batch
+    axis that data parallelism splits along.
+    """
+
+    def __new__(cls, name, shape, dtype=np.float32, layout="NCHW"):
+        desc = super().__new__(cls, name, shape)
+        desc.dtype = dtype
+        desc.layout = layout
+        return desc
+
+    def __repr__(self):
+        return "DataDesc[%s,%s,%s,%s]" % (self.name, self.shape, self.dtype, self.layout)
+
+    @staticmethod
+    def get_batch_axis(layout):
+        """The batch axis of ``layout``: 0 when layout is None, else the position of 'N'
+        (-1 when there is none, meaning "do not split")."""
+        if layout is None:
+            return 0
+        return layout.find("N")
+
+    @staticmethod
+    def get_list(shapes, types):
+        """DataDescs from ``[(name, shape)]`` and optionally ``[(name, dtype)]``."""
+        if types is not None:
+            type_dict = dict(types)
+            return [DataDesc(name, shape, type_dict[name]) for name, shape in shapes]
+        return [DataDesc(name, shape) for name, shape in shapes]
+
+
+class DataBatch:
+    """One batch: lists of data and label NDArrays plus bookkeeping.
+
+    ``pad`` counts the filler samples at the end of the batch (prediction drops them),
+    ``index`` the sample indices, ``bucket_key`` the bucket for BucketingModule, and
+    ``provide_data``/``provide_label`` optional DataDescs describing this very batch.
+    """
+
+    def __init__(self, data, label=None, pad=None, index=None, bucket_key=None,
+                 provide_data=None, provide_label=None):
+        if data is not None and not isinstance(data, (list, tuple)):
+            raise AssertionError("Data must be list of NDArrays (got %s)" % type(data).__name__)
+        if label is not None and not isinstance(label, (list, tuple)):
+            raise AssertionError("Label must be list of NDArrays (got %s)"
+                                 % type(label).__name__)
+        self.data = data
+        self.label = label
+        self.pad = pad
+        self.index = index
+        self.bucket_key = bucket_key
+        self.provide_data = provide_data
+        self.provide_label = provide_label
+
+    def __str__(self):
+        data_shapes = [d.shape for d in self.data]
+        label_shapes = [l.shape for l in self.label] if self.label else None
+        return "%s: data shapes: %s label shapes: %s" % (type(self).__name__, data_shapes,
+                                                         label_shapes)
+
+
+class DataIter:
+    """Base class of data iterators: a Python iterator of DataBatch objects.
+
+    Subclasses implement either ``next()`` directly or the four getters together with
+    ``iter_next()``; the base ``next()`` assembles a DataBatch from the latter. The getters
+    return None here, which is what MXNet's base class returns for iterators that do not
+    provide them.
+    """
+
+    def __init__(self, batch_size=0):
+        self.batch_size = batch_size
+
+    def __iter__(self):
+        return self
+
+    def reset(self):
+        """Go back to the beginning of the data (nothing to do for the base class)."""
+
+    def next(self):
+        """The next DataBatch; raises StopIteration at the end of the data."""
+        if self.iter_next():
+            return DataBatch(data=self.getdata(), label=self.getlabel(), pad=self.getpad(),
+                             index=self.getindex())
+        raise StopIteration
+
+    def __next__(self):
+        return self.next()
+
+    def iter_next(self):
+        """Advance to the next batch; True if there is one (the base class has none)."""
+        return None
+
+    def getdata(self):
+        """The data NDArrays of the current batch."""
+        return None
+
+    def getlabel(self):
+        """The label NDArrays of the current batch."""
+        return None
+
+    def getindex(self):
+        """The sample indices of the current batch, or None."""
+        return None
+
+    def getpad(self):
+        """How many samples at the end of the current batch are padding."""
+        return None
+
+
+class ResizeIter(DataIter):
+    """Present ``data_iter`` as an epoch of exactly ``size`` batches.
+
+    A shorter iterator is restarted when it runs out; a longer one is cut. ``reset()`` resets
+    the inner iterator only when ``reset_internal`` is true.
+    """
+
+    def __init__(self, data_iter, size, reset_internal=True):
+        super().__init__()
+        self.data_iter = data_iter
+        self.size = size
+        self.reset_internal = reset_internal
+        self.cur = 0
+        self.current_batch = None
+        self.provide_data = data_iter.provide_data
+        self.provide_label = data_iter.provide_label
+        self.batch_size = data_iter.batch_size
+        if hasattr(data_iter, "default_bucket_key"):
+            self.default_bucket_key = data_iter.default_bucket_key
+
+    def reset(self):
+        self.cur = 0
+        if self.reset_internal:
+            self.data_iter.reset()
+
+    def iter_next(self):
+        if self.cur == self.size:
+            return False
+        try:
+            self.current_batch = self.data_iter.next()
+        except StopIteration:
+            self.data_iter.reset()
+            self.current_batch = self.data_iter.next()
+        self.cur += 1
+        return True
+
+    def getdata(self):
+        return self.current_batch.data
+
+    def getlabel(self):
+        return self.current_batch.label
+
+    def getindex(self):
+        return self.current_batch.index
+
+    def getpad(self):
+        return self.current_batch.pad
+
+
+class _PrefetchWorker:
+    """One background thread that reads the next batch of one iterator ahead of time.
+
+    The thread holds a reference to this worker only (not to the PrefetchingIter), so the
+    PrefetchingIter can be garbage collected and stop its threads in ``__del__``.
+    """
+
+    def __init__(self, data_iter):
+        self.data_iter = data_iter
+        self.ready = threading.Event()     # a batch (or the end, or an error) is waiting
+        self.taken = threading.Event()     # the waiting batch was consumed: fetch another
+        self.taken.set()
+        self.running = True
+        self.batch = None
+        self.error = None
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self):
+        while True:
+            self.taken.wait()
+            if not self.running:
+                return
+            try:
+                self.batch, self.error = self.data_iter.next(), None
+            except StopIteration:
+                self.batch, self.error = None, None
+            except BaseException as exc:  # handed to the consumer thread, raised there
+                self.batch, self.error = None, exc
+            self.taken.clear()
+            self.ready.set()
+
+    def wait(self):
+        self.ready.wait()
+
+    def release(self):
+        """Let the thread fetch the next batch."""
+        self.ready.clear()
+        self.taken.set()
+
+    def stop(self):
+        self.running = False
+        self.taken.set()
+        self.thread.join(timeout=5.0)
+
+
+class PrefetchingIter(DataIter):
+    """Read batches from one or several iterators in background threads.
+
+    With several iterators each batch concatenates their data and labels (they must yield
+    the same number of batches with the same ``pad``). ``rename_data``/``rename_label`` are
+    lists with one ``{old_name: new_name}`` dict per iterator.
+    """
+
+    def __init__(self, iters, rename_data=None, rename_label=None):
+        super().__init__()
+        if not isinstance(iters, list):
+            iters = [iters]
+        self.n_iter = len(iters)
+        if self.n_iter == 0:
+            raise AssertionError("PrefetchingIter needs at least one iterator")
+        self.iters = iters
+        self.rename_data = rename_data
+        self.rename_label = rename_label
+        self.batch_size = self.provide_data[0][1][0]
+        self.current_batch = None
+        self._workers = [_PrefetchWorker(it) for it in iters]
+        self.started = True
+
+    def __del__(self):
+        for worker in getattr(self, "_workers", ()):
+            worker.stop()
+
+    @staticmethod
+    def _renamed(descs, renames):
+        out = []
+        for desc in descs:
+            if not isinstance(desc, DataDesc):
+                desc = DataDesc(*desc)
+            name = renames[desc.name] if renames is not None else desc.name
+            out.append(DataDesc(name, desc.shape, desc.dtype, desc.layout))
+        return out
+
+    def _provide(self, attr, renames):
+        if renames is None:
+            return sum((list(getattr(it, attr)) for it in self.iters), [])
+        if len(renames) != len(self.iters):
+            raise MXNetError("PrefetchingIter: %s has %d entries for %d iterators"
+                             % ("rename_data" if attr == "provide_data" else "rename_label",
+                                len(renames), len(self.iters)))
+        return sum((self._renamed(getattr(it, attr), r) for r, it in zip(renames, self.iters)),
+                   [])
+
+    @property
+    def provide_data(self):
+        return self._provide("provide_data", self.rename_data)
+
+    @property
+    def provide_label(self):
+        return self._provide("provide_label", self.rename_label)
+
+    def _wait_all(self):
+        for worker in self._workers:
+            worker.wait()
+        for worker in self._workers:
+            if worker.error is not None:
+                error, worker.error = worker.error, None
+                worker.release()
+                raise error
+
+    def reset(self):
+        for worker in self._workers:
+            worker.wait()
+        for it in self.iters:
+            it.reset()
+        for worker in self._workers:
+            worker.error = None
+            worker.release()
+
+    def iter_next(self):
+        self._wait_all()
+        batches = [worker.batch for worker in self._workers]
+        ended = [b is None for b in batches]
+        if all(ended):
+            return False
+        if any(ended):
+            raise MXNetError("PrefetchingIter: the iterators yield different numbers of "
+                             "batches (ended: %s)" % ended)
+        if any(b.pad != batches[0].pad for b in batches):
+            raise MXNetError("PrefetchingIter: the iterators' batches disagree (pads %s)"
+                             % [b.pad for b in batches])
+        self.current_batch = DataBatch(sum((list(b.data) for b in batches), []),
+                                       sum((list(b.label or []) for b in batches), []),
+                                       batches[0].pad, batches[0].index,
+                                       provide_data=self.provide_data,
+                                       provide_label=self.provide_label)
+        for worker in self._workers:
+            worker.release()
+        return True
+
+    def next(self):
+        if self.iter_next():
+            return self.current_batch
+        raise StopIteration
+
+    def getdata(self):
+        return self.current_batch.data
+
+    def getlabel(self):
+        return self.current_batch.label
+
+    def getindex(self):
+        return self.current_batch.index
+
+    def getpad(self):
+        return self.current_batch.pad
+
+
+_LAST_BATCH_HANDLES = ("pad", "discard", "roll_over")
+
+
+class NDArrayIter(DataIter):
+    """Iterate over NDArrays / numpy arrays (one, a list, or a dict of them) in batches.
+
+    Inputs are sorted by name (a list is named ``_0_data``, ``_1_data``, ...); anything that
+    is not an NDArray is converted to a float32 NDArray. ``shuffle`` permutes the samples at
+    construction and at every ``reset()``; ``idx`` is the permutation. The last incomplete
+    batch is, by ``last_batch_handle``:
+
+    * ``'pad'``: completed with samples from the start of the data (repeated if the batch is
+      larger than the data); ``batch.pad`` counts them;
+    * ``'discard'``: dropped;
+    * ``'roll_over'``: kept and put in front of the first batch after ``reset()``, whose
+      ``pad`` reports how many samples were carried; ``hard_reset()`` drops them.
+
+    csr inputs are only supported with ``'discard'``. Unlike MXNet, an unknown
+    ``last_batch_handle`` raises ValueError instead of silently acting like 'discard', and
+    samples are counted, shuffled and tiled along the layout's batch axis (MXNet mixes axis 0
+    and the layout axis; both agree for the usual layouts with N first).
+    """
+
+    def __init__(self, data, label=None, batch_size=1, shuffle=False, last_batch_handle="pad",
+                 data_name="data", label_name="softmax_label", layout="NCHW"):
+        super().__init__(batch_size)
+        if last_batch_handle not in _LAST_BATCH_HANDLES:
+            raise ValueError("NDArrayIter: last_batch_handle must be one of %s, got %r"
+                             % (_LAST_BATCH_HANDLES, last_batch_handle))
+        self.data = _init_data(data, allow_empty=False, default_name=data_name)
+        self.label = _init_data(label, allow_empty=True, default_name=label_name)
+        if ((_has_stype(self.data, "csr") or _has_stype(self.label, "csr"))
+                and last_batch_handle != "discard"):
+            raise NotImplementedError("`NDArrayIter` only supports ``CSRNDArray`` with "
+                                      "`last_batch_handle` set to `discard`.")
+        self.layout = layout
+        axis = self._batch_axis
+        self.num_data = self.data[0][1].shape[axis]
+        for name, arr in self.data + self.label:
+            if arr.shape[axis] != self.num_data:
+                raise MXNetError("NDArrayIter: input %r has %d samples on axis %d, expected %d"
+                                 " like %r" % (name, arr.shape[axis], axis, self.num_data,
+                                               self.data[0][0]))
+        self.idx = np.arange(self.num_data)
+        self.shuffle = shuffle
+        self.last_batch_handle = last_batch_handle
+        self.batch_size = batch_size
+        self.cursor = -self.batch_size
+        self._cache_data = None
+        self._cache_label = None
+        self.reset()
+        self.data_list = [x[1] for x in self.data] + [x[1] for x in self.label]
+        self.num_source = len(self.data_list)
+
+    @property
+    def _batch_axis(self):
+        return self.layout.find("N")
+
+    def _descs(self, sources):
+        axis = self._batch_axis
+        descs = []
+        for name, arr in sources:
+            shape = list(arr.shape)
+            shape[axis] = self.batch_size
+            descs.append(DataDesc(name, tuple(shape), arr.dtype, layout=self.layout))
+        return descs
+
+    @property
+    def provide_data(self):
+        """DataDescs of the data: each input's shape with ``batch_size`` on the batch axis."""
+        return self._descs(self.data)
+
+    @property
+    def provide_label(self):
+        """DataDescs of the labels."""
+        return self._descs(self.label)
+
+    def hard_reset(self):
+        """Go back to the start, dropping any rolled-over samples."""
+        if self.shuffle:
+            self._shuffle_data()
+        self.cursor = -self.batch_size
+        self._cache_data = None
+        self._cache_label = None
+
+    def reset(self):
+        """Go back to the start (keeping the roll-over samples with 'roll_over')."""
+        if self.shuffle:
+            self._shuffle_data()
+        if (self.last_batch_handle == "roll_over"
+                and self.num_data - self.batch_size < self.cursor < self.num_data):
+            # the next batch starts with the (num_data - cursor) samples cached by next()
+            self.cursor = self.cursor - self.num_data - self.batch_size
+        else:
+            self.cursor = -self.batch_size
+
+    def iter_next(self):
+        self.cursor += self.batch_size
+        return self.cursor < self.num_data
+
+    def next(self):
+        if not self.iter_next():
+            raise StopIteration
+        data = self.getdata()
+        label = self.getlabel()
+        if data[0].shape[self._batch_axis] != self.batch_size:
+            # an incomplete last batch ('discard', 'roll_over'): keep it for roll-over
+            self._cache_data = data
+            self._cache_label = label
+            raise StopIteration
+        return DataBatch(data=data, label=label, pad=self.getpad(), index=None)
+
+    def _take(self, sources, positions):
+        """Batch arrays made of the samples at ``positions`` (one gather per source)."""
+        axis = self._batch_axis
+        out = []
+        for _, arr in sources:
+            host = arr._host_view()
+            out.append(_wrap_host(np.take(host, positions, axis=axis), arr.context, arr.stype))
+        return out
+
+    def _slice(self, sources, start, end):
+        axis = self._batch_axis
+        out = []
+        for _, arr in sources:
+            host = arr._host_view()
+            index = [slice(None)] * host.ndim
+            index[axis] = slice(start, end)
+            out.append(_wrap_host(np.array(host[tuple(index)]), arr.context, arr.stype))
+        return out
+
+    def _concat_cache(self, cached, sources, count):
+        """The cached roll-over arrays followed by the first ``count`` samples."""
+        axis = self._batch_axis
+        fresh = self._slice(sources, 0, count)
+        if not cached:
+            return fresh
+        out = []
+        for old, new in zip(cached, fresh):
+            host = np.concatenate([old._host_view(), new._host_view()], axis=axis)
+            out.append(_wrap_host(host, new.context, new.stype))
+        return out
+
+    def _batchify(self, sources):
+        if self.cursor >= self.num_data:
+            raise MXNetError("NDArrayIter: DataIter needs reset (the cursor is past the end)")
+        if self.last_batch_handle == "roll_over" and -self.batch_size < self.cursor < 0:
+            if self._cache_data is None and self._cache_label is None:
+                raise MXNetError("NDArrayIter: next epoch should have cached data")
+            # getdata() consumes the data cache, then getlabel() the label cache
+            if self._cache_data is not None:
+                cached, self._cache_data = self._cache_data, None
+            else:
+                cached, self._cache_label = self._cache_label, None
+            return self._concat_cache(cached, sources, self.cursor + self.batch_size)
+        if self.last_batch_handle == "pad" and self.cursor + self.batch_size > self.num_data:
+            # wrap around to the start, tiling the whole data set if the batch is larger
+            positions = (self.cursor + np.arange(self.batch_size)) % self.num_data
+            return self._take(sources, positions)
+        end = min(self.cursor + self.batch_size, self.num_data)
+        return self._slice(sources, self.cursor, end)
+
+    def getdata(self):
+        return self._batchify(self.data)
+
+    def getlabel(self):
+        return self._batchify(self.label)
+
+    def getpad(self):
+        if self.last_batch_handle == "pad" and self.cursor + self.batch_size > self.num_data:
+            return self.cursor + self.batch_size - self.num_data
+        if self.last_batch_handle == "roll_over" and -self.batch_size < self.cursor < 0:
+            return -self.cursor
+        return 0
+
+    def _shuffle_data(self):
+        # numpy's global generator, as MXNet: np.random.seed(s) reproduces MXNet's permutation
+        np.random.shuffle(self.idx)
+        self.data = _getdata_by_idx(self.data, self.idx, self._batch_axis)
+        self.label = _getdata_by_idx(self.label, self.idx, self._batch_axis)
+
+
+_CSV_DTYPES = ("float16", "float32", "float64", "int32", "int64", "int8", "uint8")
+
+
+def _csv_files(path):
+    if os.path.isdir(path):
+        files = sorted(f for f in glob.glob(os.path.join(path, "*")) if os.path.isfile(f))
+        if not files:
+            raise MXNetError("CSVIter: directory %r holds no files" % path)
+        return files
+    if not os.path.isfile(path):
+        raise MXNetError("CSVIter: file %r does not exist" % path)
+    return [path]
+
+
+def _read_csv(path, row_shape, dtype, what):
+    """All rows of a CSV file (or of every file in a directory) as an (n, *row_shape) array."""
+    row_size = int(np.prod(row_shape, dtype=np.int64))
+    parse_dtype = np.float64 if np.dtype(dtype).kind == "f" else np.int64
+    blocks = []
+    for fname in _csv_files(path):
+        with open(fname) as f:
+            lines = [ln for ln in f.read().splitlines() if ln.strip()]
+        if not lines:
+            continue
+        try:
+            rows = np.loadtxt(lines, delimiter=",", dtype=parse_dtype, ndmin=2)
+        except ValueError as exc:
+            raise MXNetError("CSVIter: cannot parse %s file %r: %s" % (what, fname, exc)) from None
+        if rows.shape[1] != row_size:
+            raise MXNetError("CSVIter: The data size in CSV do not match size of shape: specified "
+                             "shape=%s, the csv row-length=%d (%s file %r)"
+                             % (list(row_shape), rows.shape[1], what, fname))
+        blocks.append(rows.astype(dtype))
+    if not blocks:
+        raise MXNetError("CSVIter: %s %r holds no rows" % (what, path))
+    rows = np.concatenate(blocks, axis=0)
+    return rows.reshape((rows.shape[0],) + tuple(row_shape))
+
+
+class CSVIter(DataIter):
+    """Batches from CSV files, MXNet's ``mx.io.CSVIter``.
+
+    Each row of ``data_csv`` (a file or a directory of files) is one sample reshaped to
+    ``data_shape``; ``label_csv`` likewise with ``label_shape`` (all-zero labels without it;
+    a label shape of ``(1,)`` gives labels of shape ``(batch_size,)``). ``dtype`` (None means
+    float32) applies to data and labels.
+
+    The last incomplete batch, with ``round_batch=True``, wraps around to the start of the
+    data and the next epoch (after ``reset()``) begins after the samples already used;
+    with ``round_batch=False`` its tail keeps the previous batch's rows, and every epoch
+    starts at the beginning. ``pad`` counts the filler rows either way, ``index`` holds the
+    row numbers. ``prefetch_buffer`` and ``ctx`` are accepted for compatibility (the data is
+    read into memory at construction).
+    """
+
+    def __init__(self, data_csv, data_shape, label_csv=None, label_shape=(1,), batch_size=None,
+                 round_batch=True, prefetch_buffer=4, ctx="gpu", dtype=None,
+                 data_name="data", label_name="softmax_label"):
+        super().__init__()
+        if batch_size is None or int(batch_size) <= 0:
+            raise MXNetError("CSVIter: batch_size is required and must be positive, got %r"
+                             % (batch_size,))
+        if dtype is not None and str(np.dtype(dtype_np(dtype)).name) not in _CSV_DTYPES:
+            raise MXNetError("CSVIter: unsupported dtype %r (expected one of %s)"
+                             % (dtype, _CSV_DTYPES))
+        out_dtype = np.dtype(np.float32) if dtype is None else dtype_np(dtype)
+        self.batch_size = int(batch_size)
+        self.round_batch = bool(round_batch)
+        data_shape = tuple(int(d) for d in data_shape)
+        label_shape = tuple(int(d) for d in label_shape)
+        self._data = _read_csv(data_csv, data_shape, out_dtype, "data")
+        num = self._data.shape[0]
+        if label_csv is None or label_csv == "NULL":
+            self._label = np.zeros((num,) + label_shape, dtype=out_dtype)
+        else:
+            self._label = _read_csv(label_csv, label_shape, out_dtype, "label")
+            if self._label.shape[0] != num:
+                raise MXNetError("CSVIter: data_csv has %d rows but label_csv has %d"
+                                 % (num, self._label.shape[0]))
+        if label_shape == (1,):
+            self._label = self._label.reshape(num)
+        self._num = num
+        # batch buffers reused across batches: with round_batch=False the tail of a short
+        # last batch shows the previous batch's rows, as MXNet's batch loader does
+        self._data_buf = np.zeros((self.batch_size,) + self._data.shape[1:], out_dtype)
+        self._label_buf = np.zeros((self.batch_size,) + self._label.shape[1:], out_dtype)
+        self._index_buf = np.zeros(self.batch_size, np.uint64)
+        self._epoch_start = 0      # first row of the current epoch
+        self._next_start = 0       # first row of the next epoch (round_batch carry-over)
+        self._cursor = 0
+        self._pad = 0
+        self._has_batch = False
+        self.provide_data = [DataDesc(data_name, (self.batch_size,) + data_shape, out_dtype.type)]
+        self.provide_label = [DataDesc(label_name, (self.batch_size,) + self._label.shape[1:],
+                                       out_dtype.type)]
+
+    def reset(self):
+        self._epoch_start = self._next_start
+        self._cursor = self._epoch_start
+        self._has_batch = False
+
+    def iter_next(self):
+        if self._cursor >= self._num:
+            self._has_batch = False
+            return False
+        take = min(self.batch_size, self._num - self._cursor)
+        rows = np.arange(self._cursor, self._cursor + take)
+        if take < self.batch_size and self.round_batch:
+            # complete the batch from the start of the data (wrapping as often as needed)
+            extra = np.arange(self.batch_size - take) % self._num
+            rows = np.concatenate([rows, extra])
+            self._next_start = int(extra[-1] + 1) % self._num
+        else:
+            self._next_start = 0
+        n = rows.shape[0]
+        np.take(self._data, rows, axis=0, out=self._data_buf[:n])
+        np.take(self._label, rows, axis=0, out=self._label_buf[:n])
+        self._index_buf[:n] = rows
+        self._pad = self.batch_size - take
+        self._cursor += self.batch_size
+        self._has_batch = True
+        return True
+
+    def _current(self, buf):
+        if not self._has_batch:
+            raise MXNetError("CSVIter: no current batch (call iter_next() or next() first)")
+        return _wrap_host(buf.copy())
+
+    def getdata(self):
+        return self._current(self._data_buf)
+
+    def getlabel(self):
+        return self._current(self._label_buf)
+
+    def getindex(self):
+        if not self._has_batch:
+            return None
+        return self._index_buf.copy()
+
+    def getpad(self):
+        return self._pad if self._has_batch else 0
+
+    def next(self):
+        if self.iter_next():
+            return DataBatch(data=[self.getdata()], label=[self.getlabel()], pad=self.getpad(),
+                             index=self.getindex())
+        raise StopIteration
