@@ -14,6 +14,7 @@ the launcher stores into the output's dtype, which is exact for float16/float32 
 """
 import math
 
+import numpy as np
 from numba import njit  # noqa: F401
 
 # --- unary codes ------------------------------------------------------------------------------
@@ -273,6 +274,7 @@ def clip_grad(x, lo, hi):
 @njit(cache=True)
 def strided_offset(i, shape, strides):
     """Offset of flat C-order index i of ``shape`` in an array with element ``strides``."""
+    i = np.int64(i)   # prange indices are unsigned: keep the divisions in integers
     off = 0
     for d in range(len(shape) - 1, -1, -1):
         n = shape[d]

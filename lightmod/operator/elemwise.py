@@ -75,6 +75,7 @@ class _Fill(_ConstantGrad):
 
 class _Clip(_ElemwiseBase):
     name = "clip"
+    aliases = ("_sparse_clip",)
     params = {"a_min": Float(doc="Minimum value"), "a_max": Float(doc="Maximum value")}
 
     def forward(self, p, k, inputs, outputs, is_train, state):
@@ -168,23 +169,24 @@ def _declare(base, name, aliases=(), **attrs):
 # ---------------------------------------------------------------------------------------------
 # unary math: (op name, kernel function, aliases)
 # ---------------------------------------------------------------------------------------------
-_UNARY = [
-    ("relu", "relu", ()), ("sigmoid", "sigmoid", ()), ("tanh", "tanh", ()), ("exp", "exp", ()),
-    ("log", "log", ()), ("sqrt", "sqrt", ()), ("rsqrt", "rsqrt", ()), ("square", "square", ()),
-    ("abs", "abs", ()), ("negative", "negative", ()), ("softsign", "softsign", ()),
-    ("log1p", "log1p", ()), ("expm1", "expm1", ()), ("reciprocal", "reciprocal", ()),
-    ("cos", "cos", ()), ("sin", "sin", ()), ("tan", "tan", ()), ("log2", "log2", ()),
-    ("log10", "log10", ()), ("cbrt", "cbrt", ()), ("_copy", "copy", ("identity",)),
-]
-for _name, _fn, _aliases in _UNARY:
-    _declare(_Unary, _name, _aliases, fn=_fn)
+# (op name, kernel function); MXNet also registers most of them as "_sparse_<name>"
+_UNARY = [("relu", "relu"), ("sigmoid", "sigmoid"), ("tanh", "tanh"), ("exp", "exp"),
+          ("log", "log"), ("sqrt", "sqrt"), ("rsqrt", "rsqrt"), ("square", "square"),
+          ("abs", "abs"), ("negative", "negative"), ("log1p", "log1p"), ("expm1", "expm1"),
+          ("cos", "cos"), ("sin", "sin"), ("tan", "tan"), ("log2", "log2"),
+          ("log10", "log10"), ("cbrt", "cbrt")]
+for _name, _fn in _UNARY:
+    _declare(_Unary, _name, ("_sparse_" + _name,), fn=_fn)
+_declare(_Unary, "softsign", fn="softsign")
+_declare(_Unary, "reciprocal", fn="reciprocal")
+_declare(_Unary, "_copy", ("identity",), fn="copy")
 
 # piecewise constant: zero gradient
 for _name, _fn in [("sign", "sign"), ("floor", "floor"), ("ceil", "ceil"), ("round", "round"),
                    ("trunc", "trunc"), ("fix", "trunc"), ("rint", "rint")]:
-    _declare(_ConstantGrad, _name, fn=_fn)
+    _declare(_ConstantGrad, _name, ("_sparse_" + _name,), fn=_fn)
 
-_declare(_Fill, "zeros_like", value=0)
+_declare(_Fill, "zeros_like", ("_sparse_zeros_like",), value=0)
 _declare(_Fill, "ones_like", value=1)
 
 # ---------------------------------------------------------------------------------------------
@@ -194,7 +196,7 @@ _COMPARISONS = ("equal", "not_equal", "greater", "greater_equal", "lesser", "les
                 "logical_and", "logical_or", "logical_xor")
 
 _SAME_SHAPE = [
-    ("add", "elemwise_add", ("_add", "_plus", "_Plus", "_grad_add", "_sparse_elemwise_add")),
+    ("add", "elemwise_add", ("_add", "_plus", "_Plus", "_sparse_elemwise_add")),
     ("sub", "elemwise_sub", ("_sub", "_minus", "_Minus", "_sparse_elemwise_sub")),
     ("mul", "elemwise_mul", ("_mul", "_Mul", "_sparse_elemwise_mul")),
     ("div", "elemwise_div", ("_div", "_Div", "_sparse_elemwise_div")),
