@@ -16,3 +16,8 @@ from . import visualization
 from . import visualization as viz
 from . import profiler
 from . import ndarray, ndarray as nd  # noqa: E402
+from . import io
+from . import initializer
+from . import initializer as init
+from . import metric
+from . import callback
