@@ -16,3 +16,4 @@ def assign(dst, src, req):
         dst += src
 # --- families (one line each) ---
 from .elemwise import *  # noqa: F401,F403,E402
+from .nn import *  # noqa: F401,F403,E402

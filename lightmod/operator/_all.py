@@ -1,3 +1,5 @@
 """Imports every operator family so that its declarations register (one line per family)."""
 # Families register on import; keep one line per file of lightmod/operator/.
 from . import elemwise  # noqa: F401,E402
+from . import nn  # noqa: F401,E402
+from . import loss  # noqa: F401,E402

@@ -1,0 +1,742 @@
+"""CPU kernels of the nn and loss operators (FullyConnected, activations, softmax family,
+Dropout, Embedding, loss heads).
+
+Matrix products go to BLAS through ``np.matmul(..., out=)``; numba does the rest. Element-wise
+kernels are written once as a ``_range`` function over [lo, hi) and launched either directly
+(small arrays: no thread start-up) or through a ``_par`` wrapper that splits the range over
+the threads with ``prange``. The per-element math comes from ``kernels/scalar_nn.py``, shared
+with the CUDA half; ``kernels/cuda/nn.py`` exposes the same functions with the same signatures.
+
+Conventions: arrays are C-contiguous; shapes are already arranged by the operator (e.g. softmax
+takes an (outer, axis, inner) view); ``accumulate=True`` adds into the destination (req 'add')
+instead of overwriting it; ``scratch`` is a dict private to the calling node where a kernel may
+keep buffers between calls.
+"""
+import math
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from ..scalar_nn import (ACT_RELU, ACT_SIGMOID, ACT_SOFTRELU, ACT_SOFTSIGN, ACT_TANH,
+                         LEAKY_ELU, LEAKY_GELU, LEAKY_LEAKY, LEAKY_SELU, REG_DIFF, REG_SIGN,
+                         activation_slope, activation_value, broadcast_offset, clip_index,
+                         leaky_slope, leaky_value, regression_diff, smooth_l1_slope,
+                         smooth_l1_value)
+
+__all__ = ["ACTIVATIONS", "LEAKY_TYPES", "REGRESSION_KINDS",
+           "fc_forward", "fc_backward", "activation_forward", "activation_backward",
+           "leaky_relu_forward", "leaky_relu_backward", "prelu_forward", "prelu_backward",
+           "rrelu_forward", "rrelu_backward", "dropout_forward", "dropout_backward",
+           "embedding_forward", "embedding_backward", "softmax_forward", "softmax_backward",
+           "softmax_output_backward", "regression_backward", "count_label_equal",
+           "count_greater", "smooth_l1_forward", "smooth_l1_backward",
+           "softmax_ce_forward", "softmax_ce_backward", "nn_fill", "nn_copy"]
+
+ACTIVATIONS = {"relu": ACT_RELU, "sigmoid": ACT_SIGMOID, "tanh": ACT_TANH,
+               "softrelu": ACT_SOFTRELU, "softsign": ACT_SOFTSIGN}
+LEAKY_TYPES = {"leaky": LEAKY_LEAKY, "elu": LEAKY_ELU, "selu": LEAKY_SELU, "gelu": LEAKY_GELU}
+REGRESSION_KINDS = {"diff": REG_DIFF, "sign": REG_SIGN}
+
+# Below this many elements a kernel runs on the calling thread (thread start-up costs more).
+PARALLEL_MIN = 1 << 15
+
+
+def _flat(a):
+    """1-D view of a C-contiguous array (never a copy: kernels write through it)."""
+    if not a.flags.c_contiguous:
+        raise ValueError("nn kernels need C-contiguous arrays")
+    return a.reshape(-1)
+
+
+def _nchunks():
+    return numba.get_num_threads() * 4
+
+
+def _launch(serial, parallel, n, *args):
+    """Run ``serial(*args, 0, n)`` or split [0, n) over threads with ``parallel``."""
+    if n >= PARALLEL_MIN and numba.get_num_threads() > 1:
+        parallel(*args, n, _nchunks())
+    else:
+        serial(*args, 0, n)
+
+
+def _launch_rows(serial, parallel, rows, work, *args):
+    """Like _launch, but split [0, rows) and decide on the total work (rows x row length)."""
+    if work >= PARALLEL_MIN and rows > 1 and numba.get_num_threads() > 1:
+        parallel(*args, rows, min(rows, _nchunks()))
+    else:
+        serial(*args, 0, rows)
+
+
+def nn_fill(dst, value, accumulate=False):
+    """dst = value (or dst += value)."""
+    if accumulate:
+        dst += value
+    else:
+        dst.fill(value)
+
+
+def nn_copy(dst, src, accumulate=False):
+    """dst = src (or dst += src); shapes equal up to a reshape."""
+    src = src.reshape(dst.shape)
+    if accumulate:
+        dst += src
+    else:
+        np.copyto(dst, src, casting="unsafe")
+
+
+# ---------------------------------------------------------------------------------------------
+# FullyConnected: out = x w^T + b ; dx = dy w ; dw = dy^T x ; db = sum_rows dy
+# ---------------------------------------------------------------------------------------------
+def _matmul_into(a, b, out, accumulate, scratch, key):
+    if not accumulate:
+        np.matmul(a, b, out=out)
+        return
+    buf = scratch.get(key)
+    if buf is None or buf.shape != out.shape or buf.dtype != out.dtype:
+        buf = scratch[key] = np.empty(out.shape, out.dtype)
+    np.matmul(a, b, out=buf)
+    out += buf
+
+
+@njit(cache=True)
+def _column_sums(dy, db, accumulate):
+    if not accumulate:
+        for j in range(db.shape[0]):
+            db[j] = 0
+    for i in range(dy.shape[0]):
+        for j in range(dy.shape[1]):
+            db[j] += dy[i, j]
+
+
+def fc_forward(x, w, b, out, scratch):
+    """out (N, H) = x (N, K) @ w (H, K)^T (+ b (H,)); b may be None."""
+    np.matmul(x, w.T, out=out)
+    if b is not None:
+        out += b.reshape(-1)
+
+
+def fc_backward(x, w, dy, dx, dw, db, req_x, req_w, req_b, scratch):
+    """Gradients of fc_forward; a gradient whose req is 'null' may be None."""
+    if req_x != "null":
+        _matmul_into(dy, w, dx, req_x == "add", scratch, "fc_dx")
+    if req_w != "null":
+        _matmul_into(dy.T, x, dw, req_w == "add", scratch, "fc_dw")
+    if req_b != "null":
+        _column_sums(dy, db.reshape(-1), req_b == "add")
+
+
+# ---------------------------------------------------------------------------------------------
+# Activation
+# ---------------------------------------------------------------------------------------------
+@njit(cache=True)
+def _act_fwd(x, out, code, lo, hi):
+    for i in range(lo, hi):
+        out[i] = activation_value(x[i], code)
+
+
+@njit(cache=True, parallel=True)
+def _act_fwd_par(x, out, code, n, nchunks):
+    step = (n + nchunks - 1) // nchunks
+    for c in prange(nchunks):
+        _act_fwd(x, out, code, c * step, min(n, (c + 1) * step))
+
+
+@njit(cache=True)
+def _act_bwd(x, y, dy, dx, code, accumulate, lo, hi):
+    for i in range(lo, hi):
+        g = dy[i] * activation_slope(x[i], y[i], code)
+        if accumulate:
+            dx[i] += g
+        else:
+            dx[i] = g
+
+
+@njit(cache=True, parallel=True)
+def _act_bwd_par(x, y, dy, dx, code, accumulate, n, nchunks):
+    step = (n + nchunks - 1) // nchunks
+    for c in prange(nchunks):
+        _act_bwd(x, y, dy, dx, code, accumulate, c * step, min(n, (c + 1) * step))
+
+
+def activation_forward(x, out, act_type):
+    xf = _flat(x)
+    _launch(_act_fwd, _act_fwd_par, xf.size, xf, _flat(out), ACTIVATIONS[act_type])
+
+
+def activation_backward(x, y, dy, dx, act_type, accumulate=False):
+    xf = _flat(x)
+    _launch(_act_bwd, _act_bwd_par, xf.size, xf, _flat(y), _flat(dy), _flat(dx),
+            ACTIVATIONS[act_type], accumulate)
+
+
+# ---------------------------------------------------------------------------------------------
+# LeakyReLU: leaky / elu / selu / gelu element-wise, prelu per channel, rrelu with a mask
+# ---------------------------------------------------------------------------------------------
+@njit(cache=True)
+def _leaky_fwd(x, out, code, slope, lo, hi):
+    for i in range(lo, hi):
+        out[i] = leaky_value(x[i], code, slope)
+
+
+@njit(cache=True, parallel=True)
+def _leaky_fwd_par(x, out, code, slope, n, nchunks):
+    step = (n + nchunks - 1) // nchunks
+    for c in prange(nchunks):
+        _leaky_fwd(x, out, code, slope, c * step, min(n, (c + 1) * step))
+
+
+@njit(cache=True)
+def _leaky_bwd(x, y, dy, dx, code, slope, accumulate, lo, hi):
+    for i in range(lo, hi):
+        g = dy[i] * leaky_slope(x[i], y[i], code, slope)
+        if accumulate:
+            dx[i] += g
+        else:
+            dx[i] = g
+
+
+@njit(cache=True, parallel=True)
+def _leaky_bwd_par(x, y, dy, dx, code, slope, accumulate, n, nchunks):
+    step = (n + nchunks - 1) // nchunks
+    for c in prange(nchunks):
+        _leaky_bwd(x, y, dy, dx, code, slope, accumulate, c * step, min(n, (c + 1) * step))
+
+
+def leaky_relu_forward(x, out, act_type, slope):
+    xf = _flat(x)
+    _launch(_leaky_fwd, _leaky_fwd_par, xf.size, xf, _flat(out), LEAKY_TYPES[act_type],
+            float(slope))
+
+
+def leaky_relu_backward(x, y, dy, dx, act_type, slope, accumulate=False):
+    xf = _flat(x)
+    _launch(_leaky_bwd, _leaky_bwd_par, xf.size, xf, _flat(y), _flat(dy), _flat(dx),
+            LEAKY_TYPES[act_type], float(slope), accumulate)
+
+
+@njit(cache=True)
+def _prelu_fwd(x, gamma, out, lo, hi):
+    # x, out: (outer, C, inner); gamma: (C,) or (1,)
+    per_channel = gamma.shape[0] > 1
+    for o in range(lo, hi):
+        for c in range(x.shape[1]):
+            g = gamma[c] if per_channel else gamma[0]
+            for i in range(x.shape[2]):
+                v = x[o, c, i]
+                out[o, c, i] = v if v > 0 else g * v
+
+
+@njit(cache=True, parallel=True)
+def _prelu_fwd_par(x, gamma, out, n, nchunks):
+    step = (n + nchunks - 1) // nchunks
+    for c in prange(nchunks):
+        _prelu_fwd(x, gamma, out, c * step, min(n, (c + 1) * step))
+
+
+@njit(cache=True)
+def _prelu_bwd(x, gamma, dy, dx, dgamma, want_x, acc_x, want_g, acc_g):
+    outer, nc, inner = x.shape
+    per_channel = gamma.shape[0] > 1
+    total = 0.0
+    for c in range(nc):
+        g = gamma[c] if per_channel else gamma[0]
+        s = 0.0
+        for o in range(outer):
+            for i in range(inner):
+                v = x[o, c, i]
+                d = dy[o, c, i]
+                if v > 0:
+                    gx = d
+                else:
+                    gx = g * d
+                    s += v * d
+                if want_x:
+                    if acc_x:
+                        dx[o, c, i] += gx
+                    else:
+                        dx[o, c, i] = gx
+        if want_g and per_channel:
+            if acc_g:
+                dgamma[c] += s
+            else:
+                dgamma[c] = s
+        total += s
+    if want_g and not per_channel:
+        if acc_g:
+            dgamma[0] += total
+        else:
+            dgamma[0] = total
+
+
+def prelu_forward(x, gamma, out):
+    """x, out viewed as (outer, C, inner); gamma (C,) or (1,), broadcast over the rest."""
+    _launch_rows(_prelu_fwd, _prelu_fwd_par, x.shape[0], x.size, x, gamma.reshape(-1), out)
+
+
+def prelu_backward(x, gamma, dy, dx, dgamma, req_x, req_gamma):
+    """dx = dy * (x > 0 ? 1 : gamma); dgamma = sum over x <= 0 of x * dy (per channel)."""
+    want_x, want_g = req_x != "null", req_gamma != "null"
+    dx = dx if want_x else dy
+    dgamma = dgamma.reshape(-1) if want_g else gamma.reshape(-1)
+    _prelu_bwd(x, gamma.reshape(-1), dy, dx, dgamma, want_x, req_x == "add",
+               want_g, req_gamma == "add")
+
+
+@njit(cache=True)
+def _rrelu_fwd(x, u, lower, width, mask, out, lo, hi):
+    for i in range(lo, hi):
+        m = lower + u[i] * width
+        mask[i] = m
+        v = x[i]
+        out[i] = v if v > 0 else m * v
+
+
+@njit(cache=True, parallel=True)
+def _rrelu_fwd_par(x, u, lower, width, mask, out, n, nchunks):
+    step = (n + nchunks - 1) // nchunks
+    for c in prange(nchunks):
+        _rrelu_fwd(x, u, lower, width, mask, out, c * step, min(n, (c + 1) * step))
+
+
+@njit(cache=True)
+def _rrelu_bwd(y, mask, dy, dx, accumulate, lo, hi):
+    for i in range(lo, hi):
+        g = dy[i] if y[i] > 0 else dy[i] * mask[i]
+        if accumulate:
+            dx[i] += g
+        else:
+            dx[i] = g
+
+
+@njit(cache=True, parallel=True)
+def _rrelu_bwd_par(y, mask, dy, dx, accumulate, n, nchunks):
+    step = (n + nchunks - 1) // nchunks
+    for c in prange(nchunks):
+        _rrelu_bwd(y, mask, dy, dx, accumulate, c * step, min(n, (c + 1) * step))
+
+
+def rrelu_forward(x, u, lower, upper, mask, out):
+    """Training rrelu: slope = lower + u*(upper-lower) per element (u: host uniforms in [0,1))."""
+    xf = _flat(x)
+    _launch(_rrelu_fwd, _rrelu_fwd_par, xf.size, xf, _flat(u), float(lower),
+            float(upper - lower), _flat(mask), _flat(out))
+
+
+def rrelu_backward(y, mask, dy, dx, accumulate=False):
+    yf = _flat(y)
+    _launch(_rrelu_bwd, _rrelu_bwd_par, yf.size, yf, _flat(mask), _flat(dy), _flat(dx),
+            accumulate)
+
+
+# ---------------------------------------------------------------------------------------------
+# Dropout
+# ---------------------------------------------------------------------------------------------
+@njit(cache=True)
+def _dropout_fwd(x, u, shape, ustrides, keep, mask, out, lo, hi):
+    scale = 1.0 / keep if keep > 0 else 0.0
+    full = u.size == x.size
+    for i in range(lo, hi):
+        j = i if full else broadcast_offset(i, shape, ustrides)
+        m = scale if u[j] < keep else 0.0
+        mask[i] = m
+        out[i] = x[i] * m
+
+
+@njit(cache=True, parallel=True)
+def _dropout_fwd_par(x, u, shape, ustrides, keep, mask, out, n, nchunks):
+    step = (n + nchunks - 1) // nchunks
+    for c in prange(nchunks):
+        _dropout_fwd(x, u, shape, ustrides, keep, mask, out, c * step, min(n, (c + 1) * step))
+
+
+@njit(cache=True)
+def _mul_into(a, b, dst, accumulate, lo, hi):
+    for i in range(lo, hi):
+        if accumulate:
+            dst[i] += a[i] * b[i]
+        else:
+            dst[i] = a[i] * b[i]
+
+
+@njit(cache=True, parallel=True)
+def _mul_into_par(a, b, dst, accumulate, n, nchunks):
+    step = (n + nchunks - 1) // nchunks
+    for c in prange(nchunks):
+        _mul_into(a, b, dst, accumulate, c * step, min(n, (c + 1) * step))
+
+
+def _broadcast_strides(full_shape, part_shape):
+    """Element strides of a C-ordered array of part_shape broadcast to full_shape."""
+    strides = [0] * len(full_shape)
+    acc = 1
+    for d in range(len(full_shape) - 1, -1, -1):
+        if part_shape[d] != 1:
+            strides[d] = acc
+        acc *= part_shape[d]
+    return tuple(strides)
+
+
+def dropout_forward(x, u, p, mask, out):
+    """mask = (u < 1-p) / (1-p) broadcast to x's shape; out = x * mask.
+
+    ``u`` is a host array of uniforms in [0, 1) with x's ndim (1 on the axes the mask is
+    shared over).
+    """
+    xf = _flat(x)
+    shape = tuple(int(d) for d in x.shape)
+    ustrides = _broadcast_strides(shape, u.shape)
+    _launch(_dropout_fwd, _dropout_fwd_par, xf.size, xf, _flat(np.ascontiguousarray(u)),
+            shape, ustrides, 1.0 - float(p), _flat(mask), _flat(out))
+
+
+def dropout_backward(mask, dy, dx, accumulate=False):
+    mf = _flat(mask)
+    _launch(_mul_into, _mul_into_par, mf.size, _flat(dy), mf, _flat(dx), accumulate)
+
+
+# ---------------------------------------------------------------------------------------------
+# Embedding
+# ---------------------------------------------------------------------------------------------
+@njit(cache=True)
+def _emb_fwd(idx, weight, out, lo, hi):
+    vocab = weight.shape[0]
+    for i in range(lo, hi):
+        j = clip_index(idx[i], vocab)
+        for d in range(weight.shape[1]):
+            out[i, d] = weight[j, d]
+
+
+@njit(cache=True, parallel=True)
+def _emb_fwd_par(idx, weight, out, n, nchunks):
+    step = (n + nchunks - 1) // nchunks
+    for c in prange(nchunks):
+        _emb_fwd(idx, weight, out, c * step, min(n, (c + 1) * step))
+
+
+@njit(cache=True)
+def _emb_bwd(idx, dy, dweight, accumulate):
+    vocab = dweight.shape[0]
+    if not accumulate:
+        dweight[:] = 0
+    for i in range(idx.shape[0]):
+        j = clip_index(idx[i], vocab)
+        for d in range(dweight.shape[1]):
+            dweight[j, d] += dy[i, d]
+
+
+def embedding_forward(idx, weight, out):
+    """out (n, D) = weight[clip(int(idx))] for idx flattened to (n,)."""
+    idx = _flat(idx)
+    _launch_rows(_emb_fwd, _emb_fwd_par, idx.size, idx.size * weight.shape[1], idx, weight, out)
+
+
+def embedding_backward(idx, dy, dweight, accumulate=False):
+    """dweight[clip(int(idx[i]))] += dy[i] (rows scattered, duplicates summed)."""
+    _emb_bwd(_flat(idx), dy, dweight, accumulate)
+
+
+# ---------------------------------------------------------------------------------------------
+# softmax / log_softmax over the middle axis of an (outer, L, inner) view
+# ---------------------------------------------------------------------------------------------
+@njit(cache=True)
+def _row_length(length, has_length, r, full):
+    """Elements of row r that take part (softmax use_length): int(length[r]) clipped."""
+    if not has_length:
+        return full
+    n = int(length[r])
+    return 0 if n < 0 else (full if n > full else n)
+
+
+@njit(cache=True)
+def _softmax_rows(x, out, inv_t, use_log, length, has_length, lo, hi):
+    inner = x.shape[2]
+    for r in range(lo, hi):
+        o = r // inner
+        j = r - o * inner
+        n = _row_length(length, has_length, r, x.shape[1])
+        for k in range(n, x.shape[1]):
+            out[o, k, j] = 0
+        if n == 0:
+            continue
+        m = -np.inf
+        for k in range(n):
+            v = x[o, k, j] * inv_t
+            if v > m:
+                m = v
+        s = 0.0
+        for k in range(n):
+            s += math.exp(x[o, k, j] * inv_t - m)
+        if use_log:
+            shift = m + math.log(s)
+            for k in range(n):
+                out[o, k, j] = x[o, k, j] * inv_t - shift
+        else:
+            inv_s = 1.0 / s
+            for k in range(n):
+                out[o, k, j] = math.exp(x[o, k, j] * inv_t - m) * inv_s
+
+
+@njit(cache=True, parallel=True)
+def _softmax_rows_par(x, out, inv_t, use_log, length, has_length, n, nchunks):
+    step = (n + nchunks - 1) // nchunks
+    for c in prange(nchunks):
+        _softmax_rows(x, out, inv_t, use_log, length, has_length, c * step,
+                      min(n, (c + 1) * step))
+
+
+@njit(cache=True)
+def _softmax_grad_rows(y, dy, dx, inv_t, use_log, accumulate, length, has_length, lo, hi):
+    inner = y.shape[2]
+    for r in range(lo, hi):
+        o = r // inner
+        j = r - o * inner
+        n = _row_length(length, has_length, r, y.shape[1])
+        s = 0.0
+        for k in range(n):
+            s += dy[o, k, j] if use_log else dy[o, k, j] * y[o, k, j]
+        for k in range(y.shape[1]):
+            if k >= n:
+                g = 0.0
+            elif use_log:
+                g = (dy[o, k, j] - math.exp(y[o, k, j]) * s) * inv_t
+            else:
+                g = (dy[o, k, j] - s) * y[o, k, j] * inv_t
+            if accumulate:
+                dx[o, k, j] += g
+            else:
+                dx[o, k, j] = g
+
+
+@njit(cache=True, parallel=True)
+def _softmax_grad_rows_par(y, dy, dx, inv_t, use_log, accumulate, length, has_length, n,
+                           nchunks):
+    step = (n + nchunks - 1) // nchunks
+    for c in prange(nchunks):
+        _softmax_grad_rows(y, dy, dx, inv_t, use_log, accumulate, length, has_length,
+                           c * step, min(n, (c + 1) * step))
+
+
+_NO_LENGTH = np.zeros(1, np.int32)
+
+
+def softmax_forward(x, out, temperature=1.0, use_log=False, length=None):
+    """(log-)softmax of x / temperature along axis 1 of (outer, L, inner) views.
+
+    ``length`` (outer*inner values, or None): only the first int(length) elements of each row
+    take part; the rest of the row is set to 0.
+    """
+    rows = x.shape[0] * x.shape[2]
+    has_length = length is not None
+    _launch_rows(_softmax_rows, _softmax_rows_par, rows, x.size, x, out,
+                 1.0 / float(temperature), use_log,
+                 _flat(length) if has_length else _NO_LENGTH, has_length)
+
+
+def softmax_backward(y, dy, dx, temperature=1.0, use_log=False, accumulate=False, length=None):
+    """Gradient of softmax_forward from its output y."""
+    rows = y.shape[0] * y.shape[2]
+    has_length = length is not None
+    _launch_rows(_softmax_grad_rows, _softmax_grad_rows_par, rows, y.size, y, dy, dx,
+                 1.0 / float(temperature), use_log, accumulate,
+                 _flat(length) if has_length else _NO_LENGTH, has_length)
+
+
+# ---------------------------------------------------------------------------------------------
+# Loss heads
+# ---------------------------------------------------------------------------------------------
+@njit(cache=True)
+def _so_grad_rows(prob, label, ograd, grad, ignore, use_ignore, alpha, scale, use_ograd,
+                  accumulate, lo, hi):
+    ncls = prob.shape[1]
+    inner = prob.shape[2]
+    off_target = alpha / (ncls - 1) if ncls > 1 else 0.0
+    on_target = 1.0 - alpha
+    for r in range(lo, hi):
+        o = r // inner
+        j = r - o * inner
+        k = int(label[r])
+        skip = use_ignore and k == ignore
+        for c in range(ncls):
+            if skip:
+                g = 0.0
+            else:
+                g = (prob[o, c, j] - (on_target if c == k else off_target)) * scale
+                if use_ograd:
+                    g *= ograd[o, c, j]
+            if accumulate:
+                grad[o, c, j] += g
+            else:
+                grad[o, c, j] = g
+
+
+@njit(cache=True, parallel=True)
+def _so_grad_rows_par(prob, label, ograd, grad, ignore, use_ignore, alpha, scale, use_ograd,
+                      accumulate, n, nchunks):
+    step = (n + nchunks - 1) // nchunks
+    for c in prange(nchunks):
+        _so_grad_rows(prob, label, ograd, grad, ignore, use_ignore, alpha, scale, use_ograd,
+                      accumulate, c * step, min(n, (c + 1) * step))
+
+
+def softmax_output_backward(prob, label, ograd, grad, ignore_label, use_ignore, smooth_alpha,
+                            scale, use_ograd, accumulate=False):
+    """SoftmaxOutput's gradient on (outer, C, inner) views; row r = o*inner + j reads label[r].
+
+    grad = (prob - target) * scale [* ograd], target 1-alpha on int(label), alpha/(C-1)
+    elsewhere (no 1 at all for out-of-range labels); rows whose label is ignore_label are 0
+    when use_ignore. ``ograd`` is read only when use_ograd (pass prob otherwise).
+    """
+    rows = prob.shape[0] * prob.shape[2]
+    _launch_rows(_so_grad_rows, _so_grad_rows_par, rows, prob.size, prob, _flat(label), ograd,
+                 grad, int(ignore_label), bool(use_ignore), float(smooth_alpha), float(scale),
+                 bool(use_ograd), accumulate)
+
+
+@njit(cache=True)
+def _reg_bwd(out, label, ograd, grad, kind, scale, use_ograd, accumulate, lo, hi):
+    for i in range(lo, hi):
+        g = regression_diff(out[i], label[i], kind) * scale
+        if use_ograd:
+            g *= ograd[i]
+        if accumulate:
+            grad[i] += g
+        else:
+            grad[i] = g
+
+
+@njit(cache=True, parallel=True)
+def _reg_bwd_par(out, label, ograd, grad, kind, scale, use_ograd, accumulate, n, nchunks):
+    step = (n + nchunks - 1) // nchunks
+    for c in prange(nchunks):
+        _reg_bwd(out, label, ograd, grad, kind, scale, use_ograd, accumulate, c * step,
+                 min(n, (c + 1) * step))
+
+
+def regression_backward(out, label, ograd, grad, kind, scale, use_ograd=False,
+                        accumulate=False):
+    """grad = f(out - label) * scale [* ograd] element-wise; kind 'diff' or 'sign'."""
+    of = _flat(out)
+    _launch(_reg_bwd, _reg_bwd_par, of.size, of, _flat(label), _flat(ograd), _flat(grad),
+            REGRESSION_KINDS[kind], float(scale), bool(use_ograd), accumulate)
+
+
+@njit(cache=True)
+def _count_label_equal(label, value):
+    n = 0
+    for i in range(label.size):
+        if int(label[i]) == value:
+            n += 1
+    return n
+
+
+@njit(cache=True)
+def _count_greater(x, thresh):
+    n = 0
+    for i in range(x.size):
+        if x[i] > thresh:
+            n += 1
+    return n
+
+
+def count_label_equal(label, value):
+    """How many labels have int(label) == int(value) (SoftmaxOutput 'valid')."""
+    return int(_count_label_equal(_flat(label), int(value)))
+
+
+def count_greater(x, thresh):
+    """How many elements exceed thresh (MakeLoss 'valid')."""
+    return int(_count_greater(_flat(x), float(thresh)))
+
+
+@njit(cache=True)
+def _sl1_fwd(x, out, sigma2, lo, hi):
+    for i in range(lo, hi):
+        out[i] = smooth_l1_value(x[i], sigma2)
+
+
+@njit(cache=True, parallel=True)
+def _sl1_fwd_par(x, out, sigma2, n, nchunks):
+    step = (n + nchunks - 1) // nchunks
+    for c in prange(nchunks):
+        _sl1_fwd(x, out, sigma2, c * step, min(n, (c + 1) * step))
+
+
+@njit(cache=True)
+def _sl1_bwd(x, dy, dx, sigma2, accumulate, lo, hi):
+    for i in range(lo, hi):
+        g = dy[i] * smooth_l1_slope(x[i], sigma2)
+        if accumulate:
+            dx[i] += g
+        else:
+            dx[i] = g
+
+
+@njit(cache=True, parallel=True)
+def _sl1_bwd_par(x, dy, dx, sigma2, accumulate, n, nchunks):
+    step = (n + nchunks - 1) // nchunks
+    for c in prange(nchunks):
+        _sl1_bwd(x, dy, dx, sigma2, accumulate, c * step, min(n, (c + 1) * step))
+
+
+def smooth_l1_forward(x, out, sigma):
+    xf = _flat(x)
+    _launch(_sl1_fwd, _sl1_fwd_par, xf.size, xf, _flat(out), float(sigma) ** 2)
+
+
+def smooth_l1_backward(x, dy, dx, sigma, accumulate=False):
+    xf = _flat(x)
+    _launch(_sl1_bwd, _sl1_bwd_par, xf.size, xf, _flat(dy), _flat(dx), float(sigma) ** 2,
+            accumulate)
+
+
+@njit(cache=True)
+def _softmax_ce_fwd(x, label, out):
+    ncls = x.shape[1]
+    total = 0.0
+    for r in range(x.shape[0]):
+        m = -np.inf
+        for c in range(ncls):
+            if x[r, c] > m:
+                m = x[r, c]
+        s = 0.0
+        for c in range(ncls):
+            s += math.exp(x[r, c] - m)
+        k = clip_index(label[r], ncls)
+        total += m + math.log(s) - x[r, k]
+    out[0] = total
+
+
+@njit(cache=True)
+def _softmax_ce_bwd(x, label, ograd, dx, accumulate):
+    ncls = x.shape[1]
+    head = ograd[0]
+    for r in range(x.shape[0]):
+        m = -np.inf
+        for c in range(ncls):
+            if x[r, c] > m:
+                m = x[r, c]
+        s = 0.0
+        for c in range(ncls):
+            s += math.exp(x[r, c] - m)
+        k = clip_index(label[r], ncls)
+        for c in range(ncls):
+            g = math.exp(x[r, c] - m) / s
+            if c == k:
+                g -= 1.0
+            g *= head
+            if accumulate:
+                dx[r, c] += g
+            else:
+                dx[r, c] = g
+
+
+def softmax_ce_forward(x, label, out):
+    """out (1,) = sum_r -log softmax(x[r])[label[r]] for x (N, C), label (N,)."""
+    _softmax_ce_fwd(x, _flat(label), out)
+
+
+def softmax_ce_backward(x, label, ograd, dx, accumulate=False):
+    """dx = (softmax(x) - onehot(label)) * ograd[0]."""
+    _softmax_ce_bwd(x, _flat(label), ograd, dx, accumulate)

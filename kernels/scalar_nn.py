@@ -1,0 +1,150 @@
+"""Per-element math of the nn and loss operators, as plain ``@njit`` functions.
+
+Both kernel halves call these: the CPU launchers from (p)range loops, the CUDA kernels from
+grid-stride loops, so each activation and its derivative is written exactly once. Every
+function takes and returns scalars. Derivatives follow MXNet 1.9.1: where MXNet computes the
+gradient from the op's *output* (relu, sigmoid, tanh, softrelu, elu, selu, rrelu) the function
+takes the output, so numbers match MXNet's even at the kinks.
+"""
+import math
+
+from numba import njit
+
+# Activation codes (the launchers map act_type strings to these).
+ACT_RELU = 0
+ACT_SIGMOID = 1
+ACT_TANH = 2
+ACT_SOFTRELU = 3
+ACT_SOFTSIGN = 4
+
+LEAKY_LEAKY = 0
+LEAKY_ELU = 1
+LEAKY_SELU = 2
+LEAKY_GELU = 3
+
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_LAMBDA = 1.0507009873554804934193349852946
+INV_SQRT_2 = 0.7071067811865475
+INV_SQRT_2PI = 0.3989422804014327
+
+# Regression-head gradient kinds.
+REG_DIFF = 0        # out - label (linear, logistic, probabilities-as-label)
+REG_SIGN = 1        # sign(out - label) (MAE)
+
+
+@njit(cache=True)
+def activation_value(x, code):
+    """Activation's forward value at x."""
+    if code == ACT_RELU:
+        return x if (x > 0 or x != x) else 0.0      # NaN propagates, as in MXNet
+    if code == ACT_SIGMOID:
+        return 1.0 / (1.0 + math.exp(-x))
+    if code == ACT_TANH:
+        return math.tanh(x)
+    if code == ACT_SOFTRELU:
+        # log(1 + e^x), linear beyond 20 where the exponential would only add rounding
+        return x if x > 20.0 else math.log1p(math.exp(x))
+    return x / (1.0 + abs(x))          # softsign
+
+
+@njit(cache=True)
+def activation_slope(x, y, code):
+    """d activation / dx, from the input x and the output y (MXNet uses y except softsign)."""
+    if code == ACT_RELU:
+        return 1.0 if y > 0 else 0.0
+    if code == ACT_SIGMOID:
+        return y * (1.0 - y)
+    if code == ACT_TANH:
+        return 1.0 - y * y
+    if code == ACT_SOFTRELU:
+        return -math.expm1(-y)
+    d = 1.0 + abs(x)                   # softsign
+    return 1.0 / (d * d)
+
+
+@njit(cache=True)
+def leaky_value(x, code, slope):
+    """LeakyReLU forward (leaky, elu, selu, gelu); slope is alpha for elu."""
+    if code == LEAKY_LEAKY:
+        return x if x > 0 else slope * x
+    if code == LEAKY_ELU:
+        return x if x > 0 else slope * math.expm1(x)
+    if code == LEAKY_SELU:
+        return SELU_LAMBDA * (x if x > 0 else SELU_ALPHA * math.expm1(x))
+    return 0.5 * x * (1.0 + math.erf(x * INV_SQRT_2))    # gelu (erf form, as MXNet 1.9.1)
+
+
+@njit(cache=True)
+def leaky_slope(x, y, code, slope):
+    """d LeakyReLU / dx as MXNet 1.9.1 computes it: leaky and gelu from the input x, elu and
+    selu from the output y.
+
+    selu's negative side is MXNet's lambda * (y + alpha), not the exact lambda*alpha*e^x
+    (= y + lambda*alpha); we reproduce MXNet's numbers (verified against 1.9.1).
+    """
+    if code == LEAKY_LEAKY:
+        return 1.0 if x > 0 else slope
+    if code == LEAKY_ELU:
+        return 1.0 if y > 0 else y + slope
+    if code == LEAKY_SELU:
+        return SELU_LAMBDA if y > 0 else SELU_LAMBDA * (y + SELU_ALPHA)
+    return (0.5 * (1.0 + math.erf(x * INV_SQRT_2))
+            + x * INV_SQRT_2PI * math.exp(-0.5 * x * x))
+
+
+@njit(cache=True)
+def smooth_l1_value(x, sigma2):
+    """0.5 (sigma x)^2 inside |x| < 1/sigma^2, |x| - 0.5/sigma^2 outside."""
+    ax = abs(x)
+    if ax < 1.0 / sigma2:
+        return 0.5 * sigma2 * x * x
+    return ax - 0.5 / sigma2
+
+
+@njit(cache=True)
+def smooth_l1_slope(x, sigma2):
+    if abs(x) < 1.0 / sigma2:
+        return sigma2 * x
+    if x > 0:
+        return 1.0
+    if x < 0:
+        return -1.0
+    return 0.0
+
+
+@njit(cache=True)
+def regression_diff(out, label, kind):
+    """Un-scaled gradient of a regression head at one element."""
+    d = out - label
+    if kind == REG_SIGN:
+        if d > 0:
+            return 1.0
+        if d < 0:
+            return -1.0
+        return 0.0
+    return d
+
+
+@njit(cache=True)
+def clip_index(value, size):
+    """MXNet's index rule for Embedding/take(mode='clip'): truncate toward 0, clip to [0, size)."""
+    j = int(value)
+    if j < 0:
+        return 0
+    if j >= size:
+        return size - 1
+    return j
+
+
+@njit(cache=True)
+def broadcast_offset(i, shape, strides):
+    """Offset into a broadcast operand for flat index i of an array of `shape` (C order).
+
+    ``strides`` are the operand's element strides with 0 on broadcast axes.
+    """
+    off = 0
+    for d in range(len(shape) - 1, -1, -1):
+        n = shape[d]
+        off += (i % n) * strides[d]
+        i //= n
+    return off

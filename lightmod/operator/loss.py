@@ -1,0 +1,295 @@
+"""Loss heads and gradient-shaping ops: SoftmaxOutput (Softmax), the regression outputs,
+MakeLoss, make_loss, BlockGrad (stop_gradient), smooth_l1, softmax_cross_entropy.
+
+Loss heads (``is_loss``) ignore the incoming head gradient and give the label a zero
+gradient. Normalisation rules follow MXNet 1.9.1
+(spec section 4.3), including its quirks: 'batch' divides a non-multi_output SoftmaxOutput's
+gradient by the number of labels, and multi_output divides by the spatial size unless
+'valid'.
+"""
+from .nn import ElementwiseOp, assign_shape, known, prod, zero_grads
+from .registry import Bool, Enum, Float, Operator, merge_shape, register
+
+
+def _zero_label_grad(k, in_grads, req):
+    """Labels get a zero gradient ('add' leaves the buffer as it is)."""
+    zero_grads(k, in_grads[1:], req[1:])
+
+
+# ---------------------------------------------------------------------------------------------
+# SoftmaxOutput
+# ---------------------------------------------------------------------------------------------
+@register
+class SoftmaxOutput(Operator):
+    name = "SoftmaxOutput"
+    aliases = ("Softmax",)
+    inputs = ("data", "label")
+    is_loss = True
+    params = {"grad_scale": Float(1.0, doc="Scales the gradient by a float factor."),
+              "ignore_label": Float(-1.0, doc="Label value ignored in backward when "
+                                              "use_ignore is set."),
+              "multi_output": Bool(False, doc="Softmax over axis 1 of (N, C, ...) data, one "
+                                              "label per position."),
+              "use_ignore": Bool(False, doc="Rows whose label is ignore_label get no "
+                                            "gradient."),
+              "preserve_shape": Bool(False, doc="Softmax over the last axis."),
+              "normalization": Enum("batch", "null", "valid", default="null",
+                                    doc="Normalizes the gradient."),
+              "out_grad": Bool(False, doc="Multiplies the gradient element-wise (MXNet 1.9.1 "
+                                          "multiplies by the output)."),
+              "smooth_alpha": Float(0.0, doc="Label smoothing: target 1-alpha on the label, "
+                                             "alpha/(C-1) on the other classes.")}
+
+    def _label_shapes(self, dshape):
+        """The label layouts multi_output accepts, preferred (the inferred one) first."""
+        n, c = dshape[0], dshape[1]
+        rest = tuple(dshape[2:])
+        flat = (n, prod(rest) if all(rest) else 0)
+        return [flat, (n,) + rest, (n, 1) + rest]
+
+    def infer_shape(self, p, in_shapes):
+        shapes = list(in_shapes)
+        dshape = shapes[0]
+        if not known(dshape):
+            return shapes, [None]
+        dshape = tuple(dshape)
+        label = shapes[1]
+        if label is not None and tuple(label) == dshape:
+            return shapes, [dshape]               # probabilities as label
+        if p.multi_output:
+            if len(dshape) < 2:
+                raise self.error("multi_output needs data of shape (N, C, ...), got %s",
+                                 dshape)
+            candidates = self._label_shapes(dshape)
+            if label is None or len(label) == 0:
+                shapes[1] = candidates[0]
+            else:
+                for cand in candidates:
+                    try:
+                        shapes[1] = merge_shape(tuple(label), cand)
+                        break
+                    except ValueError:
+                        continue
+                else:
+                    raise self.error("label has shape %s, expected %s or %s for data %s",
+                                     tuple(label), candidates[0], candidates[1], dshape)
+        elif len(dshape) > 1:
+            assign_shape(self, shapes, 1, "label", dshape[:-1], " for data %s" % (dshape,))
+        return shapes, [dshape]
+
+    @staticmethod
+    def _view(p, shape):
+        """(outer, classes, inner) view the softmax runs over."""
+        size = prod(shape)
+        if p.multi_output:
+            n, c = int(shape[0]), int(shape[1])
+            return n, c, size // (n * c)
+        if p.preserve_shape:
+            return size // int(shape[-1]), int(shape[-1]), 1
+        n = int(shape[0])
+        return n, size // n, 1
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        x = inputs[0]
+        view = self._view(p, x.shape)
+        k.softmax_forward(x.reshape(view), outputs[0].reshape(view), 1.0, False, None)
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        _zero_label_grad(k, in_grads, req)
+        if req[0] == "null":
+            return
+        label, prob, grad = inputs[1], outputs[0], in_grads[0]
+        # out_grad=True: MXNet 1.9.1 multiplies by the op's *output*, not by the head gradient
+        # (verified against 1.9.1, with the executor and with autograd); we match its numbers.
+        use_ograd, ograd = p.out_grad, prob
+        accumulate = req[0] == "add"
+        if tuple(label.shape) == tuple(prob.shape):
+            # probabilities as label: no normalisation
+            k.regression_backward(prob, label, ograd, grad, "diff", p.grad_scale, use_ograd,
+                                  accumulate)
+            return
+        view = self._view(p, prob.shape)
+        if p.normalization == "valid":
+            count = label.size - k.count_label_equal(label, p.ignore_label)
+            norm = float(max(count, 1))
+        elif p.normalization == "batch":
+            # MXNet reshapes the label to (N, rest) with multi_output, to 1-D otherwise
+            norm = float(view[0] if p.multi_output else label.size)
+        else:
+            norm = 1.0
+        if p.multi_output and p.normalization != "valid":
+            norm *= view[2]
+        k.softmax_output_backward(prob.reshape(view), label, ograd.reshape(view),
+                                  grad.reshape(view), p.ignore_label, p.use_ignore,
+                                  p.smooth_alpha, p.grad_scale / norm, use_ograd, accumulate)
+
+
+# ---------------------------------------------------------------------------------------------
+# Regression heads
+# ---------------------------------------------------------------------------------------------
+class _RegressionOutput(Operator):
+    inputs = ("data", "label")
+    is_loss = True
+    params = {"grad_scale": Float(1.0, doc="Scale the gradient by a float factor.")}
+    grad_kind = "diff"
+
+    def infer_shape(self, p, in_shapes):
+        shapes = list(in_shapes)
+        dshape = shapes[0]
+        if not known(dshape):
+            return shapes, [None]
+        dshape = tuple(dshape)
+        label = shapes[1]
+        if label is None or len(label) == 0:
+            # an (N, 1) output takes an (N,) label
+            shapes[1] = (dshape[0],) if len(dshape) == 2 and dshape[1] == 1 else dshape
+        elif all(dshape) and all(label) and (label[0] != dshape[0]
+                                              or prod(label) != prod(dshape)):
+            raise self.error("label has shape %s, expected %s (or the same number of "
+                             "elements per sample) for data %s", tuple(label),
+                             (dshape[0],) if dshape[1:] == (1,) else dshape, dshape)
+        return shapes, [dshape]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        k.nn_copy(outputs[0], inputs[0])
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        _zero_label_grad(k, in_grads, req)
+        if req[0] == "null":
+            return
+        label, out = inputs[1], outputs[0]
+        per_sample = label.size // label.shape[0] if label.ndim else 1
+        k.regression_backward(out, label.reshape(out.shape), out, in_grads[0], self.grad_kind,
+                              p.grad_scale / per_sample, False, req[0] == "add")
+
+
+@register
+class LinearRegressionOutput(_RegressionOutput):
+    name = "LinearRegressionOutput"
+
+
+@register
+class MAERegressionOutput(_RegressionOutput):
+    name = "MAERegressionOutput"
+    grad_kind = "sign"
+
+
+@register
+class LogisticRegressionOutput(_RegressionOutput):
+    name = "LogisticRegressionOutput"
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        k.activation_forward(inputs[0], outputs[0], "sigmoid")
+
+
+# ---------------------------------------------------------------------------------------------
+# MakeLoss, make_loss, BlockGrad
+# ---------------------------------------------------------------------------------------------
+@register
+class MakeLoss(Operator):
+    name = "MakeLoss"
+    is_loss = True
+    params = {"grad_scale": Float(1.0, doc="Gradient scale as a supplement to unary and "
+                                           "binary operators."),
+              "valid_thresh": Float(0.0, doc="Elements above this count as valid for "
+                                             "normalization 'valid'."),
+              "normalization": Enum("batch", "null", "valid", default="null",
+                                    doc="Normalizes the gradient.")}
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        k.nn_copy(outputs[0], inputs[0])
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if req[0] == "null":
+            return
+        x = inputs[0]
+        if p.normalization == "batch":
+            norm = float(x.shape[0])
+        elif p.normalization == "valid":
+            norm = float(max(k.count_greater(x, p.valid_thresh), 1))
+        else:
+            norm = 1.0
+        k.nn_fill(in_grads[0], p.grad_scale / norm, req[0] == "add")
+
+
+@register
+class MakeLossLower(ElementwiseOp):
+    """``make_loss``: identity whose gradient is ones; its output is named 'loss'."""
+    name = "make_loss"
+    is_loss = True
+    params = {}
+
+    def list_outputs(self, p):
+        return ["loss"]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        k.nn_copy(outputs[0], inputs[0])
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if req[0] != "null":
+            k.nn_fill(in_grads[0], 1.0, req[0] == "add")
+
+
+@register
+class BlockGrad(ElementwiseOp):
+    name = "BlockGrad"
+    aliases = ("stop_gradient",)
+    params = {}
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        k.nn_copy(outputs[0], inputs[0])
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        zero_grads(k, in_grads, req)
+
+
+# ---------------------------------------------------------------------------------------------
+# smooth_l1, softmax_cross_entropy
+# ---------------------------------------------------------------------------------------------
+@register
+class SmoothL1(ElementwiseOp):
+    name = "smooth_l1"
+    params = {"scalar": Float(1.0, doc="sigma: the quadratic part covers |x| < 1/sigma^2.")}
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        k.smooth_l1_forward(inputs[0], outputs[0], p.scalar)
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if out_grads[0] is None:
+            zero_grads(k, in_grads, req)
+        elif req[0] != "null":
+            k.smooth_l1_backward(inputs[0], out_grads[0], in_grads[0], p.scalar,
+                                 req[0] == "add")
+
+
+@register
+class SoftmaxCrossEntropy(Operator):
+    name = "softmax_cross_entropy"
+    inputs = ("data", "label")
+    params = {}
+
+    def infer_shape(self, p, in_shapes):
+        shapes = list(in_shapes)
+        dshape = shapes[0]
+        if not known(dshape):
+            return shapes, [(1,)]
+        if len(dshape) != 2:
+            raise self.error("data must be 2-D (batch, classes), got shape %s", tuple(dshape))
+        assign_shape(self, shapes, 1, "label", (dshape[0],), " (one class index per row of "
+                     "data %s)" % (tuple(dshape),))
+        return shapes, [(1,)]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        k.softmax_ce_forward(inputs[0], inputs[1], outputs[0])
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if req[1] != "null":
+            raise self.error("cannot compute the gradient with respect to label; bind label "
+                             "with grad_req 'null'")
+        if req[0] == "null":
+            return
+        if out_grads[0] is None:
+            zero_grads(k, in_grads[:1], req[:1])
+            return
+        k.softmax_ce_backward(inputs[0], inputs[1], out_grads[0], in_grads[0],
+                              req[0] == "add")
