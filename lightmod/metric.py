@@ -509,7 +509,13 @@ class Perplexity(EvalMetric):
         self.axis = axis
 
     def update(self, labels, preds):
-        labels, preds = check_label_shapes(labels, preds, True)
+        if isinstance(labels, _ARRAY_TYPES):
+            labels = [labels]
+        if isinstance(preds, _ARRAY_TYPES):
+            preds = [preds]
+        if len(labels) != len(preds):
+            raise AssertionError("Perplexity: %d labels but %d predictions"
+                                 % (len(labels), len(preds)))
         loss = 0.0
         num = 0
         for label, pred in zip(labels, preds):

@@ -264,6 +264,11 @@ def test_perplexity_clips_and_ignores():
     assert m.get()[1] == pytest.approx(want, rel=1e-6)
     with pytest.raises(AssertionError, match="shape mismatch"):
         M.Perplexity(None).update([nd([0, 1])], [nd(pred)])
+    with pytest.raises(AssertionError, match="2 labels but 1 predictions"):
+        M.Perplexity(None).update([nd([0, 1, 2])] * 2, [nd(pred)])
+    m = M.Perplexity(None)
+    m.update(nd([0, 2, 2]), nd(pred))  # bare arrays
+    assert m.get()[1] == pytest.approx(want, rel=1e-6)
 
 
 def test_pearsonr_macro_and_micro():
