@@ -38,6 +38,8 @@ _STYPE_CODE = {"default": 0, "row_sparse": 1, "csr": 2}
 _STYPE_NAME = {v: k for k, v in _STYPE_CODE.items()}
 _NUM_AUX = {0: 0, 1: 1, 2: 2}
 _MAX_NDIM = 64
+# sparse records are stored densely: refuse logical shapes beyond this many elements
+_MAX_DENSE_SPARSE = 1 << 32
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,14 +268,28 @@ def _read_record(r):
                          else (aux[1][1][0],))
     values = r.values(dtype, storage_shape, "sparse values")
     aux_values = [r.values(t, s, "aux data") for t, s in aux]
-    dense = np.zeros(shape, dtype=values.dtype)
+    dense_size = 1
+    for d in shape:
+        dense_size *= d
+    if dense_size > _MAX_DENSE_SPARSE:
+        raise r.fail("a %s array of shape %s is too large for lightmod's dense storage of "
+                     "sparse arrays" % (_STYPE_NAME[stype], shape))
+    try:
+        dense = np.zeros(shape, dtype=values.dtype)
+    except MemoryError:
+        raise r.fail("no memory for a dense %s array of shape %s"
+                     % (_STYPE_NAME[stype], shape)) from None
     try:
         if stype == 1:
             rows = aux_values[0].astype(np.int64)
+            if rows.size and (rows.min() < 0 or rows.max() >= shape[0]):
+                raise ValueError("row index out of range")
             dense[rows] = values.reshape((len(rows),) + tuple(shape[1:]))
         else:
             indptr, cols = (a.astype(np.int64) for a in aux_values)
-            if len(shape) != 2 or len(indptr) != shape[0] + 1 or indptr[-1] != len(cols):
+            if (len(shape) != 2 or len(indptr) != shape[0] + 1 or indptr[0] != 0
+                    or indptr[-1] != len(cols) or np.any(np.diff(indptr) < 0)
+                    or (cols.size and (cols.min() < 0 or cols.max() >= shape[1]))):
                 raise ValueError("inconsistent csr parts")
             rowids = np.repeat(np.arange(shape[0]), np.diff(indptr))
             dense[rowids, cols] = values.reshape(-1)
