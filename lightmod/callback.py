@@ -122,3 +122,11 @@ class LogValidationMetricsCallback:
             return
         for name, value in param.eval_metric.get_name_value():
             logging.info("Epoch[%d] Validation-%s=%f", param.epoch, name, value)
+
+
+# Callbacks users expect beyond MXNet's own (tqdm progress bar, History, EarlyStopping, ...).
+from .fit_callbacks import (StopTraining, TqdmProgressBar, History, EarlyStopping,  # noqa: E402
+                            ReduceLROnPlateau, CSVLogger, plot_history)
+
+__all__ += ["StopTraining", "TqdmProgressBar", "History", "EarlyStopping", "ReduceLROnPlateau",
+            "CSVLogger", "plot_history"]
