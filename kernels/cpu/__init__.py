@@ -17,3 +17,5 @@ def assign(dst, src, req):
 # --- families (one line each) ---
 from .elemwise import *  # noqa: F401,F403,E402
 from .nn import *  # noqa: F401,F403,E402
+from .tensor import *  # noqa: F401,F403,E402
+from .reduce import *  # noqa: F401,F403,E402

@@ -1,0 +1,167 @@
+"""CPU kernels of the reduction family: axis reductions, their fused gradients, arg-reductions,
+and (batched) matrix products.
+
+A reduction is described by the operators in a collapsed form: ``cshape`` (adjacent axes of the
+same kind merged) and ``raxes``, the reduced axes of ``cshape``. The forward pass uses numpy's
+reductions (C loops, pairwise sums); the backward pass is one numba loop that broadcasts the
+output gradient back and multiplies it by the per-element derivative from
+``kernels/scalar_tensor.py`` (shared with the CUDA half), without temporaries. Matrix products
+go to BLAS through ``np.matmul``.
+"""
+import numpy as np
+from numba import njit, prange
+
+from .. import scalar_tensor as S
+
+__all__ = ["reduce_axes", "reduce_axes_backward", "arg_reduce", "matmul_batched"]
+
+PARALLEL_MIN = 1 << 15
+
+
+def _count(cshape, raxes):
+    n = 1
+    for a in raxes:
+        n *= cshape[a]
+    return n
+
+
+def _out_strides(cshape, raxes):
+    """Element strides of the (contiguous) output over cshape; 0 on reduced axes."""
+    st, acc = [0] * len(cshape), 1
+    for d in range(len(cshape) - 1, -1, -1):
+        if d not in raxes:
+            st[d] = acc
+            acc *= cshape[d]
+    return np.array(st, dtype=np.int64)
+
+
+def _math(x):
+    x = np.ascontiguousarray(x).reshape(-1)
+    return x.astype(np.float32) if x.dtype == np.float16 else x
+
+
+def _store(dst, value, req):
+    out = dst.reshape(np.shape(value))
+    if req == "add":
+        out += value.astype(dst.dtype, copy=False)
+    else:
+        np.copyto(out, value, casting="unsafe")
+
+
+# ---------------------------------------------------------------------------------------------
+# forward
+# ---------------------------------------------------------------------------------------------
+def reduce_axes(dst, src, cshape, raxes, kind, req="write"):
+    """dst (req) the reduction ``kind`` (scalar_tensor.R_*) of src over axes raxes of cshape."""
+    if req == "null":
+        return
+    x = np.ascontiguousarray(src).reshape(tuple(cshape))
+    if x.dtype == np.float16:
+        x = x.astype(np.float32)
+    ax = tuple(raxes)
+    with np.errstate(all="ignore"):
+        if kind == S.R_SUM:
+            r = np.sum(x, axis=ax)
+        elif kind == S.R_MEAN:
+            r = np.sum(x, axis=ax) / _count(cshape, raxes)
+        elif kind == S.R_PROD:
+            r = np.prod(x, axis=ax)
+        elif kind == S.R_MAX:
+            r = np.max(x, axis=ax)
+        elif kind == S.R_MIN:
+            r = np.min(x, axis=ax)
+        elif kind == S.R_NANSUM:
+            r = np.nansum(x, axis=ax)
+        elif kind == S.R_NANPROD:
+            r = np.nanprod(x, axis=ax)
+        elif kind == S.R_SUMSQ:
+            r = np.sum(np.square(x), axis=ax)
+        elif kind == S.R_NORM1:
+            r = np.sum(np.abs(x), axis=ax)
+        elif kind == S.R_NORM2:
+            r = np.sqrt(np.sum(np.square(x), axis=ax))
+        else:
+            raise ValueError("unknown reduction kind %r" % (kind,))
+    _store(dst, np.asarray(r), req)
+
+
+# ---------------------------------------------------------------------------------------------
+# backward: one fused loop (broadcast the head gradient, multiply by d out / d x)
+# ---------------------------------------------------------------------------------------------
+def _reduce_grad_impl(gin, gout, x, y, shape, bstrides, kind, count, add):
+    nd = shape.size
+    last = shape[nd - 1]
+    lstride = bstrides[nd - 1]
+    for r in prange(gin.size // last):
+        base = 0
+        rem = r
+        for d in range(nd - 2, -1, -1):
+            n = shape[d]
+            base += (rem % n) * bstrides[d]
+            rem //= n
+        for t in range(last):
+            i = r * last + t
+            o = base + t * lstride
+            v = gout[o] * S.reduce_grad(kind, x[i], y[o], count)
+            if add:
+                gin[i] += v
+            else:
+                gin[i] = v
+
+
+_reduce_grad_serial = njit(cache=True, error_model="numpy")(_reduce_grad_impl)
+_reduce_grad_parallel = njit(cache=True, error_model="numpy", parallel=True)(_reduce_grad_impl)
+
+_NEEDS_VALUES = (S.R_MAX, S.R_MIN, S.R_PROD, S.R_NANSUM, S.R_NANPROD, S.R_SUMSQ, S.R_NORM1,
+                 S.R_NORM2)
+
+
+def reduce_axes_backward(gin, gout, data, out, cshape, raxes, kind, req):
+    """gin (req) gout broadcast over the reduced axes times d out / d data (per element)."""
+    if req == "null" or gin.size == 0:
+        return
+    back = gin.dtype == np.float16
+    acc = gin.reshape(-1).astype(np.float32) if back else gin.reshape(-1)
+    g = _math(gout)
+    if kind in _NEEDS_VALUES:
+        x, y = _math(data), _math(out)
+    else:
+        x, y = acc, g          # not read by the gradient rule; any arrays of the right sizes
+    fn = _reduce_grad_parallel if gin.size >= PARALLEL_MIN else _reduce_grad_serial
+    fn(acc, g, x, y, np.array(cshape, dtype=np.int64), _out_strides(cshape, raxes), kind,
+       float(_count(cshape, raxes)), req == "add")
+    if back:
+        np.copyto(gin.reshape(-1), acc, casting="unsafe")
+
+
+# ---------------------------------------------------------------------------------------------
+# argmax / argmin
+# ---------------------------------------------------------------------------------------------
+def arg_reduce(out, data, outer, n, inner, is_max):
+    """out[o, t] = the first position of the max (min) along n of data viewed (outer, n, inner);
+    a NaN counts as the extreme (numpy's and MXNet's rule)."""
+    x = np.ascontiguousarray(data).reshape(outer, n, inner)
+    pos = np.argmax(x, axis=1) if is_max else np.argmin(x, axis=1)
+    np.copyto(out.reshape(outer, inner), pos, casting="unsafe")
+
+
+# ---------------------------------------------------------------------------------------------
+# matrix products
+# ---------------------------------------------------------------------------------------------
+def matmul_batched(c, a, b, transpose_a, transpose_b, req="write"):
+    """c[i] (req) op(a[i]) @ op(b[i]) for 3-d arrays (batch first); op transposes when asked.
+
+    BLAS through numpy: transposed operands are passed as transposed views, not copies.
+    """
+    if req == "null":
+        return
+    A = a.transpose(0, 2, 1) if transpose_a else a
+    B = b.transpose(0, 2, 1) if transpose_b else b
+    if c.shape[0] == 1:          # one matrix: the plain 2-d BLAS call
+        A, B, C = A[0], B[0], c[0]
+    else:
+        C = c
+    if req == "add":
+        C += np.matmul(A, B)
+    else:
+        np.matmul(A, B, out=C)

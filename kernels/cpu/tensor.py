@@ -1,0 +1,287 @@
+"""CPU kernels of the tensor family: strided copies, take / pick / one_hot / where.
+
+Shape manipulations (transpose, slice, concat, split, tile, broadcast ...) are described by the
+operators as one strided view (offset, shape, element strides) of a flat array; here a view is
+made with numpy's ``as_strided`` and copied by numpy's C loops. Gathers with index rules
+(clip / wrap, shared with the CUDA half through ``kernels/scalar_tensor.py``) and their
+scatter-add gradients are numba loops.
+"""
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+from numba import njit, prange
+
+from ..scalar_tensor import resolve_index
+
+__all__ = ["strided_gather", "strided_scatter", "indices_in_range", "take_forward",
+           "take_backward", "pick_forward", "pick_backward", "one_hot_forward",
+           "where_forward", "where_backward"]
+
+PARALLEL_MIN = 1 << 15
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------------
+def _flat(x):
+    """x as a 1-d array sharing memory (x must be C-contiguous, as every buffer here is)."""
+    return x.reshape(-1)
+
+
+def _view(flat, offset, shape, strides):
+    item = flat.itemsize
+    return as_strided(flat[offset:], shape=tuple(shape),
+                      strides=tuple(int(s) * item for s in strides))
+
+
+def _bits(x):
+    """A view numba can move around: float16 (unsupported by numba on the CPU) as uint16."""
+    return x.view(np.uint16) if x.dtype == np.float16 else x
+
+
+def _math(x):
+    """A flat array numba can compute with: float16 goes through float32."""
+    x = _flat(np.ascontiguousarray(x))
+    return x.astype(np.float32) if x.dtype == np.float16 else x
+
+
+def _out_math(dst):
+    """(flat buffer to compute into, whether to copy it back into dst afterwards)."""
+    if dst.dtype == np.float16:
+        return dst.reshape(-1).astype(np.float32), True
+    return _flat(dst), False
+
+
+# ---------------------------------------------------------------------------------------------
+# strided copies
+# ---------------------------------------------------------------------------------------------
+def strided_gather(dst, src, offset, shape, strides, req="write"):
+    """dst (req) the view of src starting at element ``offset`` with ``shape``/``strides``.
+
+    dst is C-contiguous with prod(shape) elements; strides are in elements (0 broadcasts,
+    negative walks backwards).
+    """
+    if req == "null" or dst.size == 0:
+        return
+    view = _view(_flat(np.ascontiguousarray(src)), offset, shape, strides)
+    out = dst.reshape(tuple(shape))
+    if req == "add":
+        out += view
+    else:
+        np.copyto(out, view, casting="unsafe")
+
+
+def strided_scatter(dst, src, offset, shape, strides, req="write"):
+    """The view of dst (offset, shape, strides) (req) src; the view must not overlap itself."""
+    if req == "null" or src.size == 0:
+        return
+    view = _view(_flat(dst), offset, shape, strides)
+    values = src.reshape(tuple(shape))
+    if req == "add":
+        view += values
+    else:
+        np.copyto(view, values, casting="unsafe")
+
+
+# ---------------------------------------------------------------------------------------------
+# take
+# ---------------------------------------------------------------------------------------------
+def indices_in_range(idx, n):
+    """True when every index (truncated toward zero) lies in [0, n)."""
+    if idx.size == 0:
+        return True
+    t = np.trunc(idx.astype(np.float64)) if idx.dtype.kind == "f" else idx
+    return bool(np.all((t >= 0) & (t < n)))
+
+
+def _take_impl(out, data, idx, outer, n, inner, wrap):
+    m = idx.size
+    for r in prange(outer * m):
+        o = r // m
+        src = (o * n + resolve_index(idx[r - o * m], n, wrap)) * inner
+        dst = r * inner
+        for t in range(inner):
+            out[dst + t] = data[src + t]
+
+
+_take_serial = njit(cache=True)(_take_impl)
+_take_parallel = njit(cache=True, parallel=True)(_take_impl)
+
+
+def _take_grad_rows_impl(grad, gout, idx, outer, n, inner, wrap):
+    # rows of different `o` never collide, so they can run in parallel
+    m = idx.size
+    for o in prange(outer):
+        for j in range(m):
+            dst = (o * n + resolve_index(idx[j], n, wrap)) * inner
+            src = (o * m + j) * inner
+            for t in range(inner):
+                grad[dst + t] += gout[src + t]
+
+
+def _take_grad_cols_impl(grad, gout, idx, n, inner, wrap):
+    # outer == 1: split the columns instead (each column's sums are independent)
+    m = idx.size
+    for t in prange(inner):
+        for j in range(m):
+            grad[resolve_index(idx[j], n, wrap) * inner + t] += gout[j * inner + t]
+
+
+_take_grad_rows_serial = njit(cache=True)(_take_grad_rows_impl)
+_take_grad_rows_parallel = njit(cache=True, parallel=True)(_take_grad_rows_impl)
+_take_grad_cols_parallel = njit(cache=True, parallel=True)(_take_grad_cols_impl)
+
+
+def take_forward(out, data, idx, outer, n, inner, wrap):
+    """out[o, j, t] = data[o, index(idx[j]), t] over data viewed as (outer, n, inner)."""
+    if out.size == 0:
+        return
+    fn = _take_parallel if out.size >= PARALLEL_MIN else _take_serial
+    fn(_bits(_flat(out)), _bits(_flat(np.ascontiguousarray(data))),
+       _math(idx), outer, n, inner, bool(wrap))
+
+
+def take_backward(grad, gout, idx, outer, n, inner, wrap, req):
+    """grad (req) the scatter-add of gout back to the rows take read (repeats accumulate)."""
+    if req == "null":
+        return
+    acc, back = _out_math(grad)
+    if req == "write":
+        acc[:] = 0
+    g, ix = _math(gout), _math(idx)
+    if gout.size < PARALLEL_MIN:
+        _take_grad_rows_serial(acc, g, ix, outer, n, inner, bool(wrap))
+    elif outer > 1:
+        _take_grad_rows_parallel(acc, g, ix, outer, n, inner, bool(wrap))
+    else:
+        _take_grad_cols_parallel(acc, g, ix, n, inner, bool(wrap))
+    if back:
+        np.copyto(grad.reshape(-1), acc, casting="unsafe")
+
+
+# ---------------------------------------------------------------------------------------------
+# pick
+# ---------------------------------------------------------------------------------------------
+def _pick_impl(out, data, idx, n, inner, wrap):
+    for r in prange(out.size):
+        o = r // inner
+        t = r - o * inner
+        out[r] = data[(o * n + resolve_index(idx[r], n, wrap)) * inner + t]
+
+
+def _pick_grad_impl(grad, gout, idx, n, inner, wrap):
+    for r in prange(gout.size):
+        o = r // inner
+        t = r - o * inner
+        grad[(o * n + resolve_index(idx[r], n, wrap)) * inner + t] += gout[r]
+
+
+_pick_serial = njit(cache=True)(_pick_impl)
+_pick_parallel = njit(cache=True, parallel=True)(_pick_impl)
+_pick_grad_serial = njit(cache=True)(_pick_grad_impl)
+_pick_grad_parallel = njit(cache=True, parallel=True)(_pick_grad_impl)
+
+
+def pick_forward(out, data, idx, outer, n, inner, wrap):
+    """out[o, t] = data[o, index(idx[o, t]), t] over data viewed as (outer, n, inner)."""
+    if out.size == 0:
+        return
+    fn = _pick_parallel if out.size >= PARALLEL_MIN else _pick_serial
+    fn(_bits(_flat(out)), _bits(_flat(np.ascontiguousarray(data))),
+       _math(idx), n, inner, bool(wrap))
+
+
+def pick_backward(grad, gout, idx, outer, n, inner, wrap, req):
+    """grad (req) gout placed at the picked positions (zeros elsewhere for 'write')."""
+    if req == "null":
+        return
+    acc, back = _out_math(grad)
+    if req == "write":
+        acc[:] = 0
+    fn = _pick_grad_parallel if gout.size >= PARALLEL_MIN else _pick_grad_serial
+    fn(acc, _math(gout), _math(idx), n, inner, bool(wrap))
+    if back:
+        np.copyto(grad.reshape(-1), acc, casting="unsafe")
+
+
+# ---------------------------------------------------------------------------------------------
+# one_hot
+# ---------------------------------------------------------------------------------------------
+def _one_hot_impl(out, idx, depth, on, off):
+    for i in prange(idx.size):
+        j = int(idx[i])
+        base = i * depth
+        for d in range(depth):
+            out[base + d] = on if d == j else off
+
+
+_one_hot_serial = njit(cache=True)(_one_hot_impl)
+_one_hot_parallel = njit(cache=True, parallel=True)(_one_hot_impl)
+
+
+def one_hot_forward(out, idx, depth, on_value, off_value):
+    """out[i, :] = off_value except on_value at int(idx[i]) when that lies in [0, depth)."""
+    if out.size == 0:
+        return
+    acc, back = _out_math(out)
+    fn = _one_hot_parallel if out.size >= PARALLEL_MIN else _one_hot_serial
+    dt = acc.dtype.type
+    fn(acc, _math(idx), depth, dt(on_value), dt(off_value))
+    if back:
+        np.copyto(out.reshape(-1), acc, casting="unsafe")
+
+
+# ---------------------------------------------------------------------------------------------
+# where
+# ---------------------------------------------------------------------------------------------
+def _where_impl(out, cond, x, y, inner):
+    for i in prange(out.size):
+        out[i] = x[i] if cond[i // inner] != 0 else y[i]
+
+
+def _where_grad_impl(gx, gy, cond, g, inner, want_x, add_x, want_y, add_y):
+    for i in prange(g.size):
+        take_x = cond[i // inner] != 0
+        if want_x:
+            v = g[i] if take_x else 0.0
+            if add_x:
+                gx[i] += v
+            else:
+                gx[i] = v
+        if want_y:
+            v = 0.0 if take_x else g[i]
+            if add_y:
+                gy[i] += v
+            else:
+                gy[i] = v
+
+
+_where_serial = njit(cache=True)(_where_impl)
+_where_parallel = njit(cache=True, parallel=True)(_where_impl)
+_where_grad_serial = njit(cache=True)(_where_grad_impl)
+_where_grad_parallel = njit(cache=True, parallel=True)(_where_grad_impl)
+
+
+def where_forward(out, cond, x, y, inner):
+    """out = x where cond != 0 else y; cond has one entry per ``inner`` elements."""
+    if out.size == 0:
+        return
+    fn = _where_parallel if out.size >= PARALLEL_MIN else _where_serial
+    fn(_bits(_flat(out)), _math(cond), _bits(_flat(np.ascontiguousarray(x))),
+       _bits(_flat(np.ascontiguousarray(y))), inner)
+
+
+def where_backward(gx, gy, cond, gout, inner, req_x, req_y):
+    """gx (req_x) gout where cond else 0; gy (req_y) the rest. None/'null' grads are skipped."""
+    want_x = gx is not None and req_x != "null"
+    want_y = gy is not None and req_y != "null"
+    if not (want_x or want_y) or gout.size == 0:
+        return
+    g = _math(gout)
+    ax, back_x = _out_math(gx) if want_x else (g, False)
+    ay, back_y = _out_math(gy) if want_y else (g, False)
+    fn = _where_grad_parallel if gout.size >= PARALLEL_MIN else _where_grad_serial
+    fn(ax, ay, _math(cond), g, inner, want_x, req_x == "add", want_y, req_y == "add")
+    if back_x:
+        np.copyto(gx.reshape(-1), ax, casting="unsafe")
+    if back_y:
+        np.copyto(gy.reshape(-1), ay, casting="unsafe")

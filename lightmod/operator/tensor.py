@@ -1,0 +1,1188 @@
+"""The tensor family: shape manipulation, joining and splitting, indexing, fills and casts.
+
+Most of these ops move elements without arithmetic. Each one describes what it reads as a
+strided view of its input (element offset, shape, element strides: 0 broadcasts, negative
+walks backwards) and calls ``k.strided_gather`` / ``k.strided_scatter``; gradients go the other
+way through the same view. Ops that repeat elements (tile, repeat, broadcast_*) sum their
+gradient back with ``k.reduce_axes`` over a collapsed view (``reduce_plan``). Shape inference
+follows MXNet 1.9.1, including the 0-means-unknown convention and filling unknown input dims
+from known output shapes (``infer_shape_backward``) where MXNet does.
+"""
+import functools
+
+from .registry import (Operator, register, Int, OptInt, Float, Bool, Str, Enum, Shape, Dtype,
+                       merge_shape, shape_is_known)
+
+__all__ = ["contiguous_strides", "reduce_plan", "shape_size", "zero_grads"]
+
+# reduction code of a plain sum (kernels/scalar_tensor.py R_SUM; importing kernels here is not
+# allowed, so the number is repeated, and checked by the tests)
+R_SUM = 0
+
+
+# ---------------------------------------------------------------------------------------------
+# layout helpers shared with reduce.py
+# ---------------------------------------------------------------------------------------------
+def contiguous_strides(shape):
+    """Element strides of a C-contiguous array of ``shape``."""
+    st, acc = [0] * len(shape), 1
+    for i in range(len(shape) - 1, -1, -1):
+        st[i] = acc
+        acc *= shape[i]
+    return tuple(st)
+
+
+def shape_size(shape):
+    """Number of elements; 0 when a dim is unknown (0)."""
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+@functools.lru_cache(maxsize=4096)
+def reduce_plan(shape, reduced):
+    """Collapse ``shape`` for a reduction over the axes in ``reduced`` (a tuple).
+
+    Size-1 axes are dropped and adjacent axes of the same kind (kept / reduced) merged, so a
+    sum over axis 1 of (N, C, H, W) becomes (N, C, H*W) reducing axis 1. Returns
+    ``(cshape, raxes)``; the output is contiguous over the kept axes in order.
+    """
+    cshape, kinds = [], []
+    for axis, n in enumerate(shape):
+        if n == 1:
+            continue
+        red = axis in reduced
+        if kinds and kinds[-1] == red:
+            cshape[-1] *= n
+        else:
+            cshape.append(n)
+            kinds.append(red)
+    if not cshape:
+        return (1,), ()
+    return tuple(cshape), tuple(i for i, r in enumerate(kinds) if r)
+
+
+def zero_grads(k, in_grads, req):
+    """Write zeros into every gradient requested with 'write' (nothing flows back)."""
+    for g, r in zip(in_grads, req):
+        if g is not None and r == "write":
+            k.fill(g, 0)
+
+
+def _unknown_count(shape):
+    return sum(1 for d in shape if not d)
+
+
+def _fill_one_unknown(shape, total):
+    """If exactly one dim of shape is unknown, set it so the sizes match ``total``."""
+    if shape is None or not total or _unknown_count(shape) != 1:
+        return shape
+    known = shape_size(tuple(d for d in shape if d))
+    if known == 0 or total % known:
+        return shape
+    return tuple(d if d else total // known for d in shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# bases
+# ---------------------------------------------------------------------------------------------
+class _TensorOp(Operator):
+    """Helpers for ops of this family: axis normalisation and merges with named errors."""
+
+    def axis(self, value, ndim, arg="axis", shape=None, extra=0):
+        """``value`` normalised into [0, ndim + extra); errors name the argument and shape."""
+        n = ndim + extra
+        a = value + n if value < 0 else value
+        if not 0 <= a < n:
+            raise self.error("%s=%d is out of range for input of shape %s (valid: %d to %d)",
+                             arg, value, shape, -n, n - 1)
+        return a
+
+    def merge(self, a, b, what):
+        try:
+            return merge_shape(a, b)
+        except ValueError:
+            raise self.error("%s: shape %s does not match %s", what, a, b) from None
+
+
+class _SameShape(_TensorOp):
+    """Output shape == input 0's shape; known output shapes flow back to the input."""
+
+    def infer_shape(self, p, in_shapes):
+        return list(in_shapes), [in_shapes[0]]
+
+    def infer_shape_backward(self, p, in_shapes, out_shapes):
+        filled = list(in_shapes)
+        filled[0] = self.merge(in_shapes[0], out_shapes[0],
+                               "input 'data' vs its output")
+        return filled
+
+
+class _FlatCopy(_TensorOp):
+    """Ops that keep the elements in order and only change the shape (a flat copy)."""
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        k.assign(outputs[0], inputs[0].reshape(outputs[0].shape), "write")
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if req[0] == "null":
+            return
+        if out_grads[0] is None:
+            return zero_grads(k, in_grads, req)
+        k.assign(in_grads[0], out_grads[0].reshape(in_grads[0].shape), req[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# Flatten, Reshape, expand_dims, squeeze
+# ---------------------------------------------------------------------------------------------
+@register
+class Flatten(_FlatCopy):
+    name = "Flatten"
+    aliases = ("flatten",)
+
+    def infer_shape(self, p, in_shapes):
+        s = in_shapes[0]
+        if s is None:
+            return [None], [None]
+        if len(s) == 0:
+            raise self.error("input 'data' must have at least one dim, got shape %s", s)
+        rest = shape_size(s[1:]) if len(s) > 1 else 1
+        return [s], [(s[0], rest)]
+
+    def infer_shape_backward(self, p, in_shapes, out_shapes):
+        s, out = in_shapes[0], out_shapes[0]
+        if s is None or out is None:
+            return in_shapes
+        s = self.merge(s, (out[0],) + (0,) * (len(s) - 1), "input 'data' vs its output")
+        if len(s) > 1 and out[1]:
+            s = (s[0],) + (_fill_one_unknown(s[1:], out[1]))
+        return [s]
+
+
+@register
+class Reshape(_FlatCopy):
+    name = "Reshape"
+    aliases = ("reshape",)
+    params = {
+        "shape": Shape((), doc="The target shape (codes 0, -1, -2, -3, -4)"),
+        "reverse": Bool(False, doc="Infer the special values from right to left"),
+        "target_shape": Shape(None, doc="(Deprecated) target shape; one 0 dim is inferred"),
+        "keep_highest": Bool(False, doc="(Deprecated) keep the first dim of the input"),
+    }
+
+    def _fail(self, p, dshape, message, *args):
+        return self.error("cannot reshape input of shape %s with shape=%s%s: " + message,
+                          dshape, p.shape, ", reverse=True" if p.reverse else "", *args)
+
+    def target(self, p, dshape):
+        """The output shape for input ``dshape`` (0 where it depends on unknown input dims)."""
+        spec, src = list(p.shape), list(dshape)
+        if p.reverse:
+            spec.reverse()
+            src.reverse()
+        out, inferred, si, i = [], -1, 0, 0
+        while i < len(spec):
+            code = spec[i]
+            if code is None or code < -4:
+                raise self._fail(p, dshape, "invalid code %s at position %d", code, i)
+            if code == 0:                       # copy one input dim
+                if si >= len(src):
+                    raise self._fail(p, dshape, "code 0 at position %d has no input dim "
+                                     "left to copy", i)
+                out.append(src[si])
+                si += 1
+            elif code == -1:                    # inferred from the total size
+                if inferred >= 0:
+                    raise self._fail(p, dshape, "only one dim can be inferred (-1)")
+                inferred = len(out)
+                out.append(1)
+                si += 1
+            elif code == -2:                    # copy all remaining input dims
+                out.extend(src[si:])
+                si = len(src)
+            elif code == -3:                    # merge two input dims
+                if si + 1 >= len(src):
+                    raise self._fail(p, dshape, "code -3 at position %d needs two input dims",
+                                     i)
+                d1, d2 = src[si], src[si + 1]
+                out.append(d1 * d2)
+                si += 2
+            elif code == -4:                    # split one input dim into the next two codes
+                if i + 2 >= len(spec):
+                    raise self._fail(p, dshape, "code -4 at position %d must be followed by "
+                                     "two dims", i)
+                if si >= len(src):
+                    raise self._fail(p, dshape, "code -4 at position %d has no input dim "
+                                     "left to split", i)
+                d0, d1, d2 = src[si], spec[i + 1], spec[i + 2]
+                si += 1
+                i += 2
+                if d1 == -1 and d2 == -1:
+                    raise self._fail(p, dshape, "split dims cannot both be -1")
+                if d1 is None or d2 is None or d1 < -1 or d2 < -1 or d1 == 0 or d2 == 0:
+                    raise self._fail(p, dshape, "split dims must be positive or -1, got "
+                                     "%s, %s", d1, d2)
+                if d0:
+                    if d1 == -1:
+                        d1 = d0 // d2
+                    if d2 == -1:
+                        d2 = d0 // d1
+                    if d1 * d2 != d0:
+                        raise self._fail(p, dshape, "split dims %d, %d do not divide input "
+                                         "dim %d", d1, d2, d0)
+                out.extend([max(d1, 0), max(d2, 0)])
+            else:                               # a new dim
+                out.append(code)
+                si += 1
+            i += 1
+        if inferred >= 0:
+            if shape_is_known(dshape):
+                rest, total = shape_size(out), shape_size(dshape)
+                if rest <= 0 or total % rest:
+                    raise self._fail(p, dshape, "the input size %d is not a multiple of %d, "
+                                     "the size of the other dims, so -1 cannot be inferred",
+                                     total, rest)
+                out[inferred] = total // rest
+            else:
+                out[inferred] = 0
+        if p.reverse:
+            out.reverse()
+        return tuple(out)
+
+    def legacy_target(self, p, dshape):
+        out = list(p.target_shape)
+        start = 1 if p.keep_highest else 0
+        if p.keep_highest and out:
+            out[0] = dshape[0]
+        zeros = [i for i in range(start, len(out)) if out[i] == 0]
+        if len(zeros) == 1 and shape_is_known(dshape):
+            out[zeros[0]] = 1
+            rest = shape_size(out)
+            out[zeros[0]] = shape_size(dshape) // rest if rest else 0
+        return tuple(out)
+
+    def infer_shape(self, p, in_shapes):
+        dshape = in_shapes[0]
+        if dshape is None:
+            return [None], [None]
+        if p.shape:
+            out = self.target(p, dshape)
+        elif p.target_shape:
+            out = self.legacy_target(p, dshape)
+        else:
+            return [dshape], [None]
+        if shape_is_known(out):
+            dshape = _fill_one_unknown(dshape, shape_size(out))
+        if shape_is_known(dshape) and shape_is_known(out) and \
+                shape_size(dshape) != shape_size(out):
+            raise self.error("target shape size is different to source. Target: %s, "
+                             "Source: %s (shape=%s%s)", out, dshape,
+                             p.shape if p.shape else p.target_shape,
+                             ", reverse=True" if p.reverse else "")
+        return [dshape], [out]
+
+    def infer_shape_backward(self, p, in_shapes, out_shapes):
+        out = out_shapes[0]
+        if in_shapes[0] is None or not shape_is_known(out):
+            return in_shapes
+        return [_fill_one_unknown(in_shapes[0], shape_size(out))]
+
+
+@register
+class ExpandDims(_FlatCopy):
+    name = "expand_dims"
+    params = {"axis": Int(doc="Position of the new axis, in [-ndim-1, ndim]")}
+
+    def infer_shape(self, p, in_shapes):
+        s = in_shapes[0]
+        if s is None:
+            return [None], [None]
+        a = self.axis(p.axis, len(s), shape=s, extra=1)
+        return [s], [s[:a] + (1,) + s[a:]]
+
+    def infer_shape_backward(self, p, in_shapes, out_shapes):
+        out = out_shapes[0]
+        if out is None:
+            return in_shapes
+        a = self.axis(p.axis, len(out) - 1, shape=in_shapes[0], extra=1)
+        return [self.merge(in_shapes[0], out[:a] + out[a + 1:], "input 'data' vs its output")]
+
+
+@register
+class Squeeze(_FlatCopy):
+    name = "squeeze"
+    params = {"axis": Shape(None, doc="Size-1 axes to remove (None: all of them)")}
+
+    def _axes(self, p, s):
+        if p.axis is None:
+            return None
+        axes = [self.axis(a, len(s), shape=s) for a in p.axis]
+        if len(set(axes)) != len(axes):
+            raise self.error("duplicate value in axis=%s for input of shape %s", p.axis, s)
+        for a in axes:
+            if s[a] not in (0, 1):
+                raise self.error("cannot squeeze out axis %d of input of shape %s: its size "
+                                 "is %d, not 1", a, s, s[a])
+        return axes
+
+    def infer_shape(self, p, in_shapes):
+        s = in_shapes[0]
+        if s is None:
+            return [None], [None]
+        axes = self._axes(p, s)
+        if axes is None:
+            if not shape_is_known(s):
+                return [s], [None]
+            out = tuple(d for d in s if d != 1)
+        else:
+            s = tuple(1 if i in axes else d for i, d in enumerate(s))
+            out = tuple(d for i, d in enumerate(s) if i not in axes)
+        return [s], [out or (1,)]
+
+    def infer_shape_backward(self, p, in_shapes, out_shapes):
+        s, out = in_shapes[0], out_shapes[0]
+        if s is None or out is None or p.axis is None:
+            return in_shapes
+        axes = self._axes(p, s)
+        kept = [i for i in range(len(s)) if i not in axes]
+        if not kept or len(kept) != len(out):
+            return in_shapes
+        filled = list(s)
+        for i, d in zip(kept, out):
+            filled[i] = d
+        return [self.merge(s, tuple(filled), "input 'data' vs its output")]
+
+
+# ---------------------------------------------------------------------------------------------
+# transpose, SwapAxis
+# ---------------------------------------------------------------------------------------------
+class _Permute(_TensorOp):
+    """out = data with its axes permuted; the gradient is the inverse permutation.
+
+    Subclasses define ``perm(p, shape)``: the input axis read by each output axis."""
+
+    def infer_shape(self, p, in_shapes):
+        s = in_shapes[0]
+        if s is None:
+            return [None], [None]
+        perm = self.perm(p, s)
+        return [s], [tuple(s[a] for a in perm)]
+
+    def infer_shape_backward(self, p, in_shapes, out_shapes):
+        out = out_shapes[0]
+        if out is None:
+            return in_shapes
+        perm = self.perm(p, in_shapes[0] if in_shapes[0] is not None else out)
+        back = [0] * len(out)
+        for i, a in enumerate(perm):
+            back[a] = out[i]
+        return [self.merge(in_shapes[0], tuple(back), "input 'data' vs its output")]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        x = inputs[0]
+        st = contiguous_strides(x.shape)
+        k.strided_gather(outputs[0], x, 0, outputs[0].shape,
+                         tuple(st[a] for a in self.perm(p, x.shape)), "write")
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if req[0] == "null":
+            return
+        if out_grads[0] is None:
+            return zero_grads(k, in_grads, req)
+        perm = self.perm(p, inputs[0].shape)
+        ost = contiguous_strides(outputs[0].shape)
+        inv = [0] * len(perm)
+        for i, a in enumerate(perm):
+            inv[a] = i
+        k.strided_gather(in_grads[0], out_grads[0], 0, in_grads[0].shape,
+                         tuple(ost[inv[j]] for j in range(len(perm))), req[0])
+
+
+@register
+class Transpose(_Permute):
+    name = "transpose"
+    params = {"axes": Shape((), doc="Target axis order (default: reversed)")}
+
+    def perm(self, p, s):
+        nd = len(s)
+        if not p.axes:
+            return tuple(range(nd - 1, -1, -1))
+        if len(p.axes) != nd:
+            raise self.error("axes=%s must name every axis of the input of shape %s",
+                             p.axes, tuple(s))
+        axes = tuple(self.axis(a, nd, "axes", tuple(s)) for a in p.axes)
+        if sorted(axes) != list(range(nd)):
+            raise self.error("axes=%s is not a permutation of the axes of the input of "
+                             "shape %s", p.axes, tuple(s))
+        return axes
+
+
+@register
+class SwapAxis(_Permute):
+    name = "SwapAxis"
+    aliases = ("swapaxes",)
+    params = {"dim1": Int(0, doc="The first axis to swap"),
+              "dim2": Int(0, doc="The second axis to swap")}
+
+    def perm(self, p, s):
+        a = self.axis(p.dim1, len(s), "dim1", tuple(s))
+        b = self.axis(p.dim2, len(s), "dim2", tuple(s))
+        perm = list(range(len(s)))
+        perm[a], perm[b] = b, a
+        return tuple(perm)
+
+
+# ---------------------------------------------------------------------------------------------
+# Concat, stack, SliceChannel
+# ---------------------------------------------------------------------------------------------
+class _Join(_TensorOp):
+    """Shared by Concat and stack: input i occupies a block of the output.
+
+    Subclasses define ``blocks(p, in_shapes, out_shape)``: for each input, the element offset
+    of its block in the output and the output strides over the block."""
+    variadic = "num_args"
+
+    def check_params(self, p):
+        if p.num_args < 1:
+            raise self.error("num_args=%d must be at least 1", p.num_args)
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        out = outputs[0]
+        for x, (offset, strides) in zip(inputs, self.blocks(p, [a.shape for a in inputs],
+                                                            out.shape)):
+            k.strided_scatter(out, x, offset, x.shape, strides, "write")
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if out_grads[0] is None:
+            return zero_grads(k, in_grads, req)
+        for g, r, x, (offset, strides) in zip(
+                in_grads, req, inputs,
+                self.blocks(p, [a.shape for a in inputs], outputs[0].shape)):
+            if r != "null":
+                k.strided_gather(g, out_grads[0], offset, x.shape, strides, r)
+
+
+@register
+class Concat(_Join):
+    name = "Concat"
+    aliases = ("concat",)
+    params = {"num_args": Int(doc="Number of inputs to concatenate"),
+              "dim": Int(1, doc="The axis to concatenate along")}
+
+    def _common(self, p, in_shapes):
+        ndim = next((len(s) for s in in_shapes if s is not None), None)
+        if ndim is None:
+            return None, None
+        dim = self.axis(p.dim, ndim, "dim", next(s for s in in_shapes if s is not None))
+        common = (0,) * ndim
+        for name, s in zip(self.list_inputs(p), in_shapes):
+            if s is None:
+                continue
+            if len(s) != ndim:
+                raise self.error("input '%s' has shape %s, expected %d dims like the other "
+                                 "inputs (%s)", name, s, ndim, common)
+            masked = s[:dim] + (0,) + s[dim + 1:]
+            try:
+                common = merge_shape(common, masked)
+            except ValueError:
+                raise self.error("input '%s' has shape %s, expected %s (inputs must agree on "
+                                 "every axis but dim=%d)", name, s, common, p.dim) from None
+        return dim, common
+
+    def infer_shape(self, p, in_shapes):
+        dim, common = self._common(p, in_shapes)
+        if common is None:
+            return list(in_shapes), [None]
+        filled = [common if s is None else merge_shape(s, common) for s in in_shapes]
+        sizes = [s[dim] for s in filled]
+        total = sum(sizes) if all(sizes) else 0
+        return filled, [common[:dim] + (total,) + common[dim + 1:]]
+
+    def infer_shape_backward(self, p, in_shapes, out_shapes):
+        out = out_shapes[0]
+        if out is None:
+            return in_shapes
+        dim, common = self._common(p, in_shapes)
+        if common is None:
+            dim = self.axis(p.dim, len(out), "dim", out)
+            common = (0,) * len(out)
+        elif len(out) != len(common):
+            raise self.error("the output has shape %s but the inputs have %d dims", out,
+                             len(common))
+        try:
+            common = merge_shape(common, out[:dim] + (0,) + out[dim + 1:])
+        except ValueError:
+            raise self.error("the output has shape %s but the inputs agree on %s", out,
+                             common) from None
+        masked = common[:dim] + (0,) + common[dim + 1:]
+        filled = [masked if s is None else merge_shape(s, masked) for s in in_shapes]
+        unknown = [i for i, s in enumerate(filled) if not s[dim]]
+        if len(unknown) == 1 and out[dim]:
+            rest = out[dim] - sum(s[dim] for s in filled)
+            if rest <= 0:
+                raise self.error("the output has %d along dim=%d but the known inputs "
+                                 "already have %d", out[dim], p.dim, out[dim] - rest)
+            i = unknown[0]
+            filled[i] = filled[i][:dim] + (rest,) + filled[i][dim + 1:]
+        return filled
+
+    def blocks(self, p, in_shapes, out_shape):
+        dim = self.axis(p.dim, len(out_shape), "dim", tuple(out_shape))
+        ost = contiguous_strides(out_shape)
+        offset, result = 0, []
+        for s in in_shapes:
+            result.append((offset * ost[dim], ost))
+            offset += s[dim]
+        return result
+
+
+@register
+class Stack(_Join):
+    name = "stack"
+    params = {"axis": Int(0, doc="The axis of the new dim in the result"),
+              "num_args": Int(doc="Number of inputs to stack")}
+
+    def _common(self, p, in_shapes):
+        common = None
+        for name, s in zip(self.list_inputs(p), in_shapes):
+            try:
+                common = merge_shape(common, s)
+            except ValueError:
+                raise self.error("input '%s' has shape %s, expected %s (all inputs must have "
+                                 "the same shape)", name, s, common) from None
+        return common
+
+    def infer_shape(self, p, in_shapes):
+        s = self._common(p, in_shapes)
+        if s is None:
+            return list(in_shapes), [None]
+        a = self.axis(p.axis, len(s), shape=s, extra=1)
+        return [s] * len(in_shapes), [s[:a] + (p.num_args,) + s[a:]]
+
+    def infer_shape_backward(self, p, in_shapes, out_shapes):
+        out = out_shapes[0]
+        if out is None:
+            return in_shapes
+        a = self.axis(p.axis, len(out) - 1, shape=out, extra=1)
+        s = self.merge(self._common(p, in_shapes), out[:a] + out[a + 1:],
+                       "inputs vs the output without axis=%d" % p.axis)
+        return [s] * len(in_shapes)
+
+    def blocks(self, p, in_shapes, out_shape):
+        a = self.axis(p.axis, len(out_shape) - 1, shape=tuple(out_shape), extra=1)
+        ost = contiguous_strides(out_shape)
+        strides = ost[:a] + ost[a + 1:]
+        return [(i * ost[a], strides) for i in range(len(in_shapes))]
+
+
+@register
+class SliceChannel(_TensorOp):
+    name = "SliceChannel"
+    aliases = ("split",)
+    params = {"num_outputs": Int(doc="Number of splits; must divide the axis evenly"),
+              "axis": Int(1, doc="Axis along which to split"),
+              "squeeze_axis": Bool(False, doc="Remove the split axis (its parts must be 1)")}
+
+    def check_params(self, p):
+        if p.num_outputs < 1:
+            raise self.error("num_outputs=%d must be at least 1", p.num_outputs)
+
+    def num_outputs(self, p):
+        return p.num_outputs
+
+    def infer_shape(self, p, in_shapes):
+        s = in_shapes[0]
+        n = p.num_outputs
+        if s is None:
+            return [None], [None] * n
+        a = self.axis(p.axis, len(s), shape=s)
+        d = s[a]
+        if p.squeeze_axis:
+            if d and d != n:
+                raise self.error("squeeze_axis=True needs the split axis to have exactly "
+                                 "num_outputs=%d elements: input shape=%s, axis=%d", n, s,
+                                 p.axis)
+            return [s[:a] + (n,) + s[a + 1:]], [s[:a] + s[a + 1:]] * n
+        if d % n:
+            raise self.error("cannot split axis %d of input of shape %s into num_outputs=%d "
+                             "evenly sized chunks (%d does not divide %d)", p.axis, s, n, n, d)
+        return [s], [s[:a] + (d // n,) + s[a + 1:]] * n
+
+    def infer_shape_backward(self, p, in_shapes, out_shapes):
+        n = p.num_outputs
+        part = None
+        for i, o in enumerate(out_shapes):
+            part = self.merge(part, o, "output %d vs the other outputs" % i)
+        if part is None:
+            return in_shapes
+        s = in_shapes[0]
+        nd = len(part) + (1 if p.squeeze_axis else 0)
+        a = self.axis(p.axis, nd, shape=s if s is not None else part)
+        if p.squeeze_axis:
+            whole = part[:a] + (n,) + part[a:]
+        else:
+            whole = part[:a] + (part[a] * n,) + part[a + 1:]
+        return [self.merge(s, whole, "input 'data' vs its outputs")]
+
+    def _chunk(self, p, shape):
+        a = self.axis(p.axis, len(shape), shape=tuple(shape))
+        size = shape[a] // p.num_outputs
+        st = contiguous_strides(shape)
+        return a, size, st, tuple(shape[:a]) + (size,) + tuple(shape[a + 1:])
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        x = inputs[0]
+        a, size, st, chunk = self._chunk(p, x.shape)
+        for j in range(p.num_outputs):
+            k.strided_gather(outputs[j], x, j * size * st[a], chunk, st, "write")
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if req[0] == "null":
+            return
+        g = in_grads[0]
+        a, size, st, chunk = self._chunk(p, g.shape)
+        if req[0] == "write" and any(og is None for og in out_grads[:p.num_outputs]):
+            k.fill(g, 0)
+        mode = "write" if req[0] == "write" else "add"
+        for j, og in enumerate(out_grads[:p.num_outputs]):
+            if og is not None:
+                k.strided_scatter(g, og, j * size * st[a], chunk, st, mode)
+
+
+# ---------------------------------------------------------------------------------------------
+# slice, slice_axis
+# ---------------------------------------------------------------------------------------------
+class _Slice(_TensorOp):
+    """out = a strided window of data; the gradient is scattered back (zeros elsewhere).
+
+    Subclasses define ``window(p, shape)``: per axis (start, length, step); unknown (0) dims
+    give length 0 (unknown)."""
+
+    def infer_shape(self, p, in_shapes):
+        s = in_shapes[0]
+        if s is None:
+            return [None], [None]
+        return [s], [tuple(n for _, n, _ in self.window(p, s))]
+
+    def _view(self, p, shape):
+        st = contiguous_strides(shape)
+        win = self.window(p, shape)
+        offset = sum(start * st[i] for i, (start, _, _) in enumerate(win))
+        return offset, tuple(n for _, n, _ in win), tuple(step * st[i]
+                                                           for i, (_, _, step) in enumerate(win))
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        offset, shape, strides = self._view(p, inputs[0].shape)
+        k.strided_gather(outputs[0], inputs[0], offset, shape, strides, "write")
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if req[0] == "null":
+            return
+        g = in_grads[0]
+        if req[0] == "write":
+            k.fill(g, 0)
+        if out_grads[0] is not None:
+            offset, shape, strides = self._view(p, g.shape)
+            k.strided_scatter(g, out_grads[0], offset, shape, strides, req[0])
+
+
+@register
+class Slice(_Slice):
+    name = "slice"
+    aliases = ("crop",)
+    params = {"begin": Shape(doc="Start indices (None entries: from the start)"),
+              "end": Shape(doc="End indices, exclusive (None entries: to the end)"),
+              "step": Shape((), doc="Steps (None entries: 1; negative walks backwards)")}
+
+    def check_params(self, p):
+        if len(p.begin) != len(p.end):
+            raise self.error("begin=%s and end=%s must have the same length", p.begin, p.end)
+        if p.step and len(p.step) != len(p.begin):
+            raise self.error("step=%s must have the same length as begin=%s", p.step, p.begin)
+        for i, s in enumerate(p.step):
+            if s == 0:
+                raise self.error("step[%d] cannot be 0 (step=%s)", i, p.step)
+
+    def window(self, p, shape):
+        if len(p.begin) > len(shape):
+            raise self.error("begin=%s has more entries than the input of shape %s has dims",
+                             p.begin, tuple(shape))
+        win = []
+        for i, n in enumerate(shape):
+            if i >= len(p.begin):
+                win.append((0, n, 1))
+                continue
+            step = p.step[i] if p.step and p.step[i] is not None else 1
+            if not n:
+                win.append((0, 0, step))
+                continue
+            start, stop, step = slice(p.begin[i], p.end[i], step).indices(n)
+            win.append((start, len(range(start, stop, step)), step))
+        return win
+
+
+@register
+class SliceAxis(_Slice):
+    name = "slice_axis"
+    params = {"axis": Int(doc="Axis along which to slice"),
+              "begin": Int(doc="Start index (negative counts from the end)"),
+              "end": OptInt(doc="End index, exclusive (None: to the end)")}
+
+    def window(self, p, shape):
+        shape = tuple(shape)
+        a = self.axis(p.axis, len(shape), shape=shape)
+        n = shape[a]
+        win = [(0, d, 1) for d in shape]
+        if not n:
+            return win
+        begin = p.begin + n if p.begin < 0 else p.begin
+        end = n if p.end is None else (p.end + n if p.end < 0 else p.end)
+        if not 0 <= begin < n:
+            raise self.error("begin=%d is out of range for axis %d of size %d (input shape "
+                             "%s)", p.begin, p.axis, n, shape)
+        if end > n:
+            raise self.error("end=%s is out of range for axis %d of size %d (input shape %s)",
+                             p.end, p.axis, n, shape)
+        if begin >= end:
+            raise self.error("begin=%d must come before end=%s on axis %d of size %d (input "
+                             "shape %s)", p.begin, p.end, p.axis, n, shape)
+        win[a] = (begin, end - begin, 1)
+        return win
+
+
+# ---------------------------------------------------------------------------------------------
+# take, pick, one_hot, where
+# ---------------------------------------------------------------------------------------------
+def _outer_inner(shape, axis):
+    return shape_size(shape[:axis]), shape[axis], shape_size(shape[axis + 1:])
+
+
+class _IndexTypes(_TensorOp):
+    """Index inputs keep their own dtype (unknown: the data's); data and output share one."""
+    index_inputs = ()
+
+    def infer_type(self, p, in_types):
+        names = self.list_inputs(p)
+        data_t = next((t for n, t in zip(names, in_types)
+                       if n not in self.index_inputs and t is not None), None)
+        filled = [t if t is not None else data_t for t in in_types]
+        return filled, [data_t]
+
+
+@register
+class Take(_IndexTypes):
+    name = "take"
+    inputs = ("a", "indices")
+    index_inputs = ("indices",)
+    params = {"axis": Int(0, doc="The axis of the input to take from"),
+              "mode": Enum("clip", "raise", "wrap", default="clip",
+                           doc="Out-of-range indices: clip, wrap around, or raise")}
+
+    def infer_shape(self, p, in_shapes):
+        a, idx = in_shapes
+        if a is None:
+            return list(in_shapes), [None]
+        ax = self.axis(p.axis, len(a), shape=a)
+        if idx is None:
+            return list(in_shapes), [None]
+        return list(in_shapes), [a[:ax] + tuple(idx) + a[ax + 1:]]
+
+    def _geometry(self, p, shape):
+        return _outer_inner(shape, self.axis(p.axis, len(shape), shape=tuple(shape)))
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        a, idx = inputs
+        outer, n, inner = self._geometry(p, a.shape)
+        if p.mode == "raise" and not k.indices_in_range(idx, n):
+            raise self.error("input 'indices' contains indices out of bound [0, %d) for axis "
+                             "%d of input 'a' of shape %s (mode='raise')", n, p.axis,
+                             tuple(a.shape))
+        k.take_forward(outputs[0], a, idx, outer, n, inner, p.mode == "wrap")
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        zero_grads(k, in_grads[1:], req[1:])
+        if req[0] == "null":
+            return
+        if out_grads[0] is None:
+            return zero_grads(k, in_grads[:1], req[:1])
+        outer, n, inner = self._geometry(p, inputs[0].shape)
+        k.take_backward(in_grads[0], out_grads[0], inputs[1], outer, n, inner,
+                        p.mode == "wrap", req[0])
+
+
+@register
+class Pick(_IndexTypes):
+    name = "pick"
+    inputs = ("data", "index")
+    index_inputs = ("index",)
+    params = {"axis": OptInt(-1, doc="The axis to pick along"),
+              "keepdims": Bool(False, doc="Keep the picked axis as a size-1 dim"),
+              "mode": Enum("clip", "wrap", default="clip",
+                           doc="Out-of-range indices: clip or wrap around")}
+
+    def check_params(self, p):
+        if p.axis is None:
+            raise self.error("axis=None is not supported by pick: specify an axis")
+
+    def infer_shape(self, p, in_shapes):
+        data, idx = in_shapes
+        if data is None:
+            return list(in_shapes), [None]
+        a = self.axis(p.axis, len(data), shape=data)
+        plain = data[:a] + data[a + 1:]
+        out = data[:a] + (1,) + data[a + 1:] if p.keepdims else plain
+        if idx is None:
+            idx = plain
+        elif shape_is_known(idx) and shape_is_known(plain) and \
+                shape_size(idx) != shape_size(plain):
+            raise self.error("input 'index' has shape %s, expected %s (input 'data' %s "
+                             "without axis %d)", idx, plain, data, p.axis)
+        return [data, idx], [out]
+
+    def _geometry(self, p, shape):
+        return _outer_inner(shape, self.axis(p.axis, len(shape), shape=tuple(shape)))
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        outer, n, inner = self._geometry(p, inputs[0].shape)
+        k.pick_forward(outputs[0], inputs[0], inputs[1], outer, n, inner, p.mode == "wrap")
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        zero_grads(k, in_grads[1:], req[1:])
+        if req[0] == "null":
+            return
+        if out_grads[0] is None:
+            return zero_grads(k, in_grads[:1], req[:1])
+        outer, n, inner = self._geometry(p, inputs[0].shape)
+        k.pick_backward(in_grads[0], out_grads[0], inputs[1], outer, n, inner,
+                        p.mode == "wrap", req[0])
+
+
+@register
+class OneHot(_TensorOp):
+    name = "one_hot"
+    inputs = ("indices",)
+    params = {"depth": Int(doc="Size of the one-hot dimension"),
+              "on_value": Float(1.0, doc="Value at the index"),
+              "off_value": Float(0.0, doc="Value elsewhere"),
+              "dtype": Dtype("float32", doc="Output type")}
+
+    def check_params(self, p):
+        if p.depth < 1:
+            raise self.error("depth=%d must be positive", p.depth)
+
+    def infer_shape(self, p, in_shapes):
+        s = in_shapes[0]
+        return [s], [None if s is None else tuple(s) + (p.depth,)]
+
+    def infer_shape_backward(self, p, in_shapes, out_shapes):
+        out = out_shapes[0]
+        if out is None:
+            return in_shapes
+        return [self.merge(in_shapes[0], out[:-1], "input 'indices' vs the output")]
+
+    def infer_type(self, p, in_types):
+        return list(in_types), [p.dtype]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        k.one_hot_forward(outputs[0], inputs[0], p.depth, p.on_value, p.off_value)
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        zero_grads(k, in_grads, req)
+
+
+@register
+class Where(_IndexTypes):
+    name = "where"
+    inputs = ("condition", "x", "y")
+    index_inputs = ("condition",)
+
+    def infer_shape(self, p, in_shapes):
+        cond, x, y = in_shapes
+        try:
+            xy = merge_shape(x, y)
+        except ValueError:
+            raise self.error("inputs 'x' and 'y' must have the same shape, got %s and %s",
+                             x, y) from None
+        if cond is not None and xy is not None:
+            if len(cond) == len(xy):
+                try:
+                    merge_shape(cond, xy)
+                except ValueError:
+                    raise self.error("input 'condition' has shape %s, expected %s (like 'x') "
+                                     "or (%s,)", cond, xy, xy[0]) from None
+            elif len(cond) != 1 or (cond[0] and xy[0] and cond[0] != xy[0]):
+                raise self.error("input 'condition' has shape %s, expected %s (like 'x') or "
+                                 "(%s,)", cond, xy, xy[0])
+        return [cond, xy, xy], [xy]
+
+    def infer_shape_backward(self, p, in_shapes, out_shapes):
+        out = out_shapes[0]
+        cond, x, y = in_shapes
+        return [cond, self.merge(x, out, "input 'x' vs the output"),
+                self.merge(y, out, "input 'y' vs the output")]
+
+    @staticmethod
+    def _inner(cond, x):
+        """How many elements of x share one condition entry."""
+        if tuple(cond.shape) == tuple(x.shape):
+            return 1
+        return shape_size(x.shape[1:])
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        cond, x, y = inputs
+        k.where_forward(outputs[0], cond, x, y, self._inner(cond, x))
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        zero_grads(k, in_grads[:1], req[:1])
+        if out_grads[0] is None:
+            return zero_grads(k, in_grads[1:], req[1:])
+        cond, x, _ = inputs
+        k.where_backward(in_grads[1], in_grads[2], cond, out_grads[0], self._inner(cond, x),
+                         req[1], req[2])
+
+
+# ---------------------------------------------------------------------------------------------
+# Cast, fills, add_n
+# ---------------------------------------------------------------------------------------------
+@register
+class Cast(_SameShape, _FlatCopy):
+    name = "Cast"
+    aliases = ("cast",)
+    params = {"dtype": Dtype(doc="Output data type")}
+
+    def infer_type(self, p, in_types):
+        return list(in_types), [p.dtype]
+
+
+class _Fill(_TensorOp):
+    """No inputs: an array of ``shape`` filled with one value (0 dims: filled by consumers)."""
+    inputs = ()
+    value = 0.0
+
+    def infer_shape(self, p, in_shapes):
+        return [], [tuple(p.shape) if p.shape is not None else None]
+
+    def infer_shape_backward(self, p, in_shapes, out_shapes):
+        return []
+
+    def infer_type(self, p, in_types):
+        return [], [p.dtype]
+
+    def fill_value(self, p):
+        return self.value
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        k.fill(outputs[0], self.fill_value(p))
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        return None       # no inputs, nothing flows back
+
+    def has_backward(self, p):
+        return False
+
+
+def _fill_params(**extra):
+    params = {"shape": Shape((), doc="Shape of the result (0 dims: inferred)"),
+              "ctx": Str("", doc="Context (ignored: the executor's context is used)"),
+              "dtype": Dtype("float32", doc="Type of the result")}
+    params.update(extra)
+    return params
+
+
+@register
+class Zeros(_Fill):
+    name = "_zeros"
+    params = _fill_params()
+    value = 0.0
+
+
+@register
+class Ones(_Fill):
+    name = "_ones"
+    params = _fill_params()
+    value = 1.0
+
+
+@register
+class Full(_Fill):
+    name = "_full"
+    params = _fill_params(value=Float(doc="Value to fill with"))
+
+    def fill_value(self, p):
+        return p.value
+
+
+@register
+class AddN(_TensorOp):
+    name = "add_n"
+    aliases = ("ElementWiseSum",)
+    variadic = "num_args"
+    params = {"num_args": Int(doc="Number of inputs to add")}
+
+    def check_params(self, p):
+        if p.num_args < 1:
+            raise self.error("num_args=%d must be at least 1", p.num_args)
+
+    def infer_shape_backward(self, p, in_shapes, out_shapes):
+        return [self.merge(s, out_shapes[0], "input '%s' vs the output" % name)
+                for name, s in zip(self.list_inputs(p), in_shapes)]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        out = outputs[0]
+        k.assign(out, inputs[0], "write")
+        for x in inputs[1:]:
+            k.assign(out, x, "add")
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if out_grads[0] is None:
+            return zero_grads(k, in_grads, req)
+        for g, r in zip(in_grads, req):
+            if r != "null":
+                k.assign(g, out_grads[0], r)
+
+
+# ---------------------------------------------------------------------------------------------
+# tile, repeat
+# ---------------------------------------------------------------------------------------------
+class _Repeating(_TensorOp):
+    """Ops whose output reads each input element several times.
+
+    Subclasses define ``view(p, shape)``: (view shape, input element strides over it, the
+    view's repeat axes); the output is that view copied, the gradient its sum over the repeat
+    axes."""
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        vshape, vstrides, _ = self.view(p, inputs[0].shape)
+        k.strided_gather(outputs[0], inputs[0], 0, vshape, vstrides, "write")
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if req[0] == "null":
+            return
+        if out_grads[0] is None:
+            return zero_grads(k, in_grads, req)
+        vshape, _, raxes = self.view(p, inputs[0].shape)
+        cshape, craxes = reduce_plan(tuple(vshape), tuple(raxes))
+        k.reduce_axes(in_grads[0], out_grads[0], cshape, craxes, R_SUM, req[0])
+
+
+@register
+class Tile(_Repeating):
+    name = "tile"
+    params = {"reps": Shape(doc="Repetitions per axis (padded with 1s on the left)")}
+
+    def check_params(self, p):
+        for r in p.reps:
+            if r is None or r < 1:
+                raise self.error("reps=%s must contain positive integers", p.reps)
+
+    def _pad(self, p, shape):
+        nd = max(len(shape), len(p.reps))
+        return ((1,) * (nd - len(shape)) + tuple(shape),
+                (1,) * (nd - len(p.reps)) + tuple(p.reps))
+
+    def infer_shape(self, p, in_shapes):
+        s = in_shapes[0]
+        if s is None:
+            return [None], [None]
+        shape, reps = self._pad(p, s)
+        return [s], [tuple(d * r for d, r in zip(shape, reps))]
+
+    def infer_shape_backward(self, p, in_shapes, out_shapes):
+        s, out = in_shapes[0], out_shapes[0]
+        if s is None or out is None:
+            return in_shapes
+        _, reps = self._pad(p, s)
+        extra = len(out) - len(s)
+        back = tuple(out[i + extra] // reps[i + extra]
+                     if out[i + extra] and out[i + extra] % reps[i + extra] == 0 else 0
+                     for i in range(len(s)))
+        return [self.merge(s, back, "input 'data' vs the output divided by reps")]
+
+    def view(self, p, shape):
+        shape, reps = self._pad(p, shape)
+        st = contiguous_strides(shape)
+        vshape, vstrides = [], []
+        for d, r, s in zip(shape, reps, st):
+            vshape += [r, d]
+            vstrides += [0, s]
+        return tuple(vshape), tuple(vstrides), tuple(range(0, len(vshape), 2))
+
+
+@register
+class Repeat(_Repeating):
+    name = "repeat"
+    params = {"repeats": Int(doc="Repetitions of each element"),
+              "axis": OptInt(None, doc="Axis to repeat along (None: the flattened input)")}
+
+    def check_params(self, p):
+        if p.repeats < 0:
+            raise self.error("repeats=%d cannot be a negative number", p.repeats)
+
+    def infer_shape(self, p, in_shapes):
+        s = in_shapes[0]
+        if s is None:
+            return [None], [None]
+        if p.axis is None:
+            return [s], [(shape_size(s) * p.repeats,)]
+        a = self.axis(p.axis, len(s), shape=s)
+        return [s], [s[:a] + (s[a] * p.repeats,) + s[a + 1:]]
+
+    def infer_shape_backward(self, p, in_shapes, out_shapes):
+        s, out = in_shapes[0], out_shapes[0]
+        if out is None or p.axis is None or p.repeats == 0:
+            return in_shapes
+        a = self.axis(p.axis, len(out), shape=out)
+        back = out[:a] + (out[a] // p.repeats if out[a] % p.repeats == 0 else 0,) + out[a + 1:]
+        return [self.merge(s, back, "input 'data' vs the output divided by repeats")]
+
+    def view(self, p, shape):
+        if p.axis is None:
+            pre, d, post = 1, shape_size(shape), 1
+        else:
+            pre, d, post = _outer_inner(shape, self.axis(p.axis, len(shape),
+                                                         shape=tuple(shape)))
+        return (pre, d, p.repeats, post), (d * post, post, 0, 1), (2,)
+
+
+# ---------------------------------------------------------------------------------------------
+# argmax, argmin
+# ---------------------------------------------------------------------------------------------
+class _ArgReduce(_TensorOp):
+    is_max = True
+    params = {"axis": OptInt(None, doc="The axis (None: the flattened input)"),
+              "keepdims": Bool(False, doc="Keep the reduced axis as a size-1 dim")}
+
+    def infer_shape(self, p, in_shapes):
+        s = in_shapes[0]
+        if s is None:
+            return [None], [None]
+        if p.axis is None:
+            return [s], [(1,) * len(s) if p.keepdims else (1,)]
+        a = self.axis(p.axis, len(s), shape=s)
+        out = s[:a] + (1,) + s[a + 1:] if p.keepdims else s[:a] + s[a + 1:]
+        return [s], [out or (1,)]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        x = inputs[0]
+        if p.axis is None:
+            outer, n, inner = 1, shape_size(x.shape), 1
+        else:
+            outer, n, inner = _outer_inner(x.shape, self.axis(p.axis, len(x.shape),
+                                                              shape=tuple(x.shape)))
+        k.arg_reduce(outputs[0], x, outer, n, inner, self.is_max)
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        zero_grads(k, in_grads, req)
+
+
+@register
+class ArgMax(_ArgReduce):
+    name = "argmax"
+    is_max = True
+
+
+@register
+class ArgMin(_ArgReduce):
+    name = "argmin"
+    is_max = False
