@@ -112,12 +112,10 @@ def unary(code, x):
     elif code == U_TRUNC:
         return math.trunc(x)
     elif code == U_RINT:
-        # rint rounds halves to even
+        # MXNet's rint picks the floor on ties (0.5 -> 0, 1.5 -> 1, -0.5 -> -1)
         f = math.floor(x)
-        d = x - f
-        if d > 0.5 or (d == 0.5 and f % 2 != 0):
-            return f + 1.0
-        return f
+        c = math.ceil(x)
+        return f if x - f <= c - x else c
     return x  # U_COPY
 
 

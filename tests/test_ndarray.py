@@ -153,10 +153,12 @@ def test_reshape_reverse_and_errors():
     a = mx.nd.zeros((10, 5, 4))
     assert a.reshape((-1, 0), reverse=True).shape == (50, 4)
     assert a.reshape((-1, 0)).shape == (40, 5)
-    with pytest.raises(MXNetError):
+    with pytest.raises(ValueError, match="Cannot reshape array of size 200"):
         a.reshape((3, -1))
-    with pytest.raises(MXNetError):
+    with pytest.raises(ValueError):
         a.reshape((7,))
+    with pytest.raises(MXNetError):
+        a.reshape((-1, -1))
 
 
 def test_reshape_is_a_view():
@@ -244,6 +246,8 @@ def test_iteration_and_T():
     close(a.T, np.array([[1, 3, 5], [2, 4, 6]]))
     v = mx.nd.arange(3)
     assert v.T is v
+    cube = mx.nd.array(np.arange(24).reshape(2, 3, 4))
+    close(cube.T, np.arange(24).reshape(2, 3, 4).T)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -377,7 +381,7 @@ def test_tostype_and_sparse_views():
     back = c.tostype("default")
     assert type(back) is NDArray and back.stype == "default"
     close(back, dense)
-    with pytest.raises(MXNetError):
+    with pytest.raises(ValueError, match="2 Dimensional"):
         mx.nd.zeros((2, 2, 2)).tostype("csr")
 
 

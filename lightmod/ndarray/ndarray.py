@@ -149,9 +149,7 @@ class NDArray:
 
     @property
     def T(self):
-        """Transpose (only for arrays of up to 2 dims, like MXNet)."""
-        if self.ndim > 2:
-            raise ValueError("Only 2D matrix is allowed to be transposed")
+        """The array with its axes reversed (1-d arrays are returned as they are)."""
         if self.ndim < 2:
             return self
         if _is_host(self._data):
@@ -297,9 +295,10 @@ class NDArray:
         if stype not in STYPES:
             raise MXNetError("tostype: unknown storage type %r" % (stype,))
         if stype == "csr" and self.ndim != 2:
-            raise MXNetError("tostype('csr') needs a 2-D array, got shape %s" % (self.shape,))
+            raise ValueError("To convert to a CSR, the NDArray should be 2 Dimensional. "
+                             "Current shape is %s" % (self.shape,))
         if stype == "row_sparse" and self.ndim < 1:
-            raise MXNetError("tostype('row_sparse') needs at least 1 dim")
+            raise ValueError("To convert to row_sparse, the NDArray needs at least 1 dim")
         out = self.copy()
         return NDArray(out._data, out._ctx, stype)
 
@@ -655,7 +654,8 @@ def _copy_into(dst, src):
 def reshape_target_shape(src, target, reverse=False):
     """The shape MXNet's Reshape gives ``src`` for ``target`` with the special codes:
     0 copy this dim, -1 infer, -2 copy the remaining dims, -3 merge two dims, -4 split one
-    dim into the next two values (one may be -1). ``reverse`` matches from the right."""
+    dim into the next two values (one may be -1). ``reverse`` matches from the right.
+    Malformed codes raise MXNetError; a size mismatch raises ValueError (as MXNet does)."""
     src, target = tuple(src), tuple(target)
     if reverse:
         return tuple(reversed(reshape_target_shape(tuple(reversed(src)),
@@ -716,13 +716,14 @@ def reshape_target_shape(src, target, reverse=False):
             if j != infer_at:
                 rest *= d
         if rest == 0 or size % rest:
-            raise bad("the size %d is not divisible by %d" % (size, rest))
+            raise ValueError("Cannot reshape array of size %d into shape %s" % (size, target))
         out[infer_at] = size // rest
     total = 1
     for d in out:
         total *= d
     if total != size:
-        raise bad("the sizes differ (%d vs %d)" % (size, total))
+        # MXNet raises a plain ValueError here (and MXNetError for malformed codes)
+        raise ValueError("Cannot reshape array of size %d into shape %s" % (size, target))
     return tuple(out)
 
 
