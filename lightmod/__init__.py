@@ -21,3 +21,5 @@ from . import initializer
 from . import initializer as init
 from . import metric
 from . import callback
+from . import lr_scheduler
+from . import optimizer

@@ -5,3 +5,4 @@ from . import nn  # noqa: F401,E402
 from . import loss  # noqa: F401,E402
 from . import tensor  # noqa: F401,E402
 from . import reduce  # noqa: F401,E402
+from . import optimizer_op  # noqa: F401,E402
