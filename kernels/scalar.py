@@ -43,18 +43,33 @@ BINARY_CODES = {
 }
 
 
+@njit(cache=True)
+def ffloor(x):
+    """floor(x) as a float: math.floor returns an int64 in numba, which overflows for
+    |x| >= 2**63 and cannot hold nan/inf; floats that large are already integers."""
+    if not abs(x) < 4503599627370496.0:   # 2**52; also true for nan and inf
+        return x * 1.0
+    return float(math.floor(x))
+
+
+@njit(cache=True)
+def fceil(x):
+    if not abs(x) < 4503599627370496.0:
+        return x * 1.0
+    return float(math.ceil(x))
+
+
+@njit(cache=True)
+def ftrunc(x):
+    return ffloor(x) if x >= 0 else fceil(x)
+
+
 @njit(cache=True, error_model="numpy")
 def mx_mod(a, b):
     """MXNet's mod: the result takes the divisor's sign (like Python); x mod 0 is 0."""
     if b == 0:
         return 0.0
-    r = a - math.floor(a / b) * b
-    # floor(a / b) can be off by one when the quotient rounds: bring r back into range
-    if r != 0 and ((r < 0) != (b < 0)):
-        r += b
-    elif abs(r) >= abs(b):
-        r -= b
-    return r
+    return a % b   # numba implements Python's % exactly (an fmod plus a sign fix)
 
 
 @njit(cache=True, error_model="numpy")
@@ -95,12 +110,14 @@ def unary(code, x):
     elif code == U_SIN:
         return math.sin(x)
     elif code == U_FLOOR:
-        return math.floor(x)
+        return ffloor(x)
     elif code == U_CEIL:
-        return math.ceil(x)
+        return fceil(x)
     elif code == U_ROUND:
         # C's round(): halves away from zero (numpy rounds halves to even)
-        return math.floor(x + 0.5) if x >= 0 else -math.floor(-x + 0.5)
+        if not abs(x) < 4503599627370496.0:
+            return x * 1.0
+        return ffloor(x + 0.5) if x >= 0 else -ffloor(-x + 0.5)
     elif code == U_TAN:
         return math.tan(x)
     elif code == U_LOG2:
@@ -110,11 +127,11 @@ def unary(code, x):
     elif code == U_CBRT:
         return math.copysign(abs(x) ** (1.0 / 3.0), x)
     elif code == U_TRUNC:
-        return math.trunc(x)
+        return ftrunc(x)
     elif code == U_RINT:
         # MXNet's rint picks the floor on ties (0.5 -> 0, 1.5 -> 1, -0.5 -> -1)
-        f = math.floor(x)
-        c = math.ceil(x)
+        f = ffloor(x)
+        c = fceil(x)
         return f if x - f <= c - x else c
     return x  # U_COPY
 
@@ -248,7 +265,7 @@ def binary_grad_rhs(code, a, b):
     elif code == B_MIN:
         return 1.0 if a > b else 0.0
     elif code == B_MOD:
-        return -math.floor(a / b) if b != 0 else 0.0
+        return -ffloor(a / b) if b != 0 else 0.0
     elif code == B_HYPOT:
         return b / math.sqrt(a * a + b * b)
     return 0.0
@@ -280,3 +297,4 @@ def strided_offset(i, shape, strides):
         off += (i - q * n) * strides[d]
         i = q
     return off
+

@@ -400,3 +400,12 @@ def test_import_is_cheap():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_gpu_without_cuda_raises_the_require_error():
+    if mx.num_gpus() > 0:
+        pytest.skip("a GPU (or the simulator) is usable here")
+    with pytest.raises(MXNetError, match=r"gpu\(0\)"):
+        mx.nd.zeros((2, 2), ctx=mx.gpu(0))
+    with pytest.raises(MXNetError, match=r"gpu\(0\)"):
+        mx.nd.array([1, 2]).as_in_context(mx.gpu(0))

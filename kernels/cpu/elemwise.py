@@ -222,7 +222,8 @@ def _bcast_parallel(code, a, b, out, shape, sa, sb):
 
 @njit(cache=True, error_model="numpy")
 def _binary_grad_one(code, which, x, other, g, j, keep, red, nred, so, sother):
-    """Sum over the broadcast dims of g * d(a op b)/d(input `which`) at element j of it."""
+    """Sum over the broadcast dims of g * d(a op b)/d(input `which`) at element j of it
+    (``keep``/``red`` split the collapsed shape into the input's dims and reduced dims)."""
     base_o = S.strided_offset(j, keep, so)
     base_b = S.strided_offset(j, keep, sother)
     s = 0.0

@@ -5,3 +5,4 @@ re-exported here, one line per family.
 """
 device_kind = "cuda"
 # --- families (one line each) ---
+from .elemwise import *  # noqa: F401,F403,E402

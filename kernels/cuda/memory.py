@@ -1,0 +1,116 @@
+"""Device memory for the CUDA kernel set: creation, host transfers, copies with dtype casts and
+broadcasting, fills, and ``assign`` (the gradient-request store every operator uses).
+
+Arrays are numba ``DeviceNDArray`` objects, always C-contiguous in lightmod. Kernels are
+grid-stride loops over flat views; index math comes from ``kernels/scalar.py``.
+"""
+import numpy as np
+from numba import cuda
+
+from .. import scalar as S
+from ..cpu.elemwise import broadcast_plan
+
+__all__ = ["empty", "zeros", "full", "fill", "copy", "from_host", "to_host", "assign",
+           "launch_config", "flat", "is_device_array"]
+
+MAX_BLOCKS = 4096
+
+
+def launch_config(n):
+    """(blocks, threads) for a grid-stride loop over n items (small launches stay small,
+    which also keeps the simulator fast)."""
+    threads = 256 if n >= 256 else max(32, (n + 31) // 32 * 32)
+    blocks = min(MAX_BLOCKS, max(1, (n + threads - 1) // threads))
+    return blocks, threads
+
+
+def is_device_array(x):
+    # (the simulator has no cuda.is_cuda_array; device arrays all have copy_to_host)
+    return not isinstance(x, np.ndarray) and hasattr(x, "copy_to_host")
+
+
+def flat(arr):
+    """A 1-d view of a contiguous device array."""
+    return arr if arr.ndim == 1 else arr.reshape(arr.size)
+
+
+@cuda.jit
+def _fill_kernel(out, value):
+    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
+        out[i] = value
+
+
+@cuda.jit
+def _gather_kernel(src, out, shape, strides):
+    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
+        out[i] = src[S.strided_offset(i, shape, strides)]
+
+
+@cuda.jit
+def _add_kernel(dst, src):
+    for i in range(cuda.grid(1), dst.shape[0], cuda.gridsize(1)):
+        dst[i] += src[i]
+
+
+def empty(shape, dtype):
+    return cuda.device_array(shape, dtype=np.dtype(dtype))
+
+
+def fill(dst, value):
+    if dst.size == 0:
+        return
+    out = flat(dst)
+    _fill_kernel[launch_config(out.size)](out, np.dtype(dst.dtype).type(value))
+
+
+def zeros(shape, dtype):
+    out = empty(shape, dtype)
+    fill(out, 0)
+    return out
+
+
+def full(shape, value, dtype):
+    out = empty(shape, dtype)
+    fill(out, value)
+    return out
+
+
+def from_host(arr, dtype=None):
+    return cuda.to_device(np.ascontiguousarray(arr, dtype=dtype))
+
+
+def to_host(arr):
+    return arr.copy_to_host()
+
+
+def copy(dst, src):
+    """dst[...] = src: src is a host array (broadcast to dst) or a device array whose shape
+    broadcasts to dst's; dtypes are converted."""
+    if dst.size == 0:
+        return
+    if not is_device_array(src):
+        host = np.broadcast_to(np.asarray(src), tuple(dst.shape))
+        dst.copy_to_device(np.ascontiguousarray(host, dtype=dst.dtype))
+        return
+    if tuple(src.shape) == tuple(dst.shape) and src.dtype == dst.dtype:
+        dst.copy_to_device(src)
+        return
+    out_shape, shape, strides, _, _, _ = broadcast_plan(tuple(src.shape), tuple(dst.shape))
+    if out_shape != tuple(dst.shape):
+        raise ValueError("cannot copy an array of shape %s into shape %s"
+                         % (tuple(src.shape), tuple(dst.shape)))
+    out = flat(dst)
+    _gather_kernel[launch_config(out.size)](flat(src), out, shape, strides)
+
+
+def assign(dst, src, req):
+    """Store src into dst following a gradient request ('write', 'add', 'null')."""
+    if req == "write":
+        copy(dst, src)
+    elif req == "add" and dst.size:
+        if src.dtype != dst.dtype or tuple(src.shape) != tuple(dst.shape):
+            tmp = empty(dst.shape, dst.dtype)
+            copy(tmp, src)
+            src = tmp
+        out = flat(dst)
+        _add_kernel[launch_config(out.size)](out, flat(src))
