@@ -6,3 +6,4 @@ re-exported here, one line per family.
 device_kind = "cuda"
 # --- families (one line each) ---
 from .elemwise import *  # noqa: F401,F403,E402
+from .memory import *  # noqa: F401,F403,E402
