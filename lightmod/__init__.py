@@ -23,3 +23,5 @@ from . import metric
 from . import callback
 from . import lr_scheduler
 from . import optimizer
+from . import kvstore
+from . import kvstore as kv

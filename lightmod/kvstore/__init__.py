@@ -1,0 +1,6 @@
+"""``mx.kv`` / ``mx.kvstore``: key-value stores that sum gradients across devices and can run
+the optimizer (``create('local' | 'device' | 'nccl' | ...)``, ``KVStoreBase.register``)."""
+from .base import KVStoreBase, create  # noqa: F401
+from .kvstore import KVStore  # noqa: F401
+
+__all__ = ["create", "KVStoreBase", "KVStore"]
