@@ -6,3 +6,4 @@ from . import loss  # noqa: F401,E402
 from . import tensor  # noqa: F401,E402
 from . import reduce  # noqa: F401,E402
 from . import optimizer_op  # noqa: F401,E402
+from . import rnn_op  # noqa: F401,E402
