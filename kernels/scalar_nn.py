@@ -31,6 +31,12 @@ INV_SQRT_2PI = 0.3989422804014327
 REG_DIFF = 0        # out - label (linear, logistic, probabilities-as-label)
 REG_SIGN = 1        # sign(out - label) (MAE)
 
+# Names the operators pass -> codes (both kernel halves map with these).
+ACTIVATIONS = {"relu": ACT_RELU, "sigmoid": ACT_SIGMOID, "tanh": ACT_TANH,
+               "softrelu": ACT_SOFTRELU, "softsign": ACT_SOFTSIGN}
+LEAKY_TYPES = {"leaky": LEAKY_LEAKY, "elu": LEAKY_ELU, "selu": LEAKY_SELU, "gelu": LEAKY_GELU}
+REGRESSION_KINDS = {"diff": REG_DIFF, "sign": REG_SIGN}
+
 
 @njit(cache=True)
 def activation_value(x, code):
@@ -137,6 +143,15 @@ def clip_index(value, size):
 
 
 @njit(cache=True)
+def row_length(value, has_length, full):
+    """Elements of a softmax row that take part (use_length): int(value) clipped to [0, full]."""
+    if not has_length:
+        return full
+    n = int(value)
+    return 0 if n < 0 else (full if n > full else n)
+
+
+@njit(cache=True)
 def broadcast_offset(i, shape, strides):
     """Offset into a broadcast operand for flat index i of an array of `shape` (C order).
 
@@ -148,3 +163,15 @@ def broadcast_offset(i, shape, strides):
         off += (i % n) * strides[d]
         i //= n
     return off
+
+
+def broadcast_strides(full_shape, part_shape):
+    """Element strides (0 on broadcast axes) of a C-ordered array of part_shape seen as
+    full_shape; host-side companion of broadcast_offset."""
+    strides = [0] * len(full_shape)
+    acc = 1
+    for d in range(len(full_shape) - 1, -1, -1):
+        if part_shape[d] != 1:
+            strides[d] = acc
+        acc *= part_shape[d]
+    return tuple(strides)

@@ -18,11 +18,10 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from ..scalar_nn import (ACT_RELU, ACT_SIGMOID, ACT_SOFTRELU, ACT_SOFTSIGN, ACT_TANH,
-                         LEAKY_ELU, LEAKY_GELU, LEAKY_LEAKY, LEAKY_SELU, REG_DIFF, REG_SIGN,
-                         activation_slope, activation_value, broadcast_offset, clip_index,
-                         leaky_slope, leaky_value, regression_diff, smooth_l1_slope,
-                         smooth_l1_value)
+from ..scalar_nn import (ACTIVATIONS, LEAKY_TYPES, REGRESSION_KINDS, activation_slope,
+                         activation_value, broadcast_offset, broadcast_strides, clip_index,
+                         leaky_slope, leaky_value, regression_diff, row_length,
+                         smooth_l1_slope, smooth_l1_value)
 
 __all__ = ["ACTIVATIONS", "LEAKY_TYPES", "REGRESSION_KINDS",
            "fc_forward", "fc_backward", "activation_forward", "activation_backward",
@@ -32,11 +31,6 @@ __all__ = ["ACTIVATIONS", "LEAKY_TYPES", "REGRESSION_KINDS",
            "softmax_output_backward", "regression_backward", "count_label_equal",
            "count_greater", "smooth_l1_forward", "smooth_l1_backward",
            "softmax_ce_forward", "softmax_ce_backward", "nn_fill", "nn_copy"]
-
-ACTIVATIONS = {"relu": ACT_RELU, "sigmoid": ACT_SIGMOID, "tanh": ACT_TANH,
-               "softrelu": ACT_SOFTRELU, "softsign": ACT_SOFTSIGN}
-LEAKY_TYPES = {"leaky": LEAKY_LEAKY, "elu": LEAKY_ELU, "selu": LEAKY_SELU, "gelu": LEAKY_GELU}
-REGRESSION_KINDS = {"diff": REG_DIFF, "sign": REG_SIGN}
 
 # Below this many elements a kernel runs on the calling thread (thread start-up costs more).
 PARALLEL_MIN = 1 << 15
@@ -367,17 +361,6 @@ def _mul_into_par(a, b, dst, accumulate, n, nchunks):
         _mul_into(a, b, dst, accumulate, c * step, min(n, (c + 1) * step))
 
 
-def _broadcast_strides(full_shape, part_shape):
-    """Element strides of a C-ordered array of part_shape broadcast to full_shape."""
-    strides = [0] * len(full_shape)
-    acc = 1
-    for d in range(len(full_shape) - 1, -1, -1):
-        if part_shape[d] != 1:
-            strides[d] = acc
-        acc *= part_shape[d]
-    return tuple(strides)
-
-
 def dropout_forward(x, u, p, mask, out):
     """mask = (u < 1-p) / (1-p) broadcast to x's shape; out = x * mask.
 
@@ -386,7 +369,7 @@ def dropout_forward(x, u, p, mask, out):
     """
     xf = _flat(x)
     shape = tuple(int(d) for d in x.shape)
-    ustrides = _broadcast_strides(shape, u.shape)
+    ustrides = broadcast_strides(shape, u.shape)
     _launch(_dropout_fwd, _dropout_fwd_par, xf.size, xf, _flat(np.ascontiguousarray(u)),
             shape, ustrides, 1.0 - float(p), _flat(mask), _flat(out))
 
@@ -441,21 +424,12 @@ def embedding_backward(idx, dy, dweight, accumulate=False):
 # softmax / log_softmax over the middle axis of an (outer, L, inner) view
 # ---------------------------------------------------------------------------------------------
 @njit(cache=True)
-def _row_length(length, has_length, r, full):
-    """Elements of row r that take part (softmax use_length): int(length[r]) clipped."""
-    if not has_length:
-        return full
-    n = int(length[r])
-    return 0 if n < 0 else (full if n > full else n)
-
-
-@njit(cache=True)
 def _softmax_rows(x, out, inv_t, use_log, length, has_length, lo, hi):
     inner = x.shape[2]
     for r in range(lo, hi):
         o = r // inner
         j = r - o * inner
-        n = _row_length(length, has_length, r, x.shape[1])
+        n = row_length(length[r if has_length else 0], has_length, x.shape[1])
         for k in range(n, x.shape[1]):
             out[o, k, j] = 0
         if n == 0:
@@ -492,7 +466,7 @@ def _softmax_grad_rows(y, dy, dx, inv_t, use_log, accumulate, length, has_length
     for r in range(lo, hi):
         o = r // inner
         j = r - o * inner
-        n = _row_length(length, has_length, r, y.shape[1])
+        n = row_length(length[r if has_length else 0], has_length, y.shape[1])
         s = 0.0
         for k in range(n):
             s += dy[o, k, j] if use_log else dy[o, k, j] * y[o, k, j]
@@ -518,9 +492,6 @@ def _softmax_grad_rows_par(y, dy, dx, inv_t, use_log, accumulate, length, has_le
                            c * step, min(n, (c + 1) * step))
 
 
-_NO_LENGTH = np.zeros(1, np.int32)
-
-
 def softmax_forward(x, out, temperature=1.0, use_log=False, length=None):
     """(log-)softmax of x / temperature along axis 1 of (outer, L, inner) views.
 
@@ -528,10 +499,10 @@ def softmax_forward(x, out, temperature=1.0, use_log=False, length=None):
     take part; the rest of the row is set to 0.
     """
     rows = x.shape[0] * x.shape[2]
-    has_length = length is not None
+    has_length = length is not None       # without lengths x stands in (element 0 is read)
     _launch_rows(_softmax_rows, _softmax_rows_par, rows, x.size, x, out,
                  1.0 / float(temperature), use_log,
-                 _flat(length) if has_length else _NO_LENGTH, has_length)
+                 _flat(length if has_length else x), has_length)
 
 
 def softmax_backward(y, dy, dx, temperature=1.0, use_log=False, accumulate=False, length=None):
@@ -540,7 +511,7 @@ def softmax_backward(y, dy, dx, temperature=1.0, use_log=False, accumulate=False
     has_length = length is not None
     _launch_rows(_softmax_grad_rows, _softmax_grad_rows_par, rows, y.size, y, dy, dx,
                  1.0 / float(temperature), use_log, accumulate,
-                 _flat(length) if has_length else _NO_LENGTH, has_length)
+                 _flat(length if has_length else y), has_length)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,3 +7,4 @@ device_kind = "cuda"
 # --- families (one line each) ---
 from .elemwise import *  # noqa: F401,F403,E402
 from .memory import *  # noqa: F401,F403,E402
+from .nn import *  # noqa: F401,F403,E402

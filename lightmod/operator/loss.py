@@ -91,7 +91,7 @@ class SoftmaxOutput(Operator):
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         x = inputs[0]
-        view = self._view(p, x.shape)
+        view = self._view(p, tuple(x.shape))
         k.softmax_forward(x.reshape(view), outputs[0].reshape(view), 1.0, False, None)
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
@@ -108,7 +108,7 @@ class SoftmaxOutput(Operator):
             k.regression_backward(prob, label, ograd, grad, "diff", p.grad_scale, use_ograd,
                                   accumulate)
             return
-        view = self._view(p, prob.shape)
+        view = self._view(p, tuple(prob.shape))
         if p.normalization == "valid":
             count = label.size - k.count_label_equal(label, p.ignore_label)
             norm = float(max(count, 1))

@@ -121,10 +121,10 @@ class FullyConnected(Operator):
 
     def _views(self, p, x):
         """(rows, K) for the data as the kernels see it."""
+        shape = tuple(x.shape)      # device arrays' shapes refuse negative indices
         if p.flatten:
-            rows = x.shape[0]
-            return rows, (prod(x.shape[1:]) if x.ndim > 1 else 1)
-        return prod(x.shape[:-1]), x.shape[-1]
+            return shape[0], (prod(shape[1:]) if len(shape) > 1 else 1)
+        return prod(shape[:-1]), shape[-1]
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         x, w = inputs[0], inputs[1]
@@ -210,7 +210,8 @@ class LeakyReLU(Operator):
 
     @staticmethod
     def _channel_view(x):
-        return x.reshape(x.shape[0], x.shape[1], prod(x.shape[2:]))
+        shape = tuple(x.shape)
+        return x.reshape(shape[0], shape[1], prod(shape[2:]))
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         x, out = inputs[0], outputs[0]
@@ -220,7 +221,7 @@ class LeakyReLU(Operator):
             mask = outputs[1]
             if is_train:
                 from .. import random as _random
-                u = _random.get_rng().random(x.shape, dtype=np.float32)
+                u = _random.get_rng().random(tuple(x.shape), dtype=np.float32)
                 k.rrelu_forward(x, u, p.lower_bound, p.upper_bound, mask, out)
             else:
                 mean_slope = (p.lower_bound + p.upper_bound) / 2.0
@@ -295,7 +296,7 @@ class Dropout(Operator):
             k.nn_copy(out, x)
             return
         from .. import random as _random
-        shape = self._mask_shape(p, x.shape)
+        shape = self._mask_shape(p, tuple(x.shape))
         u = state.get("dropout_uniforms")
         if u is None or u.shape != shape:
             u = state["dropout_uniforms"] = np.empty(shape, np.float32)
@@ -414,7 +415,8 @@ class _SoftmaxBase(Operator):
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         x = inputs[0]
-        view = axis_view(x.shape, self._axis(p, x.shape))
+        shape = tuple(x.shape)
+        view = axis_view(shape, self._axis(p, shape))
         length = inputs[1] if p.use_length else None
         k.softmax_forward(x.reshape(view), outputs[0].reshape(view), self._temperature(p),
                           self.use_log, length)
@@ -429,7 +431,8 @@ class _SoftmaxBase(Operator):
         if req[0] == "null":
             return
         y = outputs[0]
-        view = axis_view(y.shape, self._axis(p, y.shape))
+        shape = tuple(y.shape)
+        view = axis_view(shape, self._axis(p, shape))
         length = inputs[1] if p.use_length else None
         k.softmax_backward(y.reshape(view), dy.reshape(view), in_grads[0].reshape(view),
                            self._temperature(p), self.use_log, req[0] == "add", length)
@@ -468,7 +471,7 @@ class SoftmaxActivation(ElementwiseOp):
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         x = inputs[0]
-        view = self._view(p, x.shape)
+        view = self._view(p, tuple(x.shape))
         k.softmax_forward(x.reshape(view), outputs[0].reshape(view), 1.0, False, None)
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
@@ -479,6 +482,6 @@ class SoftmaxActivation(ElementwiseOp):
         if req[0] == "null":
             return
         y = outputs[0]
-        view = self._view(p, y.shape)
+        view = self._view(p, tuple(y.shape))
         k.softmax_backward(y.reshape(view), dy.reshape(view), in_grads[0].reshape(view), 1.0,
                            False, req[0] == "add", None)
