@@ -21,3 +21,6 @@ from .tensor import *  # noqa: F401,F403,E402
 from .reduce import *  # noqa: F401,F403,E402
 from .optimizer import *  # noqa: F401,F403,E402
 from .rnn import *  # noqa: F401,F403,E402
+from .conv import *  # noqa: F401,F403,E402
+from .pooling import *  # noqa: F401,F403,E402
+from .norm import *  # noqa: F401,F403,E402

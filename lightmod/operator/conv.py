@@ -1,0 +1,509 @@
+"""Convolution and Deconvolution (1-D, 2-D, 3-D; groups, dilation, MXNet 1.9.1 attributes).
+
+Both are computed as large matrix products over a column matrix (``k.im2col``/``k.col2im``, see
+``kernels/cpu/conv.py`` for the layout): a chunk of the batch at a time, so the column buffer
+stays under ``COL_BUDGET`` elements. Scratch buffers live in the node's ``state`` and are
+allocated once per input shape. When the whole batch fits in one chunk, the column matrix built
+by the forward pass is kept for the weight gradient.
+
+This module also holds the helpers my other image operators share (pooling, normalisation,
+image_ops): ``scratch`` buffers in ``state`` and ``float16_via_float32`` (numba's CPU target
+has no float16 arithmetic, so half-precision arrays are staged through float32 copies).
+"""
+import functools
+
+import numpy as np
+
+from .registry import (Operator, register, Shape, Int, Bool, Enum, merge_shape, REQUIRED)
+
+__all__ = ["Convolution", "Deconvolution", "scratch", "float16_via_float32", "spatial_tuple"]
+
+# Largest column matrix (in elements) one node keeps; bigger batches are processed in chunks.
+COL_BUDGET = 8 << 20
+
+_NC_LAYOUTS = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
+_LAYOUT_CHOICES = ("NCW", "NCHW", "NCDHW", "NWC", "NHWC", "NDHWC")
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers shared by the image operators
+# ---------------------------------------------------------------------------------------------
+def scratch(k, state, key, shape, dtype):
+    """A work array kept in the node's state; reallocated only when shape or dtype change."""
+    shape = tuple(int(s) for s in shape)
+    buf = state.get(key)
+    if buf is None or tuple(buf.shape) != shape or np.dtype(buf.dtype) != np.dtype(dtype):
+        buf = state[key] = k.conv_empty(shape, dtype)
+    return buf
+
+
+def _is_half(arr):
+    return arr is not None and np.dtype(arr.dtype) == np.float16
+
+
+def _stage(k, staged, key, arr, load):
+    buf = scratch(k, staged, key, arr.shape, np.float32)
+    if load:
+        k.conv_cast_into(buf, arr)
+    return buf
+
+
+def float16_via_float32(method):
+    """Decorate an operator's forward/backward so float16 arrays are computed in float32.
+
+    Float16 inputs are copied into float32 buffers kept in the node's state, the method runs on
+    those, and every array the method may write (outputs, gradients, auxiliary states) is copied
+    back. Arrays of other dtypes are passed through untouched (BatchNorm keeps float32 gamma).
+    """
+    if method.__name__ == "forward":
+        @functools.wraps(method)
+        def forward(self, p, k, inputs, outputs, is_train, state):
+            if not any(_is_half(a) for a in list(inputs) + list(outputs)):
+                return method(self, p, k, inputs, outputs, is_train, state)
+            staged = state.setdefault("float32_staging", {})
+            ins = [_stage(k, staged, ("in", i), a, True) if _is_half(a) else a
+                   for i, a in enumerate(inputs)]
+            outs = [_stage(k, staged, ("out", i), a, False) if _is_half(a) else a
+                    for i, a in enumerate(outputs)]
+            method(self, p, k, ins, outs, is_train, state)
+            for dst, src in zip(outputs, outs):
+                if src is not dst:
+                    k.conv_cast_into(dst, src)
+            aux = set(self.list_aux(p))
+            for name, dst, src in zip(self.list_inputs(p), inputs, ins):
+                if name in aux and src is not dst:
+                    k.conv_cast_into(dst, src)
+        return forward
+
+    @functools.wraps(method)
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        arrays = list(out_grads) + list(inputs) + list(outputs) + list(in_grads)
+        if not any(_is_half(a) for a in arrays):
+            return method(self, p, k, out_grads, inputs, outputs, in_grads, req, state)
+        staged = state.setdefault("float32_staging", {})
+        ogs = [_stage(k, staged, ("og", i), a, True) if _is_half(a) else a
+               for i, a in enumerate(out_grads)]
+        ins = [_stage(k, staged, ("in", i), a, True) if _is_half(a) else a
+               for i, a in enumerate(inputs)]
+        outs = [_stage(k, staged, ("out", i), a, True) if _is_half(a) else a
+                for i, a in enumerate(outputs)]
+        grads = [_stage(k, staged, ("grad", i), a, r == "add") if _is_half(a) else a
+                 for i, (a, r) in enumerate(zip(in_grads, req))]
+        method(self, p, k, ogs, ins, outs, grads, req, state)
+        for dst, src in zip(in_grads, grads):
+            if dst is not None and src is not dst:
+                k.conv_cast_into(dst, src)
+        aux = set(self.list_aux(p))
+        for name, dst, src in zip(self.list_inputs(p), inputs, ins):
+            if name in aux and src is not dst:
+                k.conv_cast_into(dst, src)
+    return backward
+
+
+def spatial_tuple(op, p, name, value, nd, fill):
+    """An attribute tuple with nd entries: () means `fill` everywhere; other lengths are errors."""
+    if value is None or len(value) == 0:
+        return (fill,) * nd
+    if len(value) != nd:
+        raise op.error("%s %s must have as many dimensions as kernel %s",
+                       name, tuple(value), tuple(p.kernel))
+    return tuple(int(v) for v in value)
+
+
+def _prod(values):
+    out = 1
+    for v in values:
+        out *= int(v)
+    return out
+
+
+def _lead3(values, fill):
+    """Pad a spatial tuple to 3 entries on the left (1-D and 2-D run as 3-D)."""
+    return (fill,) * (3 - len(values)) + tuple(values)
+
+
+def geometry3(kernel, stride, pad, dilate, out_spatial):
+    """The 15-int geometry tuple the im2col/col2im kernels take."""
+    return (_lead3(kernel, 1) + _lead3(stride, 1) + _lead3(pad, 0) + _lead3(dilate, 1)
+            + _lead3(out_spatial, 1))
+
+
+def shape5(shape):
+    """(N, C, *spatial) -> (N, C, D, H, W) with leading spatial ones."""
+    return tuple(shape[:2]) + _lead3(shape[2:], 1)
+
+
+def _merge_input(op, name, given, expected):
+    try:
+        return merge_shape(given, expected)
+    except ValueError:
+        raise op.error("input '%s' has shape %s but %s is expected", name, given,
+                       expected) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Common declaration of the two convolutions
+# ---------------------------------------------------------------------------------------------
+class _ConvBase(Operator):
+    def list_inputs(self, p):
+        return ["data", "weight"] if p.no_bias else ["data", "weight", "bias"]
+
+    def check_params(self, p):
+        nd = len(p.kernel)
+        if nd == 0 or nd > 3:
+            raise self.error("kernel %s: only 1-D, 2-D and 3-D kernels are supported (NCW, "
+                             "NCHW, NCDHW)", tuple(p.kernel))
+        if any(k is None or k <= 0 for k in p.kernel):
+            raise self.error("kernel %s must be positive", tuple(p.kernel))
+        p._stride = spatial_tuple(self, p, "stride", p.stride, nd, 1)
+        p._dilate = spatial_tuple(self, p, "dilate", p.dilate, nd, 1)
+        p._pad = spatial_tuple(self, p, "pad", p.pad, nd, 0)
+        if any(s <= 0 for s in p._stride):
+            raise self.error("stride %s must be positive", p._stride)
+        if any(d <= 0 for d in p._dilate):
+            raise self.error("dilate %s must be positive", p._dilate)
+        if any(v < 0 for v in p._pad):
+            raise self.error("pad %s must not be negative", p._pad)
+        if p.num_filter <= 0:
+            raise self.error("num_filter must be positive, got %d", p.num_filter)
+        if p.num_group <= 0:
+            raise self.error("num_group must be positive, got %d", p.num_group)
+
+    def _check_data(self, p, data):
+        nd = len(p.kernel)
+        layout = p.layout
+        if layout is not None and layout != _NC_LAYOUTS[nd]:
+            if layout in ("NWC", "NHWC", "NDHWC"):
+                raise self.error("layout %s is not supported for data %s: only the channel-first "
+                                 "layouts NCW, NCHW and NCDHW are", layout, data)
+            raise self.error("layout %s does not fit the %d-D kernel %s (expected %s) for data "
+                             "%s", layout, nd, tuple(p.kernel), _NC_LAYOUTS[nd], data)
+        if len(data) != nd + 2:
+            raise self.error("data has shape %s but a %d-D kernel %s needs %d-D data (%s)",
+                             data, nd, tuple(p.kernel), nd + 2, _NC_LAYOUTS[nd])
+        if p.num_filter % p.num_group:
+            raise self.error("num_filter %d is not divisible by num_group %d (data %s)",
+                             p.num_filter, p.num_group, data)
+
+    def infer_type(self, p, in_types):
+        dtype = next((t for t in in_types if t is not None), None)
+        return [dtype] * len(in_types), [dtype]
+
+
+def _conv_params(workspace, no_bias):
+    return {
+        "kernel": Shape(REQUIRED, "convolution kernel size (w,), (h, w) or (d, h, w)"),
+        "stride": Shape((), "stride; () means 1 in every dimension"),
+        "dilate": Shape((), "dilation; () means 1 in every dimension"),
+        "pad": Shape((), "zero padding on both sides; () means 0"),
+        "num_filter": Int(REQUIRED, "number of output channels"),
+        "num_group": Int(1, "number of groups the channels are split into"),
+        "workspace": Int(workspace, "accepted for compatibility; ignored"),
+        "no_bias": Bool(no_bias, "leave out the bias input"),
+        "cudnn_tune": Enum("fastest", "limited_workspace", "off", default=None, none_ok=True,
+                           doc="accepted for compatibility; ignored"),
+        "cudnn_off": Bool(False, "accepted for compatibility; ignored"),
+        "layout": Enum(*_LAYOUT_CHOICES, default=None, none_ok=True,
+                       doc="NCW, NCHW or NCDHW (channel-last layouts are rejected)"),
+    }
+
+
+class _Plan:
+    """Shapes and chunking of one convolution call, derived once per input shape."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+@register
+class Convolution(_ConvBase):
+    """Compute N-D convolution on (N+2)-D input: out = weight * data + bias per group."""
+    name = "Convolution"
+    inputs = ("data", "weight", "bias")
+    params = _conv_params(1024, False)
+
+    # --- shapes -----------------------------------------------------------------------------
+    def infer_shape(self, p, in_shapes):
+        in_shapes = list(in_shapes)
+        names = self.list_inputs(p)
+        data = in_shapes[0]
+        if data is None:
+            return in_shapes, [None]
+        data = tuple(data)
+        self._check_data(p, data)
+        nd = len(p.kernel)
+        n, c = data[0], data[1]
+        if c and c % p.num_group:
+            raise self.error("data channels %d (data %s) are not divisible by num_group %d",
+                             c, data, p.num_group)
+        wshape = (p.num_filter, c // p.num_group if c else 0) + tuple(p.kernel)
+        in_shapes[1] = _merge_input(self, "weight", in_shapes[1], wshape)
+        if not p.no_bias:
+            in_shapes[2] = _merge_input(self, "bias", in_shapes[2], (p.num_filter,))
+        out = [n, p.num_filter]
+        for i in range(nd):
+            x = data[2 + i]
+            if not x:
+                out.append(0)
+                continue
+            span = p._dilate[i] * (p.kernel[i] - 1) + 1
+            if span > x + 2 * p._pad[i]:
+                raise self.error("kernel %s (dilate %s) exceeds the padded input: data %s "
+                                 "with pad %s", tuple(p.kernel), p._dilate, data, p._pad)
+            out.append((x + 2 * p._pad[i] - span) // p._stride[i] + 1)
+        in_shapes[0] = data
+        return in_shapes[:len(names)], [tuple(out)]
+
+    # --- computation -------------------------------------------------------------------------
+    def _plan(self, p, xshape, state):
+        plan = state.get("plan")
+        if plan is not None and plan.xshape == tuple(xshape):
+            return plan
+        nd = len(p.kernel)
+        n, c = xshape[0], xshape[1]
+        f, groups = p.num_filter, p.num_group
+        out_sp = []
+        for i in range(nd):
+            span = p._dilate[i] * (p.kernel[i] - 1) + 1
+            out_sp.append((xshape[2 + i] + 2 * p._pad[i] - span) // p._stride[i] + 1)
+        ksize = _prod(p.kernel)
+        osize = _prod(out_sp)
+        rows = c * ksize
+        chunk = max(1, min(n, COL_BUDGET // max(1, rows * osize)))
+        plan = _Plan(xshape=tuple(xshape), n=n, c=c, f=f, groups=groups, cg=c // groups,
+                     fg=f // groups, ck=(c // groups) * ksize, rows=rows, osize=osize,
+                     chunk=chunk, x5=shape5(xshape),
+                     g=geometry3(p.kernel, p._stride, p._pad, p._dilate, out_sp))
+        state["plan"] = plan
+        state["col_ready"] = False
+        return plan
+
+    @float16_via_float32
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        x, w = inputs[0], inputs[1]
+        b = None if p.no_bias else inputs[2]
+        y = outputs[0]
+        pl = self._plan(p, x.shape, state)
+        x5 = x.reshape(pl.x5)
+        y3 = y.reshape(pl.n, pl.f, pl.osize)
+        w2 = w.reshape(pl.f, pl.ck)
+        col_flat = scratch(k, state, "col", (pl.rows * pl.chunk * pl.osize,), x.dtype)
+        rows_flat = scratch(k, state, "rows", (pl.f * pl.chunk * pl.osize,), x.dtype)
+        for n0 in range(0, pl.n, pl.chunk):
+            m = min(pl.chunk, pl.n - n0)
+            width = m * pl.osize
+            col = col_flat[:pl.rows * width].reshape(pl.rows, width)
+            res = rows_flat[:pl.f * width].reshape(pl.f, width)
+            k.im2col(x5[n0:n0 + m], col, pl.g)
+            for gi in range(pl.groups):
+                k.conv_gemm(w2[gi * pl.fg:(gi + 1) * pl.fg], col[gi * pl.ck:(gi + 1) * pl.ck],
+                            res[gi * pl.fg:(gi + 1) * pl.fg])
+            k.rows_to_batch(res, y3[n0:n0 + m], b)
+        # the column matrix of the whole batch is still in place for the weight gradient
+        state["col_ready"] = pl.chunk >= pl.n
+
+    @float16_via_float32
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        x, w = inputs[0], inputs[1]
+        pl = self._plan(p, x.shape, state)
+        req_x, req_w = req[0], req[1]
+        req_b = "null" if p.no_bias else req[2]
+        x5 = x.reshape(pl.x5)
+        w2 = w.reshape(pl.f, pl.ck)
+        dy3 = out_grads[0].reshape(pl.n, pl.f, pl.osize)
+        dx5 = in_grads[0].reshape(pl.x5) if req_x != "null" else None
+        dw2 = in_grads[1].reshape(pl.f, pl.ck) if req_w != "null" else None
+        db = in_grads[2] if req_b != "null" else None
+        col_flat = scratch(k, state, "col", (pl.rows * pl.chunk * pl.osize,), x.dtype)
+        rows_flat = scratch(k, state, "rows", (pl.f * pl.chunk * pl.osize,), x.dtype)
+        # the weight gradient is summed over chunks; 'add' needs a separate product buffer
+        dw_sum = None
+        if dw2 is not None and (req_w == "add" or pl.chunk < pl.n):
+            dw_sum = scratch(k, state, "dw_sum", (pl.f, pl.ck), w.dtype)
+        for n0 in range(0, pl.n, pl.chunk):
+            m = min(pl.chunk, pl.n - n0)
+            width = m * pl.osize
+            col = col_flat[:pl.rows * width].reshape(pl.rows, width)
+            dyt = rows_flat[:pl.f * width].reshape(pl.f, width)
+            k.batch_to_rows(dy3[n0:n0 + m], dyt, db, db_accumulate=(n0 > 0 or req_b == "add"))
+            if dw2 is not None:
+                if not (state.get("col_ready") and pl.chunk >= pl.n):
+                    k.im2col(x5[n0:n0 + m], col, pl.g)
+                direct = n0 == 0 and req_w == "write"
+                target = dw2 if direct else dw_sum
+                for gi in range(pl.groups):
+                    k.conv_gemm(dyt[gi * pl.fg:(gi + 1) * pl.fg], col[gi * pl.ck:(gi + 1) * pl.ck],
+                                target[gi * pl.fg:(gi + 1) * pl.fg], trans_b=True)
+                if not direct:
+                    k.conv_add(dw2, dw_sum)
+            if dx5 is not None:
+                dcol = col  # the column buffer is free once the weight gradient is done
+                state["col_ready"] = False
+                for gi in range(pl.groups):
+                    k.conv_gemm(w2[gi * pl.fg:(gi + 1) * pl.fg], dyt[gi * pl.fg:(gi + 1) * pl.fg],
+                                dcol[gi * pl.ck:(gi + 1) * pl.ck], trans_a=True)
+                k.col2im(dcol, dx5[n0:n0 + m], pl.g, accumulate=(req_x == "add"))
+
+
+@register
+class Deconvolution(_ConvBase):
+    """Transposed convolution: the gradient of Convolution with respect to its data."""
+    name = "Deconvolution"
+    inputs = ("data", "weight", "bias")
+    params = dict(list(_conv_params(512, True).items())[:4]
+                  + [("adj", Shape((), "extra size added on one side of the output")),
+                     ("target_shape", Shape((), "output spatial shape; sets pad and adj"))]
+                  + list(_conv_params(512, True).items())[4:])
+
+    def check_params(self, p):
+        super().check_params(p)
+        nd = len(p.kernel)
+        p._adj = spatial_tuple(self, p, "adj", p.adj, nd, 0)
+        target = tuple(p.target_shape or ())
+        p._use_target = len(target) > 0 and all(t for t in target)
+        if p._use_target and len(target) != nd:
+            raise self.error("target_shape %s must have as many dimensions as kernel %s",
+                             target, tuple(p.kernel))
+        for i in range(nd):
+            if p._adj[i] >= p._stride[i] and not p._use_target:
+                raise self.error("adj %s must be smaller than stride %s", p._adj, p._stride)
+
+    def _pad_adj(self, p, spatial):
+        """(pad, adj) per dim: from target_shape when given (MXNet's rule), else the params."""
+        if not p._use_target:
+            return p._pad, p._adj
+        pads, adjs = [], []
+        for i, x in enumerate(spatial):
+            full = p._stride[i] * (x - 1) + p._dilate[i] * (p.kernel[i] - 1) + 1
+            if full < p.target_shape[i]:
+                raise self.error("target_shape %s is larger than the largest output %d of data "
+                                 "size %d in dimension %d", tuple(p.target_shape), full, x, i)
+            total = full - p.target_shape[i]
+            adjs.append(total % 2)
+            pads.append((total + 1) // 2)
+        return tuple(pads), tuple(adjs)
+
+    def _out_spatial(self, p, spatial):
+        pads, adjs = self._pad_adj(p, spatial)
+        out = []
+        for i, x in enumerate(spatial):
+            if not x:
+                out.append(0)
+                continue
+            o = (p._stride[i] * (x - 1) + p._dilate[i] * (p.kernel[i] - 1) + 1 - 2 * pads[i]
+                 + adjs[i])
+            if o <= 0:
+                raise self.error("output size %d is not positive for data size %d with kernel "
+                                 "%s, stride %s, pad %s", o, x, tuple(p.kernel), p._stride, pads)
+            out.append(o)
+        return tuple(out), pads
+
+    def infer_shape(self, p, in_shapes):
+        in_shapes = list(in_shapes)
+        names = self.list_inputs(p)
+        data = in_shapes[0]
+        if data is None:
+            return in_shapes, [None]
+        data = tuple(data)
+        self._check_data(p, data)
+        n, c = data[0], data[1]
+        if c and c % p.num_group:
+            raise self.error("data channels %d (data %s) are not divisible by num_group %d",
+                             c, data, p.num_group)
+        wshape = (c, p.num_filter // p.num_group) + tuple(p.kernel)
+        in_shapes[1] = _merge_input(self, "weight", in_shapes[1], wshape)
+        if not p.no_bias:
+            in_shapes[2] = _merge_input(self, "bias", in_shapes[2], (p.num_filter,))
+        if p._use_target:
+            spatial = tuple(p.target_shape) if all(data[2:]) else (0,) * len(p.kernel)
+            if all(data[2:]):
+                self._out_spatial(p, data[2:])  # validates the target
+        else:
+            spatial, _ = self._out_spatial(p, data[2:])
+        in_shapes[0] = data
+        return in_shapes[:len(names)], [(n, p.num_filter) + tuple(spatial)]
+
+    def _plan(self, p, xshape, state):
+        plan = state.get("plan")
+        if plan is not None and plan.xshape == tuple(xshape):
+            return plan
+        n, c = xshape[0], xshape[1]
+        f, groups = p.num_filter, p.num_group
+        out_sp, pads = self._out_spatial(p, tuple(xshape[2:]))
+        ksize = _prod(p.kernel)
+        isize = _prod(xshape[2:])
+        rows = f * ksize
+        chunk = max(1, min(n, COL_BUDGET // max(1, rows * isize)))
+        plan = _Plan(xshape=tuple(xshape), n=n, c=c, f=f, groups=groups, cg=c // groups,
+                     fk=(f // groups) * ksize, rows=rows, isize=isize, chunk=chunk,
+                     y5=shape5((n, f) + out_sp), yshape3=(n, f, _prod(out_sp)),
+                     g=geometry3(p.kernel, p._stride, pads, p._dilate, tuple(xshape[2:])))
+        state["plan"] = plan
+        return plan
+
+    @float16_via_float32
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        x, w = inputs[0], inputs[1]
+        b = None if p.no_bias else inputs[2]
+        y = outputs[0]
+        pl = self._plan(p, x.shape, state)
+        x3 = x.reshape(pl.n, pl.c, pl.isize)
+        w2 = w.reshape(pl.c, pl.fk)
+        y5 = y.reshape(pl.y5)
+        y3 = y.reshape(pl.yshape3)
+        col_flat = scratch(k, state, "col", (pl.rows * pl.chunk * pl.isize,), x.dtype)
+        rows_flat = scratch(k, state, "rows", (pl.c * pl.chunk * pl.isize,), x.dtype)
+        for n0 in range(0, pl.n, pl.chunk):
+            m = min(pl.chunk, pl.n - n0)
+            width = m * pl.isize
+            col = col_flat[:pl.rows * width].reshape(pl.rows, width)
+            xt = rows_flat[:pl.c * width].reshape(pl.c, width)
+            k.batch_to_rows(x3[n0:n0 + m], xt)
+            for gi in range(pl.groups):
+                k.conv_gemm(w2[gi * pl.cg:(gi + 1) * pl.cg], xt[gi * pl.cg:(gi + 1) * pl.cg],
+                            col[gi * pl.fk:(gi + 1) * pl.fk], trans_a=True)
+            k.col2im(col, y5[n0:n0 + m], pl.g, accumulate=False)
+        if b is not None:
+            k.add_channel_bias(y3, b)
+
+    @float16_via_float32
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        x, w = inputs[0], inputs[1]
+        pl = self._plan(p, x.shape, state)
+        req_x, req_w = req[0], req[1]
+        req_b = "null" if p.no_bias else req[2]
+        x3 = x.reshape(pl.n, pl.c, pl.isize)
+        w2 = w.reshape(pl.c, pl.fk)
+        dy5 = out_grads[0].reshape(pl.y5)
+        dx3 = in_grads[0].reshape(pl.n, pl.c, pl.isize) if req_x != "null" else None
+        dw2 = in_grads[1].reshape(pl.c, pl.fk) if req_w != "null" else None
+        if req_b != "null":
+            k.channel_sum(out_grads[0].reshape(pl.yshape3), in_grads[2],
+                          accumulate=(req_b == "add"))
+        if dx3 is None and dw2 is None:
+            return
+        col_flat = scratch(k, state, "col", (pl.rows * pl.chunk * pl.isize,), x.dtype)
+        rows_flat = scratch(k, state, "rows", (pl.c * pl.chunk * pl.isize,), x.dtype)
+        dw_sum = None
+        if dw2 is not None and (req_w == "add" or pl.chunk < pl.n):
+            dw_sum = scratch(k, state, "dw_sum", (pl.c, pl.fk), w.dtype)
+        for n0 in range(0, pl.n, pl.chunk):
+            m = min(pl.chunk, pl.n - n0)
+            width = m * pl.isize
+            col = col_flat[:pl.rows * width].reshape(pl.rows, width)
+            buf = rows_flat[:pl.c * width].reshape(pl.c, width)
+            k.im2col(dy5[n0:n0 + m], col, pl.g)
+            if dw2 is not None:
+                k.batch_to_rows(x3[n0:n0 + m], buf)
+                direct = n0 == 0 and req_w == "write"
+                target = dw2 if direct else dw_sum
+                for gi in range(pl.groups):
+                    k.conv_gemm(buf[gi * pl.cg:(gi + 1) * pl.cg], col[gi * pl.fk:(gi + 1) * pl.fk],
+                                target[gi * pl.cg:(gi + 1) * pl.cg], trans_b=True)
+                if not direct:
+                    k.conv_add(dw2, dw_sum)
+            if dx3 is not None:
+                for gi in range(pl.groups):
+                    k.conv_gemm(w2[gi * pl.cg:(gi + 1) * pl.cg], col[gi * pl.fk:(gi + 1) * pl.fk],
+                                buf[gi * pl.cg:(gi + 1) * pl.cg])
+                k.rows_to_batch(buf, dx3[n0:n0 + m], None, accumulate=(req_x == "add"))

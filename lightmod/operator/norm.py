@@ -1,0 +1,356 @@
+"""Normalisation operators: BatchNorm, InstanceNorm, LayerNorm, L2Normalization, LRN.
+
+BatchNorm follows MXNet 1.9.1 exactly where numbers depend on it: batch mean and *biased*
+variance over every axis but ``axis``; ``fix_gamma`` (default True) uses gamma = 1, writes 1
+into the gamma array (as MXNet's CPU kernel does) and gives it a zero gradient; the hidden
+outputs are the mean and 1/sqrt(var + eps) actually used; inference or ``use_global_stats``
+use the moving statistics; and the moving statistics are updated in the **backward** pass
+(``moving = moving * momentum + batch * (1 - momentum)``), so a training forward alone leaves
+them untouched.
+"""
+from .registry import (Operator, register, Int, Float, Bool, Enum, OptFloat, merge_shape,
+                       REQUIRED)
+from .conv import float16_via_float32, scratch
+
+__all__ = ["BatchNorm", "InstanceNorm", "LayerNorm", "L2Normalization", "LRN"]
+
+
+def _prod(values):
+    out = 1
+    for v in values:
+        out *= int(v)
+    return out
+
+
+def _split3(shape, axis):
+    """(outer, shape[axis], inner) for viewing an array as 3-D around axis."""
+    return _prod(shape[:axis]), int(shape[axis]), _prod(shape[axis + 1:])
+
+
+def _merge(op, name, given, expected):
+    try:
+        return merge_shape(given, expected)
+    except ValueError:
+        raise op.error("input '%s' has shape %s but %s is expected", name, given,
+                       expected) from None
+
+
+def _param_dtype(dtype):
+    """MXNet keeps normalisation parameters in float32 for float16 data."""
+    return "float32" if dtype == "float16" else dtype
+
+
+@register
+class BatchNorm(Operator):
+    """Batch normalisation with moving statistics as auxiliary states."""
+    name = "BatchNorm"
+    inputs = ("data", "gamma", "beta", "moving_mean", "moving_var")
+    aux = ("moving_mean", "moving_var")
+    input_init = {"moving_mean": '["zero", {}]', "moving_var": '["one", {}]'}
+    params = {
+        "eps": Float(1e-3, "added to the variance before the square root"),
+        "momentum": Float(0.9, "decay of the moving statistics"),
+        "fix_gamma": Bool(True, "use gamma = 1 (and give gamma no gradient)"),
+        "use_global_stats": Bool(False, "normalise with the moving statistics in training too"),
+        "output_mean_var": Bool(False, "also output the mean and 1/sqrt(var + eps)"),
+        "axis": Int(1, "the channel axis"),
+        "cudnn_off": Bool(False, "accepted for compatibility; ignored"),
+        "min_calib_range": OptFloat(None, "quantisation knob; ignored"),
+        "max_calib_range": OptFloat(None, "quantisation knob; ignored"),
+    }
+
+    def num_outputs(self, p):
+        return 3
+
+    def num_visible_outputs(self, p):
+        return 3 if p.output_mean_var else 1
+
+    def list_outputs(self, p):
+        return ["output", "mean", "var"][:self.num_visible_outputs(p)]
+
+    def _axis(self, p, data):
+        axis = p.axis + len(data) if p.axis < 0 else p.axis
+        if axis < 0 or axis >= len(data):
+            raise self.error("axis %d is out of range for data %s", p.axis, data)
+        return axis
+
+    def infer_shape(self, p, in_shapes):
+        in_shapes = list(in_shapes)
+        data = in_shapes[0]
+        if data is None:
+            return in_shapes, [None, None, None]
+        data = tuple(data)
+        c = data[self._axis(p, data)]
+        for i, name in enumerate(self.inputs[1:], 1):
+            in_shapes[i] = _merge(self, name, in_shapes[i], (c,))
+        in_shapes[0] = data
+        return in_shapes, [data, (c,), (c,)]
+
+    def infer_type(self, p, in_types):
+        dtype = in_types[0]
+        if dtype is None:
+            return list(in_types), [None, None, None]
+        pt = _param_dtype(dtype)
+        return [dtype] + [pt] * 4, [dtype, pt, pt]
+
+    def _views(self, p, x):
+        return _split3(x.shape, self._axis(p, tuple(x.shape)))
+
+    @float16_via_float32
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        x, gamma, beta, moving_mean, moving_var = inputs
+        shape3 = self._views(p, x)
+        if p.fix_gamma:
+            k.conv_fill(gamma, 1.0)
+        batch_stats = bool(is_train and not p.use_global_stats)
+        var = scratch(k, state, "batch_var", (shape3[1],), gamma.dtype)
+        k.bn_forward(x.reshape(shape3), outputs[0].reshape(shape3), gamma, beta, outputs[1],
+                     outputs[2], var, moving_mean, moving_var, p.eps, batch_stats, p.fix_gamma)
+        state["batch_stats"] = batch_stats
+
+    @float16_via_float32
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        x, gamma, beta, moving_mean, moving_var = inputs
+        shape3 = self._views(p, x)
+        batch_stats = state.get("batch_stats", False)
+        dy = out_grads[0].reshape(shape3)
+        dx = in_grads[0].reshape(shape3) if req[0] != "null" else dy
+        dgamma = in_grads[1] if req[1] != "null" else outputs[1]
+        dbeta = in_grads[2] if req[2] != "null" else outputs[1]
+        k.bn_backward(x.reshape(shape3), dy, dx, gamma, outputs[1], outputs[2], dgamma, dbeta,
+                      batch_stats, p.fix_gamma, k.req_code(req[0]), k.req_code(req[1]),
+                      k.req_code(req[2]))
+        if batch_stats:
+            k.bn_update_moving(moving_mean, moving_var, outputs[1], state["batch_var"],
+                               p.momentum)
+
+
+@register
+class InstanceNorm(Operator):
+    """Normalise each (sample, channel) over its spatial positions, then scale and shift."""
+    name = "InstanceNorm"
+    inputs = ("data", "gamma", "beta")
+    params = {"eps": Float(1e-3, "added to the variance before the square root")}
+
+    def num_outputs(self, p):
+        return 3
+
+    def num_visible_outputs(self, p):
+        return 1
+
+    def infer_shape(self, p, in_shapes):
+        in_shapes = list(in_shapes)
+        data = in_shapes[0]
+        if data is None:
+            return in_shapes, [None, None, None]
+        data = tuple(data)
+        if len(data) < 3:
+            raise self.error("data has shape %s: expected (batch, channel, spatial...) with at "
+                             "least 3 dims", data)
+        c = data[1]
+        in_shapes[1] = _merge(self, "gamma", in_shapes[1], (c,))
+        in_shapes[2] = _merge(self, "beta", in_shapes[2], (c,))
+        in_shapes[0] = data
+        return in_shapes, [data, data[:2], data[:2]]
+
+    def infer_type(self, p, in_types):
+        dtype = next((t for t in in_types if t is not None), None)
+        if dtype == "float16":
+            raise self.error("float16 data is not supported (MXNet's InstanceNorm takes "
+                             "float32)")
+        return [dtype] * 3, [dtype] * 3
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        x, gamma, beta = inputs
+        shape3 = (x.shape[0], x.shape[1], _prod(x.shape[2:]))
+        k.instance_norm_forward(x.reshape(shape3), outputs[0].reshape(shape3), gamma, beta,
+                                outputs[1], outputs[2], p.eps)
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        x, gamma, beta = inputs
+        shape3 = (x.shape[0], x.shape[1], _prod(x.shape[2:]))
+        dy = out_grads[0].reshape(shape3)
+        dx = in_grads[0].reshape(shape3) if req[0] != "null" else dy
+        dgamma = in_grads[1] if req[1] != "null" else gamma
+        dbeta = in_grads[2] if req[2] != "null" else gamma
+        k.instance_norm_backward(x.reshape(shape3), dy, dx, gamma, outputs[1], outputs[2],
+                                 dgamma, dbeta, p.eps, k.req_code(req[0]), k.req_code(req[1]),
+                                 k.req_code(req[2]))
+
+
+@register
+class LayerNorm(Operator):
+    """Normalise over one axis (the last by default), then scale and shift along it."""
+    name = "LayerNorm"
+    inputs = ("data", "gamma", "beta")
+    params = {
+        "axis": Int(-1, "the axis normalised over"),
+        "eps": Float(1e-5, "added to the variance before the square root"),
+        "output_mean_var": Bool(False, "also output the mean and the std"),
+    }
+
+    def num_outputs(self, p):
+        return 3
+
+    def num_visible_outputs(self, p):
+        return 3 if p.output_mean_var else 1
+
+    def list_outputs(self, p):
+        return ["output", "mean", "std"][:self.num_visible_outputs(p)]
+
+    def _axis(self, p, data):
+        axis = p.axis + len(data) if p.axis < 0 else p.axis
+        if axis < 0 or axis >= len(data):
+            raise self.error("axis %d is out of range for data %s", p.axis, data)
+        return axis
+
+    def infer_shape(self, p, in_shapes):
+        in_shapes = list(in_shapes)
+        data = in_shapes[0]
+        if data is None:
+            return in_shapes, [None, None, None]
+        data = tuple(data)
+        axis = self._axis(p, data)
+        in_shapes[1] = _merge(self, "gamma", in_shapes[1], (data[axis],))
+        in_shapes[2] = _merge(self, "beta", in_shapes[2], (data[axis],))
+        in_shapes[0] = data
+        stat = data[:axis] + (1,) + data[axis + 1:]
+        return in_shapes, [data, stat, stat]
+
+    @float16_via_float32
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        x, gamma, beta = inputs
+        shape3 = _split3(x.shape, self._axis(p, tuple(x.shape)))
+        rows = shape3[0] * shape3[2]
+        k.row_norm_forward(x.reshape(shape3), outputs[0].reshape(shape3), gamma, beta,
+                           outputs[1].reshape(rows), outputs[2].reshape(rows), p.eps, 0)
+
+    @float16_via_float32
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        x, gamma, beta = inputs
+        shape3 = _split3(x.shape, self._axis(p, tuple(x.shape)))
+        rows = shape3[0] * shape3[2]
+        x3, dy = x.reshape(shape3), out_grads[0].reshape(shape3)
+        mean, std = outputs[1].reshape(rows), outputs[2].reshape(rows)
+        if req[0] != "null":
+            k.row_norm_backward(x3, outputs[0].reshape(shape3), dy, in_grads[0].reshape(shape3),
+                                gamma, mean, std, 0, accumulate=(req[0] == "add"))
+        if req[1] != "null" or req[2] != "null":
+            dgamma = in_grads[1] if req[1] != "null" else gamma
+            dbeta = in_grads[2] if req[2] != "null" else gamma
+            k.param_grad_columns(x3, dy, mean, std, dgamma, dbeta, k.req_code(req[1]),
+                                 k.req_code(req[2]))
+
+
+@register
+class L2Normalization(Operator):
+    """Divide by the L2 norm over each instance, each channel vector or each spatial map."""
+    name = "L2Normalization"
+    inputs = ("data",)
+    params = {
+        "eps": Float(1e-10, "added to the sum of squares"),
+        "mode": Enum("channel", "instance", "spatial", default="instance"),
+    }
+
+    def num_outputs(self, p):
+        return 2
+
+    def num_visible_outputs(self, p):
+        return 1
+
+    def _layout(self, p, data):
+        """(shape3 around the normalised axis, hidden norm shape)."""
+        need = {"instance": 2, "channel": 2, "spatial": 3}[p.mode]
+        if len(data) < need:
+            raise self.error("mode '%s' needs data with at least %d dims, got %s", p.mode, need,
+                             data)
+        if p.mode == "instance":
+            return (data[0], _prod(data[1:]), 1), (data[0],)
+        if p.mode == "channel":
+            return (data[0], data[1], _prod(data[2:])), (data[0],) + tuple(data[2:])
+        return (data[0] * data[1], _prod(data[2:]), 1), tuple(data[:2])
+
+    def infer_shape(self, p, in_shapes):
+        data = in_shapes[0]
+        if data is None:
+            return list(in_shapes), [None, None]
+        data = tuple(data)
+        return [data], [data, self._layout(p, data)[1]]
+
+    def infer_type(self, p, in_types):
+        return [in_types[0]], [in_types[0]] * 2
+
+    @float16_via_float32
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        x = inputs[0]
+        shape3, _ = self._layout(p, tuple(x.shape))
+        rows = shape3[0] * shape3[2]
+        norm = outputs[1].reshape(rows)
+        k.row_norm_forward(x.reshape(shape3), outputs[0].reshape(shape3), norm, norm, norm, norm,
+                           p.eps, 1)
+
+    @float16_via_float32
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if req[0] == "null":
+            return
+        x = inputs[0]
+        shape3, _ = self._layout(p, tuple(x.shape))
+        rows = shape3[0] * shape3[2]
+        norm = outputs[1].reshape(rows)
+        k.row_norm_backward(x.reshape(shape3), outputs[0].reshape(shape3),
+                            out_grads[0].reshape(shape3), in_grads[0].reshape(shape3), norm,
+                            norm, norm, 1, accumulate=(req[0] == "add"))
+
+
+@register
+class LRN(Operator):
+    """Local response normalisation across channels (AlexNet)."""
+    name = "LRN"
+    inputs = ("data",)
+    params = {
+        "alpha": Float(1e-4, "variance scaling"),
+        "beta": Float(0.75, "power"),
+        "knorm": Float(2.0, "additive constant"),
+        "nsize": Int(REQUIRED, "normalisation window width in channels"),
+    }
+
+    def check_params(self, p):
+        if p.nsize <= 0:
+            raise self.error("nsize must be positive, got %d", p.nsize)
+
+    def num_outputs(self, p):
+        return 2
+
+    def num_visible_outputs(self, p):
+        return 1
+
+    def infer_shape(self, p, in_shapes):
+        data = in_shapes[0]
+        if data is None:
+            return list(in_shapes), [None, None]
+        data = tuple(data)
+        if len(data) != 4:
+            raise self.error("data has shape %s: expected 4-D data (batch, channel, y, x)",
+                             data)
+        return [data], [data, data]
+
+    def infer_type(self, p, in_types):
+        return [in_types[0]], [in_types[0]] * 2
+
+    @float16_via_float32
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        x = inputs[0]
+        shape3 = (x.shape[0], x.shape[1], _prod(x.shape[2:]))
+        k.lrn_forward(x.reshape(shape3), outputs[0].reshape(shape3), outputs[1].reshape(shape3),
+                      p.nsize, p.alpha, p.beta, p.knorm)
+
+    @float16_via_float32
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if req[0] == "null":
+            return
+        x = inputs[0]
+        shape3 = (x.shape[0], x.shape[1], _prod(x.shape[2:]))
+        tmp = scratch(k, state, "lrn_tmp", shape3, x.dtype)
+        k.lrn_backward(x.reshape(shape3), outputs[1].reshape(shape3),
+                       out_grads[0].reshape(shape3), in_grads[0].reshape(shape3), tmp, p.nsize,
+                       p.alpha, p.beta, accumulate=(req[0] == "add"))
