@@ -8,3 +8,4 @@ device_kind = "cuda"
 from .elemwise import *  # noqa: F401,F403,E402
 from .memory import *  # noqa: F401,F403,E402
 from .nn import *  # noqa: F401,F403,E402
+from .optimizer import *  # noqa: F401,F403,E402
