@@ -25,3 +25,9 @@ from . import lr_scheduler
 from . import optimizer
 from . import kvstore
 from . import kvstore as kv
+from . import name
+from . import attribute
+from .attribute import AttrScope
+from . import symbol
+from . import symbol as sym
+from . import executor

@@ -1,0 +1,331 @@
+"""The symbol graph: nodes, depth-first order, and shape / type inference over a whole graph.
+
+A node is a variable (``op is None``) or an operator application. Edges are *entries*
+``(node, output_index, version)``; ``version`` counts how often an operator mutated a variable
+(BatchNorm's moving statistics), as MXNet records it in JSON.
+
+``IndexedGraph`` numbers the nodes in MXNet's order (depth-first post-order from the outputs,
+inputs visited in order) and gives every output of every node, hidden ones included, an entry
+id. Shape and type inference run over it to a fixed point, forward and backward, the way
+MXNet's InferShape pass does.
+"""
+import ast
+
+import numpy as np
+
+from ..base import MXNetError, DTYPE_MX_TO_NP
+from ..operator.registry import merge_shape
+
+__all__ = ["Node", "topo_order", "IndexedGraph", "infer_shapes", "infer_types",
+           "shape_known", "parse_shape_attr"]
+
+
+class Node:
+    """One vertex of a symbol graph.
+
+    ``attrs`` holds every attribute as a string (operator parameters and ``__dunder__``
+    attributes alike); ``params()`` parses them once through the operator declaration.
+    """
+    __slots__ = ("op", "name", "attrs", "inputs", "control_deps", "version", "_p")
+
+    def __init__(self, op, name, attrs=None):
+        self.op = op
+        self.name = name
+        self.attrs = {} if attrs is None else attrs
+        self.inputs = []            # entries (node, index, version)
+        self.control_deps = []      # nodes (only kept for JSON round trips)
+        self.version = 0            # variables: how many operators mutate them so far
+        self._p = None
+
+    @property
+    def is_variable(self):
+        return self.op is None
+
+    def params(self):
+        """The parsed operator parameters (an MXNetError names the node when they are bad)."""
+        p = self._p
+        if p is None:
+            try:
+                p = self.op.parse(self.attrs)
+            except MXNetError as err:
+                raise MXNetError("%s, in operator %s(name=\"%s\")"
+                                 % (err, self.op.name, self.name)) from None
+            self._p = p
+        return p
+
+    def reset_params(self):
+        self._p = None
+
+    def num_outputs(self):
+        return 1 if self.op is None else self.op.num_outputs(self.params())
+
+    def num_visible_outputs(self):
+        return 1 if self.op is None else self.op.num_visible_outputs(self.params())
+
+    def input_names(self):
+        return self.op.list_inputs(self.params())
+
+    def aux_slots(self):
+        """Positions of the inputs this operator mutates (its auxiliary states)."""
+        if self.op is None or not self.op.aux:
+            return ()
+        aux = self.op.aux
+        return tuple(i for i, n in enumerate(self.input_names()) if n in aux)
+
+    def output_name(self, index):
+        if self.op is None:
+            return self.name
+        return "%s_%s" % (self.name, self.op.list_outputs(self.params())[index])
+
+    def __repr__(self):
+        return "<Node %s %s>" % (self.op.name if self.op is not None else "null", self.name)
+
+
+def topo_order(entries):
+    """Nodes reachable from ``entries`` in depth-first post-order (inputs before users)."""
+    order = []
+    seen = set()
+    for head in entries:
+        root = head[0]
+        if id(root) in seen:
+            continue
+        seen.add(id(root))
+        stack = [[root, 0]]
+        while stack:
+            frame = stack[-1]
+            node, i = frame
+            n_in = len(node.inputs)
+            if i < n_in + len(node.control_deps):
+                frame[1] = i + 1
+                child = node.inputs[i][0] if i < n_in else node.control_deps[i - n_in]
+                if id(child) not in seen:
+                    seen.add(id(child))
+                    stack.append([child, 0])
+            else:
+                stack.pop()
+                order.append(node)
+    return order
+
+
+class IndexedGraph:
+    """Nodes numbered in MXNet's order, with one entry id per node output (hidden included)."""
+
+    def __init__(self, outputs):
+        nodes = topo_order(outputs)
+        self.nodes = nodes
+        index = {id(n): i for i, n in enumerate(nodes)}
+        self.index = index
+        self.params = [None if n.op is None else n.params() for n in nodes]
+        starts = []
+        total = 0
+        counts = []
+        for n in nodes:
+            starts.append(total)
+            c = n.num_outputs()
+            counts.append(c)
+            total += c
+        self.entry_start = starts
+        self.num_outputs = counts
+        self.num_entries = total
+        self.entry_node = [0] * total
+        for nid, (s, c) in enumerate(zip(starts, counts)):
+            for j in range(c):
+                self.entry_node[s + j] = nid
+        self.node_inputs = []
+        for n in nodes:
+            eids = []
+            for src, idx, _ in n.inputs:
+                sid = index[id(src)]
+                if idx >= counts[sid]:
+                    raise MXNetError("node %s uses output %d of %s, which has only %d output(s)"
+                                     % (n.name, idx, src.name, counts[sid]))
+                eids.append(starts[sid] + idx)
+            self.node_inputs.append(eids)
+        self.heads = [starts[index[id(n)]] + i for n, i, _ in outputs]
+        mutable = set()
+        for n in nodes:
+            for slot in n.aux_slots():
+                mutable.add(index[id(n.inputs[slot][0])])
+        self.mutable = mutable
+        self.var_nids = [i for i, n in enumerate(nodes) if n.op is None]
+        self.arg_nids = [i for i in self.var_nids if i not in mutable]
+        self.aux_nids = [i for i in self.var_nids if i in mutable]
+        self.op_nids = [i for i, n in enumerate(nodes) if n.op is not None]
+
+    def entry_label(self, eid):
+        """How an entry reads in messages: a variable's name or '<node>_<output>'."""
+        nid = self.entry_node[eid]
+        node = self.nodes[nid]
+        if node.op is None:
+            return node.name
+        k = eid - self.entry_start[nid]
+        names = node.op.list_outputs(self.params[nid])
+        return "%s_%s" % (node.name, names[k] if k < len(names) else "output%d" % k)
+
+
+# ---------------------------------------------------------------------------------------------
+# shapes
+# ---------------------------------------------------------------------------------------------
+def shape_known(shape):
+    return shape is not None and len(shape) > 0 and all(d > 0 for d in shape)
+
+
+def parse_shape_attr(text):
+    """The shape a ``__shape__`` attribute holds; () (unknown rank) gives None."""
+    try:
+        value = ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError):
+        raise MXNetError("invalid __shape__ attribute %r" % (text,)) from None
+    if isinstance(value, int):
+        value = (value,)
+    shape = tuple(int(d) for d in value)
+    return shape if shape else None
+
+
+def _norm_shape(shape):
+    if shape is None:
+        return None
+    shape = tuple(int(d) if d is not None else 0 for d in shape)
+    return shape if shape else None
+
+
+def _score(shapes):
+    """How much is known: grows whenever inference learns something."""
+    total = 0
+    for s in shapes:
+        if s is not None:
+            total += 1 + sum(1 for d in s if d > 0)
+    return total
+
+
+def _input_desc(g, nid, slot):
+    node = g.nodes[nid]
+    names = node.op.list_inputs(g.params[nid])
+    arg = names[slot] if slot < len(names) else "input%d" % slot
+    src = g.entry_label(g.node_inputs[nid][slot])
+    return "input '%s' (%s)" % (arg, src) if src != "%s_%s" % (node.name, arg) else \
+        "input '%s'" % arg
+
+
+def _merge_entry(g, shapes, eid, new, nid, what):
+    new = _norm_shape(new)
+    if new is None:
+        return
+    old = shapes[eid]
+    try:
+        shapes[eid] = merge_shape(old, new)
+    except ValueError:
+        node = g.nodes[nid]
+        raise MXNetError("Error in operator %s (%s): Shape inconsistent for %s, provided %s, "
+                         "inferred shape %s" % (node.name, node.op.name, what, old, new)) from None
+
+
+def infer_shapes(g, known):
+    """Shapes of every entry (None / 0 dims where unknown) given {variable nid: shape}."""
+    shapes = [None] * g.num_entries
+    for nid in g.var_nids:
+        node = g.nodes[nid]
+        eid = g.entry_start[nid]
+        if nid in known:
+            shapes[eid] = _norm_shape(known[nid])
+        else:
+            text = node.attrs.get("__shape__")
+            if text is not None:
+                shapes[eid] = parse_shape_attr(text)
+    op_nids = g.op_nids
+    score = _score(shapes)
+    while True:
+        for nid in op_nids:
+            _shape_step(g, shapes, nid)
+        for nid in reversed(op_nids):
+            _shape_step(g, shapes, nid)
+        new_score = _score(shapes)
+        if new_score == score:
+            return shapes
+        score = new_score
+
+
+def _shape_step(g, shapes, nid):
+    node = g.nodes[nid]
+    op, p = node.op, g.params[nid]
+    in_eids = g.node_inputs[nid]
+    start, count = g.entry_start[nid], g.num_outputs[nid]
+    try:
+        new_in, new_out = op.infer_shape(p, [shapes[e] for e in in_eids])
+    except MXNetError as err:
+        raise MXNetError("Error in operator %s: %s" % (node.name, err)) from None
+    for slot, (eid, s) in enumerate(zip(in_eids, new_in)):
+        if s is not None:
+            _merge_entry(g, shapes, eid, s, nid, _input_desc(g, nid, slot))
+    for k, s in enumerate(new_out[:count]):
+        if s is not None:
+            _merge_entry(g, shapes, start + k, s, nid, "output %d" % k)
+    outs = shapes[start:start + count]
+    if any(s is not None for s in outs):
+        try:
+            back = op.infer_shape_backward(p, [shapes[e] for e in in_eids], outs)
+        except MXNetError as err:
+            raise MXNetError("Error in operator %s: %s" % (node.name, err)) from None
+        for slot, (eid, s) in enumerate(zip(in_eids, back)):
+            if s is not None:
+                _merge_entry(g, shapes, eid, s, nid, _input_desc(g, nid, slot))
+
+
+# ---------------------------------------------------------------------------------------------
+# types (numpy dtype names)
+# ---------------------------------------------------------------------------------------------
+def dtype_attr_name(text):
+    """The dtype name a ``__dtype__`` attribute (an MXNet type number) stands for."""
+    try:
+        return np.dtype(DTYPE_MX_TO_NP[int(text)]).name
+    except (KeyError, ValueError):
+        raise MXNetError("invalid __dtype__ attribute %r" % (text,)) from None
+
+
+def infer_types(g, known):
+    """Dtype names of every entry (None where unknown) given {variable nid: dtype name}."""
+    types = [None] * g.num_entries
+    for nid in g.var_nids:
+        eid = g.entry_start[nid]
+        if nid in known:
+            types[eid] = known[nid]
+        else:
+            text = g.nodes[nid].attrs.get("__dtype__")
+            if text is not None and int(text) >= 0:
+                types[eid] = dtype_attr_name(text)
+    op_nids = g.op_nids
+    count = sum(t is not None for t in types)
+    while True:
+        for nid in op_nids:
+            _type_step(g, types, nid)
+        new_count = sum(t is not None for t in types)
+        if new_count == count:
+            return types
+        count = new_count
+
+
+def _type_step(g, types, nid):
+    node = g.nodes[nid]
+    in_eids = g.node_inputs[nid]
+    start, count = g.entry_start[nid], g.num_outputs[nid]
+    try:
+        new_in, new_out = node.op.infer_type(g.params[nid], [types[e] for e in in_eids])
+    except MXNetError as err:
+        raise MXNetError("Error in operator %s: %s" % (node.name, err)) from None
+    for slot, (eid, t) in enumerate(zip(in_eids, new_in)):
+        _merge_type(g, types, eid, t, nid, _input_desc(g, nid, slot))
+    for k, t in enumerate(new_out[:count]):
+        _merge_type(g, types, start + k, t, nid, "output %d" % k)
+
+
+def _merge_type(g, types, eid, new, nid, what):
+    if new is None:
+        return
+    new = np.dtype(new).name
+    old = types[eid]
+    if old is None:
+        types[eid] = new
+    elif old != new:
+        node = g.nodes[nid]
+        raise MXNetError("Error in operator %s (%s): Type inconsistent for %s, provided %s, "
+                         "inferred type %s" % (node.name, node.op.name, what, old, new))

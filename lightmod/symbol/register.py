@@ -1,0 +1,132 @@
+"""The generated ``sym.<op>`` functions, one per registered operator name or alias.
+
+Each function takes the operator's inputs first (positionally or by input name), then its
+parameters positionally in declaration order or by keyword, plus ``name=``, ``attr=`` and
+``__dunder__`` attributes, exactly like MXNet's generated functions; the new node is named by
+the current NameManager with the lower-cased function name as hint (``sym.FullyConnected`` →
+``fullyconnected0``, ``sym._PlusScalar`` → ``_plusscalar0``). Variadic operators (``Concat``,
+``add_n``...) take ``*symbols`` and set their count parameter themselves. Functions are built
+lazily on first use and cached.
+"""
+from ..base import MXNetError
+from ..operator import registry
+from .symbol import Symbol, create_op_symbol
+
+__all__ = ["find_function", "op_function"]
+
+_FUNCTIONS = {}
+
+
+def find_function(name):
+    """The sym function of operator ``name`` (name or alias), or None if there is no such op."""
+    fn = _FUNCTIONS.get(name)
+    if fn is None:
+        op = registry.find(name)
+        if op is None:
+            return None
+        fn = _FUNCTIONS[name] = _make_function(op, name)
+    return fn
+
+
+def op_function(name):
+    fn = find_function(name)
+    if fn is None:
+        raise MXNetError("Cannot find operator '%s' in the registry" % (name,))
+    return fn
+
+
+def _make_function(op, public_name):
+    hint = op.hint if (op.hint is not None and public_name == op.name) else public_name.lower()
+    if op.variadic is not None:
+        function = _variadic_function(op, hint, public_name)
+    else:
+        function = _plain_function(op, hint, public_name)
+    function.__name__ = public_name
+    function.__qualname__ = public_name
+    function.__doc__ = _docstring(op, public_name)
+    return function
+
+
+def _pop_common(kwargs):
+    kwargs.pop("out", None)
+    return kwargs.pop("name", None), kwargs.pop("attr", None)
+
+
+def _variadic_function(op, hint, public_name):
+    def function(*args, **kwargs):
+        name, attr = _pop_common(kwargs)
+        sym_args = []
+        for a in args:
+            if isinstance(a, Symbol):
+                sym_args.append(a)
+            elif isinstance(a, (list, tuple)) and a and all(isinstance(x, Symbol) for x in a):
+                sym_args.extend(a)
+            else:
+                raise AssertionError("Positional arguments must be Symbol instances, but got "
+                                     "%s" % str(a))
+        sym_kwargs = {k: v for k, v in kwargs.items() if isinstance(v, Symbol)}
+        params = {k: v for k, v in kwargs.items() if not isinstance(v, Symbol)}
+        if op.variadic not in params:
+            params[op.variadic] = len(sym_args) + len(sym_kwargs)
+        return create_op_symbol(op, hint, sym_args, params, sym_kwargs, name, attr)
+    return function
+
+
+def _plain_function(op, hint, public_name):
+    inputs = tuple(op.inputs)
+    slots = inputs + tuple(op.params)
+
+    def function(*args, **kwargs):
+        name, attr = _pop_common(kwargs)
+        if len(args) > len(slots):
+            raise TypeError("%s() takes at most %d positional arguments (%s), %d given"
+                            % (public_name, len(slots), ", ".join(slots), len(args)))
+        sym_kwargs, params = {}, {}
+        for slot, value in zip(slots, args):
+            if slot in kwargs:
+                raise TypeError("%s() got multiple values for argument '%s'"
+                                % (public_name, slot))
+            if slot in inputs:
+                if value is not None:
+                    _check_input(slot, value)
+                    sym_kwargs[slot] = value
+            elif isinstance(value, Symbol):
+                raise TypeError("%s(): parameter '%s' got a Symbol; inputs are %s"
+                                % (public_name, slot, ", ".join(inputs)))
+            else:
+                params[slot] = value
+        for key, value in kwargs.items():
+            if key in inputs:
+                if value is not None:
+                    _check_input(key, value)
+                    sym_kwargs[key] = value
+            elif isinstance(value, Symbol):
+                sym_kwargs[key] = value
+            else:
+                params[key] = value
+        return create_op_symbol(op, hint, (), params, sym_kwargs, name, attr)
+    return function
+
+
+def _check_input(slot, value):
+    if not isinstance(value, Symbol):
+        raise AssertionError("Argument %s must be Symbol instances, but got %s"
+                             % (slot, str(value)))
+
+
+def _docstring(op, public_name):
+    lines = ["%s: the %s operator on Symbols." % (public_name, op.name), "",
+             "Parameters", "----------"]
+    if op.variadic is not None:
+        lines.append("*data : Symbol (%s is set from their number)" % op.variadic)
+    else:
+        for n in op.inputs:
+            lines.append("%s : Symbol, optional (a variable '<name>_%s' when missing)" % (n, n))
+    for n, decl in op.params.items():
+        if op.variadic is not None and n == op.variadic:
+            continue
+        default = "required" if decl.required else "optional, default=%r" % (decl.default,)
+        lines.append("%s : %s, %s" % (n, decl.describe(), default))
+    lines.append("name : str, optional (the node's name; default from the NameManager)")
+    lines.append("attr : dict of str to str, optional (extra attributes)")
+    return "\n".join(lines)

@@ -1,0 +1,878 @@
+"""Symbol: a handle on the outputs of a graph of operators (MXNet 1.9.1's ``mx.sym.Symbol``).
+
+A Symbol is a list of output entries ``(node, index, version)`` of a graph of ``Node`` objects
+(see ``graph.py``). Symbols share nodes the way MXNet's handles share graph nodes: composing
+builds new operator nodes on top of existing ones, ``copy`` duplicates the whole graph,
+``_set_attr`` changes one node for every symbol that contains it.
+
+Naming and attributes follow MXNet: operators created without ``name=`` are named by the
+current ``NameManager``; ``AttrScope`` attributes reach every new symbol; the hidden keys
+(``lr_mult``, ``ctx_group``, ...) are stored as ``__key__``; missing operator inputs become
+variables ``<op name>_<input name>`` that copy the operator's attributes.
+"""
+import numbers
+import warnings
+
+import numpy as np
+
+from ..base import MXNetError, DTYPE_NP_TO_MX, string_types
+from .. import attribute as _attribute
+from .. import name as _name
+from ..context import current_context
+from ..operator import registry
+from . import graph as _graph
+from . import _json
+from ._json import HIDDEN_KEYS
+
+__all__ = ["Symbol", "var", "Variable", "Group", "load", "load_json", "pow", "power",
+           "maximum", "minimum", "hypot", "zeros", "ones", "full", "NotImplementedForSymbol",
+           "create_op_symbol"]
+
+_STORAGE_TYPE_STR_TO_ID = {"undefined": -1, "default": 0, "row_sparse": 1, "csr": 2}
+_STORAGE_TYPE_ID_TO_STR = {v: k for k, v in _STORAGE_TYPE_STR_TO_ID.items()}
+
+
+class NotImplementedForSymbol(MXNetError):
+    """An NDArray-only operation was tried on a Symbol (``bool(sym)``, ``sym += 1``...)."""
+
+    def __init__(self, function, alias, *args):
+        super().__init__()
+        self.function = function.__name__
+        self.alias = alias
+        self.args = [str(type(a)) for a in args]
+
+    def __str__(self):
+        msg = "Function %s" % self.function
+        if self.alias:
+            msg += " (namely operator \"%s\")" % self.alias
+        if self.args:
+            msg += " with arguments (%s)" % ", ".join(self.args)
+        return msg + " is not implemented for Symbol and only available in NDArray."
+
+
+def _entry_of(sym, what):
+    """The single output entry of ``sym`` (an input to an operator must have one output)."""
+    if not isinstance(sym, Symbol):
+        raise TypeError("%s must be a Symbol, got %s" % (what, type(sym).__name__))
+    if len(sym._outputs) != 1:
+        raise MXNetError("%s is a tuple with %d elements, but a single value is required"
+                         % (what, len(sym._outputs)))
+    node, index, _ = sym._outputs[0]
+    return (node, index, node.version if node.op is None else 0)
+
+
+def _hidden_key(key):
+    """A plain hidden key ('lr_mult') in its stored form ('__lr_mult__')."""
+    return "__%s__" % key if key in HIDDEN_KEYS else key
+
+
+def _op_attr_key(key, value):
+    """How an operator keyword is stored: hidden keys get underscores, and a keyword that
+    merely ends with one ('weight_lr_mult') is refused, as in MXNet."""
+    for hidden in HIDDEN_KEYS:
+        pos = key.rfind(hidden)
+        if pos == 0:
+            return "__%s__" % key
+        if pos > 0 and pos == len(key) - len(hidden):
+            raise MXNetError("setting variable attributes with %s is deprecated. please instead "
+                             "use\nw = Variable(%s=%s)\nsym = YourSymbolName(%s=w)"
+                             % (key, hidden, value, key[:pos - 1]))
+    return key
+
+
+class Symbol:
+    """Symbolic outputs of a computation graph (see the module docstring)."""
+    __slots__ = ("_outputs", "__weakref__")
+    __array_priority__ = 1000.0
+
+    def __init__(self, outputs):
+        self._outputs = list(outputs)
+
+    # ----------------------------------------------------------------------------------------
+    # basics
+    # ----------------------------------------------------------------------------------------
+    def __repr__(self):
+        name = self.name
+        if name is None:
+            return "<%s group [%s]>" % (type(self).__name__, ", ".join(s.name for s in self))
+        return "<%s %s>" % (type(self).__name__, name)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __len__(self):
+        return len(self._outputs)
+
+    def __bool__(self):
+        raise NotImplementedForSymbol(self.__bool__, "bool")
+
+    __hash__ = object.__hash__
+
+    def __getstate__(self):
+        return {"handle": self.tojson()}
+
+    def __setstate__(self, state):
+        handle = state.get("handle")
+        self._outputs = [] if handle is None else _json.loads(handle)
+
+    def __copy__(self):
+        return self.__deepcopy__(None)
+
+    def __deepcopy__(self, _memo):
+        return Symbol(_copy_graph(self._outputs))
+
+    def copy(self):
+        return self.__deepcopy__(None)
+
+    def _single_node(self):
+        """The node behind every output, or None when outputs come from different nodes."""
+        if not self._outputs:
+            return None
+        node = self._outputs[0][0]
+        for other, _, _ in self._outputs:
+            if other is not node:
+                return None
+        return node
+
+    @property
+    def name(self):
+        node = self._single_node()
+        return None if node is None else node.name
+
+    @property
+    def handle(self):
+        return self
+
+    def as_nd_ndarray(self):
+        return self
+
+    # ----------------------------------------------------------------------------------------
+    # attributes
+    # ----------------------------------------------------------------------------------------
+    def attr(self, key):
+        """The attribute ``key`` of this (single-node) symbol, or None."""
+        node = self._single_node()
+        if node is None:
+            return None
+        if key == "name":
+            return node.name
+        if key == "op_name":
+            return "null" if node.op is None else node.op.name
+        return node.attrs.get(_hidden_key(key))
+
+    def list_attr(self, recursive=False):
+        """The attributes of the first output's node (hidden keys also plainly)."""
+        if recursive:
+            raise DeprecationWarning("Symbol.list_attr with recursive=True has been deprecated. "
+                                     "Please use attr_dict instead.")
+        if not self._outputs:
+            return {}
+        return _with_plain_keys(self._outputs[0][0].attrs)
+
+    def attr_dict(self):
+        """{node name: its attributes} for every node that has attributes."""
+        out = {}
+        for node in _graph.topo_order(self._outputs):
+            if node.attrs:
+                out.setdefault(node.name, {}).update(_with_plain_keys(node.attrs))
+        return out
+
+    def _set_attr(self, **kwargs):
+        """Set string attributes on the node(s) of this symbol."""
+        for key, value in kwargs.items():
+            if not isinstance(value, string_types):
+                raise ValueError("Set Attr only accepts string values")
+        for node in {id(n): n for n, _, _ in self._outputs}.values():
+            old = dict(node.attrs)
+            for key, value in kwargs.items():
+                node.attrs[_hidden_key(key)] = value
+            if node.op is not None:
+                node.reset_params()
+                try:
+                    node.params()
+                except MXNetError:
+                    node.attrs = old
+                    node.reset_params()
+                    raise
+
+    # ----------------------------------------------------------------------------------------
+    # structure
+    # ----------------------------------------------------------------------------------------
+    def __getitem__(self, index):
+        count = len(self._outputs)
+        if isinstance(index, slice):
+            return Group([self[i] for i in range(*index.indices(count))])
+        if isinstance(index, string_types):
+            names = self.list_outputs()
+            found = [i for i, n in enumerate(names) if n == index]
+            if len(found) > 1:
+                raise ValueError('There are multiple outputs with name "%s"' % index)
+            if not found:
+                raise ValueError('Cannot find output that matches name "%s"' % index)
+            index = found[0]
+        if not isinstance(index, (int, np.integer)):
+            raise TypeError("Symbol only support integer index to fetch i-th output")
+        index = int(index)
+        if index < 0:
+            index += count
+        if not 0 <= index < count:
+            raise IndexError("output index %d out of range (%d outputs)" % (index, count))
+        return Symbol([self._outputs[index]])
+
+    def get_internals(self):
+        """A group of every visible output of every node, in graph order."""
+        entries = []
+        for node in _graph.topo_order(self._outputs):
+            entries.extend((node, i, 0) for i in range(node.num_visible_outputs()))
+        return Symbol(entries)
+
+    def get_children(self):
+        """The inputs of this symbol's output nodes as a group, or None for a variable."""
+        entries, seen = [], set()
+        for node, _, _ in self._outputs:
+            if id(node) not in seen:
+                seen.add(id(node))
+                entries.extend(node.inputs)
+        return Symbol(entries) if entries else None
+
+    def _split_inputs(self):
+        """(argument nodes, auxiliary nodes, all variable nodes) in graph order."""
+        order = _graph.topo_order(self._outputs)
+        mutable = set()
+        for node in order:
+            for slot in node.aux_slots():
+                mutable.add(id(node.inputs[slot][0]))
+        variables = [n for n in order if n.op is None]
+        args = [n for n in variables if id(n) not in mutable]
+        aux = [n for n in variables if id(n) in mutable]
+        return args, aux, variables
+
+    def list_arguments(self):
+        return [n.name for n in self._split_inputs()[0]]
+
+    def list_auxiliary_states(self):
+        return [n.name for n in self._split_inputs()[1]]
+
+    def list_inputs(self):
+        return [n.name for n in self._split_inputs()[2]]
+
+    def list_outputs(self):
+        return [node.output_name(i) for node, i, _ in self._outputs]
+
+    # ----------------------------------------------------------------------------------------
+    # composition
+    # ----------------------------------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        """A copy of this symbol with free variables replaced: ``net(data=other, name=...)``."""
+        s = self.__copy__()
+        s._compose(*args, **kwargs)
+        return s
+
+    def _compose(self, *args, **kwargs):
+        """Replace free variables (by keyword) in place; ``name`` renames the output node."""
+        name = kwargs.pop("name", None)
+        if args and kwargs:
+            raise TypeError("compose only accept input Symbols either as positional or "
+                            "keyword arguments, not both")
+        for value in list(args) + list(kwargs.values()):
+            if not isinstance(value, Symbol):
+                raise TypeError("Compose expect `Symbol` as arguments")
+        for key, value in kwargs.items():
+            _entry_of(value, "Keyword argument %s" % key)
+        head = self._outputs[0][0]
+        if head.op is None:
+            raise MXNetError("Symbol.Compose: a Variable cannot be composed")
+        if name:
+            head.name = name
+        if args:
+            raise MXNetError("Symbol.Compose: general composition only supports keyword "
+                             "arguments (got %d positional)" % len(args))
+        order = _graph.topo_order(self._outputs)
+        matched = {n.name for n in order if n.op is None and n.name in kwargs}
+        if len(matched) != len(kwargs):
+            _keyword_mismatch("Symbol.Compose", kwargs, [n.name for n in order if n.op is None])
+        for node in order:
+            changed = False
+            for slot, (src, _, _) in enumerate(node.inputs):
+                if src.op is None and src.name in kwargs:
+                    node.inputs[slot] = _entry_of(kwargs[src.name], "Keyword argument")
+                    changed = True
+            if changed:
+                _update_versions(node)
+        self._outputs = [_entry_of(kwargs[n.name], "Keyword argument")
+                         if n.op is None and n.name in kwargs else (n, i, v)
+                         for n, i, v in self._outputs]
+
+    # ----------------------------------------------------------------------------------------
+    # operators
+    # ----------------------------------------------------------------------------------------
+    def _binary(self, other, op_sym, hint_sym, op_scalar, hint_scalar):
+        if isinstance(other, Symbol):
+            return create_op_symbol(op_sym, hint_sym, [self, other])
+        if isinstance(other, numbers.Number):
+            return create_op_symbol(op_scalar, hint_scalar, [self], {"scalar": other})
+        raise TypeError("type %s not supported" % str(type(other)))
+
+    def _rscalar(self, other, op_scalar, hint_scalar):
+        if isinstance(other, numbers.Number):
+            return create_op_symbol(op_scalar, hint_scalar, [self], {"scalar": other})
+        raise TypeError("type %s not supported" % str(type(other)))
+
+    def __add__(self, other):
+        return self._binary(other, "elemwise_add", "_plus", "_plus_scalar", "_plusscalar")
+
+    def __radd__(self, other):
+        return self.__add__(other)
+
+    def __sub__(self, other):
+        return self._binary(other, "elemwise_sub", "_minus", "_minus_scalar", "_minusscalar")
+
+    def __rsub__(self, other):
+        return self._rscalar(other, "_rminus_scalar", "_rminusscalar")
+
+    def __mul__(self, other):
+        return self._binary(other, "elemwise_mul", "_mul", "_mul_scalar", "_mulscalar")
+
+    def __rmul__(self, other):
+        return self.__mul__(other)
+
+    def __truediv__(self, other):
+        return self._binary(other, "elemwise_div", "_div", "_div_scalar", "_divscalar")
+
+    def __rtruediv__(self, other):
+        return self._rscalar(other, "_rdiv_scalar", "_rdivscalar")
+
+    __div__ = __truediv__
+    __rdiv__ = __rtruediv__
+
+    def __mod__(self, other):
+        return self._binary(other, "_mod", "_mod", "_mod_scalar", "_modscalar")
+
+    def __rmod__(self, other):
+        return self._rscalar(other, "_rmod_scalar", "_rmodscalar")
+
+    def __pow__(self, other):
+        return self._binary(other, "_power", "_power", "_power_scalar", "_powerscalar")
+
+    def __rpow__(self, other):
+        return self._rscalar(other, "_rpower_scalar", "_rpower_scalar")
+
+    def __neg__(self):
+        return self.__mul__(-1.0)
+
+    def __abs__(self):
+        return self.abs()
+
+    def __eq__(self, other):
+        return self._binary(other, "_equal", "_equal", "_equal_scalar", "_equal_scalar")
+
+    def __ne__(self, other):
+        return self._binary(other, "_not_equal", "_not_equal", "_not_equal_scalar",
+                            "_not_equal_scalar")
+
+    def __gt__(self, other):
+        return self._binary(other, "_greater", "_greater", "_greater_scalar", "_greater_scalar")
+
+    def __ge__(self, other):
+        return self._binary(other, "_greater_equal", "_greater_equal", "_greater_equal_scalar",
+                            "_greater_equal_scalar")
+
+    def __lt__(self, other):
+        return self._binary(other, "_lesser", "_lesser", "_lesser_scalar", "_lesser_scalar")
+
+    def __le__(self, other):
+        return self._binary(other, "_lesser_equal", "_lesser_equal", "_lesser_equal_scalar",
+                            "_lesser_equal_scalar")
+
+    def __iadd__(self, other):
+        raise NotImplementedForSymbol(self.__iadd__, "+=", other, 1)
+
+    def __isub__(self, other):
+        raise NotImplementedForSymbol(self.__isub__, "-=", other, 1)
+
+    def __imul__(self, other):
+        raise NotImplementedForSymbol(self.__imul__, "*=", other, 1)
+
+    def __itruediv__(self, other):
+        raise NotImplementedForSymbol(self.__itruediv__, "/=", other, 1)
+
+    def __imod__(self, other):
+        raise NotImplementedForSymbol(self.__imod__, "%=", other, 1)
+
+    # Fluent methods (``x.reshape(...)``, ``x.sum(...)``...) are added after the class.
+
+    def astype(self, *args, **kwargs):
+        return _op_call("Cast", self, *args, **kwargs)
+
+    def flatten(self, inplace=False, **kwargs):
+        return _op_call("Flatten", self, **kwargs)
+
+    def expand_dims(self, axis, inplace=False, **kwargs):
+        return _op_call("expand_dims", self, axis=axis, **kwargs)
+
+    def squeeze(self, axis=None, inplace=False, **kwargs):
+        return _op_call("squeeze", self, axis=axis, **kwargs)
+
+    def wait_to_read(self):
+        raise NotImplementedForSymbol(self.wait_to_read, None)
+
+    def asnumpy(self):
+        raise NotImplementedForSymbol(self.asnumpy, None)
+
+    def asscalar(self):
+        raise NotImplementedForSymbol(self.asscalar, None)
+
+    def as_in_context(self):
+        raise NotImplementedForSymbol(self.as_in_context, None)
+
+    def detach(self):
+        raise NotImplementedForSymbol(self.detach, None)
+
+    def backward(self):
+        raise NotImplementedForSymbol(self.backward, None)
+
+    # ----------------------------------------------------------------------------------------
+    # inference
+    # ----------------------------------------------------------------------------------------
+    def _known_inputs(self, g, args, kwargs, what, convert):
+        """{variable nid: value} from positional (argument order) or keyword values."""
+        if args and kwargs:
+            raise ValueError("Can only specify known argument %ss either by positional or "
+                             "kwargs way." % what)
+        known = {}
+        if args:
+            if len(args) > len(g.arg_nids):
+                raise MXNetError("Infer%s: %d positional values given but the symbol has %d "
+                                 "arguments %s" % (what.capitalize(), len(args), len(g.arg_nids),
+                                                   [g.nodes[i].name for i in g.arg_nids]))
+            for nid, value in zip(g.arg_nids, args):
+                if value is not None:
+                    known[nid] = convert(value, g.nodes[nid].name)
+            return known
+        by_name = {}
+        for nid in g.var_nids:
+            by_name.setdefault(g.nodes[nid].name, []).append(nid)
+        for key, value in kwargs.items():
+            if key not in by_name:
+                names = "".join("\n\t[%d]%s" % (i, g.nodes[n].name)
+                                for i, n in enumerate(g.var_nids))
+                raise MXNetError("Infer%sKeyword argument name %s not found.\nCandidate "
+                                 "arguments:%s" % (what.capitalize(), key, names))
+            if value is None:
+                continue
+            for nid in by_name[key]:
+                known[nid] = convert(value, key)
+        return known
+
+    def infer_shape(self, *args, **kwargs):
+        """(arg_shapes, out_shapes, aux_shapes), or (None, None, None) when incomplete."""
+        try:
+            res = self._infer_shape_impl(False, *args, **kwargs)
+        except MXNetError:
+            print("infer_shape error. Arguments:")
+            for i, arg in enumerate(args):
+                print("  #%d: %s" % (i, arg))
+            for k, v in kwargs.items():
+                print("  %s: %s" % (k, v))
+            raise
+        if res[1] is None:
+            arg_shapes, _, _ = self._infer_shape_impl(True, *args, **kwargs)
+            unknowns = []
+            for name, shape in zip(self.list_arguments(), arg_shapes):
+                if not shape or 0 in shape:
+                    if len(unknowns) >= 10:
+                        unknowns.append("...")
+                        break
+                    unknowns.append("%s: %s" % (name, shape))
+            warnings.warn("Cannot decide shape for the following arguments (0s in shape means "
+                          "unknown dimensions). Consider providing them as input:\n\t"
+                          + "\n\t".join(unknowns), stacklevel=2)
+        return res
+
+    def infer_shape_partial(self, *args, **kwargs):
+        """Like infer_shape, with () for unknown shapes and 0 for unknown dims."""
+        return self._infer_shape_impl(True, *args, **kwargs)
+
+    def _infer_shape_impl(self, partial, *args, **kwargs):
+        g = _graph.IndexedGraph(self._outputs)
+        known = self._known_inputs(g, args, kwargs, "shape", _check_shape_arg)
+        shapes = _graph.infer_shapes(g, known)
+        arg_shapes = [shapes[g.entry_start[n]] for n in g.arg_nids]
+        aux_shapes = [shapes[g.entry_start[n]] for n in g.aux_nids]
+        out_shapes = [shapes[e] for e in g.heads]
+        if not partial:
+            if not all(_graph.shape_known(s) for s in shapes):
+                return None, None, None
+        fix = (lambda s: () if s is None else tuple(s))
+        return ([fix(s) for s in arg_shapes], [fix(s) for s in out_shapes],
+                [fix(s) for s in aux_shapes])
+
+    def infer_type(self, *args, **kwargs):
+        """(arg_types, out_types, aux_types) as numpy types, or (None, None, None)."""
+        res = self._infer_type_impl(False, *args, **kwargs)
+        if res[1] is None:
+            arg_types, _, _ = self._infer_type_impl(True, *args, **kwargs)
+            unknowns = ["%s: %s" % (name, t) for name, t in zip(self.list_arguments(), arg_types)
+                        if t is None]
+            warnings.warn("Cannot decide type for the following arguments. Consider providing "
+                          "them as input:\n\t" + "\n\t".join(unknowns), stacklevel=2)
+        return res
+
+    def infer_type_partial(self, *args, **kwargs):
+        return self._infer_type_impl(True, *args, **kwargs)
+
+    def _infer_type_impl(self, partial, *args, **kwargs):
+        g = _graph.IndexedGraph(self._outputs)
+        known = self._known_inputs(g, args, kwargs, "type", _check_dtype_arg)
+        types = _graph.infer_types(g, known)
+        if not partial and any(t is None for t in types):
+            return None, None, None
+        fix = (lambda t: None if t is None else np.dtype(t).type)
+        return ([fix(types[g.entry_start[n]]) for n in g.arg_nids],
+                [fix(types[e]) for e in g.heads],
+                [fix(types[g.entry_start[n]]) for n in g.aux_nids])
+
+    # ----------------------------------------------------------------------------------------
+    # serialisation
+    # ----------------------------------------------------------------------------------------
+    def tojson(self, remove_amp_cast=True):
+        """The graph as MXNet 1.9.1 writes it (byte-compatible)."""
+        return _json.dumps(self._outputs)
+
+    def save(self, fname, remove_amp_cast=True):
+        if not isinstance(fname, string_types):
+            raise TypeError("fname must be a string")
+        with open(fname, "w", encoding="utf-8") as f:
+            f.write(self.tojson(remove_amp_cast))
+
+    def debug_str(self):
+        """A readable listing of the graph (outputs, variables, operators and attributes)."""
+        g = _graph.IndexedGraph(self._outputs)
+        lines = ["Symbol Outputs:"]
+        for i, (node, idx, _) in enumerate(self._outputs):
+            lines.append("\toutput[%d]=%s(%d)" % (i, node.name, idx))
+        for nid, node in enumerate(g.nodes):
+            if node.op is None:
+                lines.append("Variable:%s" % node.name)
+                continue
+            lines.append("--------------------")
+            lines.append("Op:%s, Name=%s" % (node.op.name, node.name))
+            lines.append("Inputs:")
+            for slot, (src, idx, ver) in enumerate(node.inputs):
+                extra = " version=%d" % ver if src.op is None else ""
+                lines.append("\targ[%d]=%s(%d)%s" % (slot, src.name, idx, extra))
+            params = {k: v for k, v in node.attrs.items()}
+            if params:
+                lines.append("Attrs:")
+                for k in sorted(params):
+                    lines.append("\t%s=%s" % (k, params[k]))
+        return "\n".join(lines) + "\n"
+
+    # ----------------------------------------------------------------------------------------
+    # binding
+    # ----------------------------------------------------------------------------------------
+    def simple_bind(self, ctx, grad_req="write", type_dict=None, stype_dict=None,
+                    group2ctx=None, shared_arg_names=None, shared_exec=None,
+                    shared_buffer=None, **kwargs):
+        """Bind with arrays allocated from the given input shapes; returns an Executor."""
+        from ..executor import simple_bind
+        return simple_bind(self, ctx, grad_req=grad_req, type_dict=type_dict,
+                           stype_dict=stype_dict, group2ctx=group2ctx,
+                           shared_arg_names=shared_arg_names, shared_exec=shared_exec,
+                           shared_buffer=shared_buffer, shapes=kwargs)
+
+    def bind(self, ctx, args, args_grad=None, grad_req="write", aux_states=None,
+             group2ctx=None, shared_exec=None):
+        """Bind to the given argument (and gradient / aux) arrays; returns an Executor."""
+        from ..executor import bind
+        return bind(self, ctx, args, args_grad=args_grad, grad_req=grad_req,
+                    aux_states=aux_states, group2ctx=group2ctx, shared_exec=shared_exec)
+
+    def eval(self, ctx=None, **kwargs):
+        """Bind to the keyword arrays and run forward; returns the outputs."""
+        if ctx is None:
+            ctx = current_context()
+        return self.bind(ctx, kwargs).forward()
+
+    def gradient(self, wrt):
+        raise MXNetError("Symbol.gradient is not supported (it is not implemented in MXNet "
+                         "1.9.1 either); bind the symbol and call Executor.backward")
+
+
+def _check_shape_arg(value, name):
+    if not isinstance(value, tuple):
+        raise TypeError("Arguments need to be shapes (tuple), but '%s' is %s."
+                        % (name, type(value)))
+    return value
+
+
+def _check_dtype_arg(value, name):
+    try:
+        dt = np.dtype(value)
+    except TypeError:
+        raise TypeError("Argument %s: %r is not a dtype" % (name, value)) from None
+    if dt.name not in DTYPE_NP_TO_MX:
+        raise TypeError("Argument need to be one of %s" % sorted(DTYPE_NP_TO_MX))
+    return dt.name
+
+
+def _with_plain_keys(attrs):
+    """The attributes with every hidden '__key__' also reported as 'key'."""
+    out = dict(attrs)
+    for key in HIDDEN_KEYS:
+        dunder = "__%s__" % key
+        if dunder in attrs:
+            out[key] = attrs[dunder]
+    return out
+
+
+def _keyword_mismatch(where, kwargs, candidates):
+    missing = [k for k in kwargs if k not in candidates]
+    names = "".join("\n\t[%d]%s" % (i, n) for i, n in enumerate(candidates))
+    raise MXNetError("%sKeyword argument name %s not found.\nCandidate arguments:%s"
+                     % (where, ", ".join(missing), names))
+
+
+def _copy_graph(outputs):
+    """Deep copy of the graph under ``outputs``; returns the copied output entries."""
+    memo = {}
+    for node in _graph.topo_order(outputs):
+        new = _graph.Node(node.op, node.name, dict(node.attrs))
+        new.version = node.version
+        new._p = node._p
+        new.inputs = [(memo[id(src)], i, v) for src, i, v in node.inputs]
+        new.control_deps = [memo[id(d)] for d in node.control_deps]
+        memo[id(node)] = new
+    return [(memo[id(n)], i, v) for n, i, v in outputs]
+
+
+def _update_versions(node):
+    """Record variable versions on the node's inputs; mutated (aux) inputs bump the version."""
+    for slot, (src, i, _) in enumerate(node.inputs):
+        if src.op is None:
+            node.inputs[slot] = (src, i, src.version)
+    for slot in node.aux_slots():
+        src, i, _ = node.inputs[slot]
+        if src.op is not None:
+            raise MXNetError("Operator %s (node '%s'): input '%s' is mutated (an auxiliary "
+                             "state), so it must be a Variable, not the output of %s"
+                             % (node.op.name, node.name, node.input_names()[slot], src.name))
+        src.version += 1
+        node.inputs[slot] = (src, i, src.version)
+
+
+def create_op_symbol(op_name, hint, args=(), params=None, kwargs=None, name=None, attr=None):
+    """Create an operator node the way MXNet's generated ``sym.<op>`` functions do.
+
+    ``args``: input symbols by position; ``kwargs``: input symbols by input name; ``params``:
+    attribute values (stored as ``str(value)``; hidden keys dunder-ised); ``attr``: extra
+    string attributes merged over the current AttrScope (they win over ``params``).
+    """
+    op = registry.get(op_name) if isinstance(op_name, str) else op_name
+    kwargs = kwargs or {}
+    values = dict(params or {})
+    values.update(_attribute.current().get(attr))
+    attrs = {}
+    for key, value in values.items():
+        attrs[_op_attr_key(key, value)] = _attr_text(op, key, value)
+    if args and kwargs:
+        raise TypeError("Operators with variable length input can only accept input Symbols "
+                        "either as positional or keyword arguments, not both")
+    node_name = _name.current().get(name, hint)
+    node = _graph.Node(op, node_name, attrs)
+    p = node.params()
+    names = op.list_inputs(p)
+    if len(args) > len(names):
+        raise MXNetError("Operator %s (node '%s'): too many inputs, requires %d (%s), provided "
+                         "%d" % (op.name, node_name, len(names), ", ".join(names), len(args)))
+    inputs = [_entry_of(s, "Argument %s(%d)" % (names[i], i)) for i, s in enumerate(args)]
+    matched = 0
+    for arg in names[len(args):]:
+        given = kwargs.get(arg)
+        if given is not None:
+            inputs.append(_entry_of(given, "Argument %s" % arg))
+            matched += 1
+        else:
+            var_name = "%s_%s" % (node_name, arg) if node_name else arg
+            inputs.append((_graph.Node(None, var_name, dict(attrs)), 0, 0))
+    if matched != len(kwargs):
+        _keyword_mismatch("Symbol.Compose", kwargs, names[len(args):])
+    node.inputs = inputs
+    _update_versions(node)
+    if op.input_init:
+        for slot, arg in enumerate(names):
+            init = op.input_init.get(arg)
+            src = inputs[slot][0]
+            if init is not None and src.op is None and "__init__" not in src.attrs:
+                src.attrs["__init__"] = init
+    return Symbol([(node, i, 0) for i in range(op.num_visible_outputs(p))])
+
+
+def _attr_text(op, key, value):
+    """An attribute value as MXNet stores it: ``str(value)``, dtype names normalised."""
+    if isinstance(value, string_types):
+        return value
+    decl = op.params.get(key)
+    if isinstance(decl, registry.Dtype) and value is not None:
+        try:
+            return np.dtype(value).name
+        except TypeError:
+            return str(value)
+    return str(value)
+
+
+def _op_call(op_name, *args, **kwargs):
+    """Call the generated ``sym.<op_name>`` function."""
+    from .register import op_function
+    return op_function(op_name)(*args, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# fluent methods: x.reshape(...) == sym.reshape(x, ...)
+# ---------------------------------------------------------------------------------------------
+_FLUENT = ("reshape", "reshape_like", "zeros_like", "ones_like", "broadcast_axes", "repeat",
+           "pad", "swapaxes", "split", "split_v2", "slice", "slice_axis", "slice_like", "take",
+           "one_hot", "pick", "sort", "topk", "argsort", "argmax", "argmax_channel", "argmin",
+           "clip", "abs", "sign", "shape_array", "size_array", "broadcast_to", "broadcast_like",
+           "tile", "transpose", "flip", "depth_to_space", "space_to_depth", "diag", "sum",
+           "nansum", "prod", "nanprod", "mean", "max", "min", "norm", "round", "rint", "fix",
+           "floor", "ceil", "trunc", "sin", "cos", "tan", "arcsin", "arccos", "arctan",
+           "degrees", "radians", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "exp",
+           "expm1", "log", "log10", "log2", "log1p", "sqrt", "rsqrt", "cbrt", "rcbrt", "square",
+           "reciprocal", "relu", "sigmoid", "softmax", "log_softmax", "softmin")
+
+
+def _make_fluent(op_name):
+    def method(self, *args, **kwargs):
+        return _op_call(op_name, self, *args, **kwargs)
+    method.__name__ = op_name
+    method.__doc__ = "Convenience fluent method for :py:func:`%s`." % op_name
+    return method
+
+
+for _fluent_name in _FLUENT:
+    setattr(Symbol, _fluent_name, _make_fluent(_fluent_name))
+
+
+# ---------------------------------------------------------------------------------------------
+# module-level functions
+# ---------------------------------------------------------------------------------------------
+def var(name, attr=None, shape=None, lr_mult=None, wd_mult=None, dtype=None, init=None,
+        stype=None, **kwargs):
+    """A variable (a free input of a graph), with optional shape/dtype/init attributes."""
+    if not isinstance(name, string_types):
+        raise TypeError("Expect a string for variable `name`")
+    node = _graph.Node(None, name)
+    ret = Symbol([(node, 0, 0)])
+    attr = _attribute.current().get(attr)
+    if shape is not None:
+        attr["__shape__"] = str(shape)
+    if lr_mult is not None:
+        attr["__lr_mult__"] = str(lr_mult)
+    if wd_mult is not None:
+        attr["__wd_mult__"] = str(wd_mult)
+    if dtype is not None:
+        attr["__dtype__"] = str(DTYPE_NP_TO_MX[np.dtype(dtype).name])
+    if init is not None:
+        if not isinstance(init, string_types):
+            init = init.dumps()
+        attr["__init__"] = init
+    if stype is not None:
+        if stype not in _STORAGE_TYPE_STR_TO_ID:
+            raise MXNetError("unknown storage type %r (expected one of default, row_sparse, "
+                             "csr)" % (stype,))
+        attr["__storage_type__"] = str(_STORAGE_TYPE_STR_TO_ID[stype])
+    for key, value in kwargs.items():
+        if key.startswith("__") and key.endswith("__"):
+            attr[key] = str(value)
+        else:
+            raise ValueError("Attribute name=%s is not supported. Additional attributes must "
+                             "start and end with double underscores, e.g, __yourattr__" % key)
+    ret._set_attr(**attr)
+    return ret
+
+
+Variable = var
+
+
+def Group(symbols, create_fn=Symbol):
+    """One symbol whose outputs are the outputs of ``symbols`` in order."""
+    if not symbols or any(not isinstance(s, Symbol) for s in symbols):
+        raise TypeError("Expected a list of symbols as input")
+    outputs = []
+    for s in symbols:
+        outputs.extend(s._outputs)
+    return create_fn(outputs)
+
+
+def load_json(json_str):
+    """A symbol from its JSON text (any MXNet version's layout)."""
+    if not isinstance(json_str, string_types):
+        raise TypeError("fname required to be string")
+    return Symbol(_json.loads(json_str))
+
+
+def load(fname):
+    """A symbol from a JSON file written by ``save`` (or by MXNet)."""
+    if not isinstance(fname, string_types):
+        raise TypeError("fname need to be string")
+    with open(fname, "r", encoding="utf-8") as f:
+        return load_json(f.read())
+
+
+def _ufunc(lhs, rhs, op_sym, hint_sym, op_scalar, hint_scalar, op_rscalar, hint_rscalar,
+           py_fn):
+    if isinstance(lhs, Symbol) and isinstance(rhs, Symbol):
+        return create_op_symbol(op_sym, hint_sym, [lhs, rhs])
+    if isinstance(lhs, Symbol) and isinstance(rhs, numbers.Number):
+        return create_op_symbol(op_scalar, hint_scalar, [lhs], {"scalar": rhs})
+    if isinstance(lhs, numbers.Number) and isinstance(rhs, Symbol):
+        return create_op_symbol(op_rscalar, hint_rscalar, [rhs], {"scalar": lhs})
+    if isinstance(lhs, numbers.Number) and isinstance(rhs, numbers.Number):
+        return py_fn(lhs, rhs)
+    raise TypeError("types (%s, %s) not supported" % (type(lhs), type(rhs)))
+
+
+def pow(base, exp):  # noqa: A001  (MXNet's name)
+    """base ** exp for symbols and/or numbers."""
+    return _ufunc(base, exp, "_power", "_power", "_power_scalar", "_powerscalar",
+                  "_rpower_scalar", "_rpowerscalar", lambda a, b: a ** b)
+
+
+def power(base, exp):
+    return pow(base, exp)
+
+
+def maximum(left, right):
+    return _ufunc(left, right, "_maximum", "_maximum", "_maximum_scalar", "_maximumscalar",
+                  "_maximum_scalar", "_maximumscalar", lambda a, b: a if a > b else b)
+
+
+def minimum(left, right):
+    return _ufunc(left, right, "_minimum", "_minimum", "_minimum_scalar", "_minimumscalar",
+                  "_minimum_scalar", "_minimumscalar", lambda a, b: a if a < b else b)
+
+
+def hypot(left, right):
+    return _ufunc(left, right, "_hypot", "_hypot", "_hypot_scalar", "_hypotscalar",
+                  "_hypot_scalar", "_hypotscalar", lambda a, b: float(np.hypot(a, b)))
+
+
+def zeros(shape, dtype=None, **kwargs):
+    """A symbol of zeros (``_zeros``); 0 dims are filled by shape inference."""
+    if dtype is None:
+        dtype = np.float32
+    return _op_call("_zeros", shape=shape, dtype=dtype, **kwargs)
+
+
+def ones(shape, dtype=None, **kwargs):
+    if dtype is None:
+        dtype = np.float32
+    return _op_call("_ones", shape=shape, dtype=dtype, **kwargs)
+
+
+def full(shape, val, dtype=None, **kwargs):
+    if dtype is None:
+        dtype = np.float32
+    return _op_call("_full", shape=shape, dtype=dtype, value=float(val), **kwargs)
+
