@@ -440,16 +440,20 @@ def _softmax_rows(x, out, inv_t, use_log, length, has_length, lo, hi):
             if v > m:
                 m = v
         s = 0.0
-        for k in range(n):
-            s += math.exp(x[o, k, j] * inv_t - m)
         if use_log:
+            for k in range(n):
+                s += math.exp(x[o, k, j] * inv_t - m)
             shift = m + math.log(s)
             for k in range(n):
                 out[o, k, j] = x[o, k, j] * inv_t - shift
         else:
+            for k in range(n):          # keep the exponentials: one exp per element
+                e = math.exp(x[o, k, j] * inv_t - m)
+                out[o, k, j] = e
+                s += e
             inv_s = 1.0 / s
             for k in range(n):
-                out[o, k, j] = math.exp(x[o, k, j] * inv_t - m) * inv_s
+                out[o, k, j] *= inv_s
 
 
 @njit(cache=True, parallel=True)
