@@ -324,17 +324,17 @@ def sgd_mom_update(weight, grad, mom, out, lr, wd, momentum, rescale_grad, clip_
             (lr, lr * wd, momentum, rescale, clip))
 
 
-def mp_sgd_update(weight, grad, weight32, out, lr, wd, rescale_grad, clip_gradient, rows=None):
+def mp_sgd_update(weight, grad, weight32, out, lr, wd, rescale_grad, clip_gradient):
     lr, wd, rescale, clip = cast_scalars(np.float32, lr, wd, rescale_grad, clip_gradient)
-    _launch(_mp_sgd_k, rows, (weight32, grad, out), (0, 2),
+    _launch(_mp_sgd_k, None, (weight32, grad, out), (0, 2),
             (lr, np.float32(1) - lr * wd, rescale, clip))
 
 
 def mp_sgd_mom_update(weight, grad, mom, weight32, out, lr, wd, momentum, rescale_grad,
-                      clip_gradient, rows=None):
+                      clip_gradient):
     lr, wd, momentum, rescale, clip = cast_scalars(np.float32, lr, wd, momentum, rescale_grad,
                                                    clip_gradient)
-    _launch(_mp_sgd_mom_k, rows, (weight32, grad, mom, out), (0, 2, 3),
+    _launch(_mp_sgd_mom_k, None, (weight32, grad, mom, out), (0, 2, 3),
             (lr, lr * wd, momentum, rescale, clip))
 
 
