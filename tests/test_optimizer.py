@@ -83,6 +83,18 @@ def test_lr_wd_mult_from_symbol_names_and_user_dicts():
     assert lars.wd_mult == {"bn_gamma": 0.0}
 
 
+def test_lr_wd_mult_from_a_real_symbol():
+    """MXNet's test_lr_wd_mult expectations: op attributes reach the auto-created weights."""
+    data = mx.sym.Variable("data")
+    bias = mx.sym.Variable("fc1_bias", lr_mult=1.0)
+    fc1 = mx.sym.FullyConnected(data=data, bias=bias, name="fc1", num_hidden=10, lr_mult=0)
+    fc2 = mx.sym.FullyConnected(data=fc1, name="fc2", num_hidden=10, wd_mult=0.5)
+    names = ["fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias"]
+    opt = mx.optimizer.create("sgd", sym=fc2, param_idx2name=dict(enumerate(names)))
+    assert opt.lr_mult == {"fc1_bias": 1.0, "fc1_weight": 0.0}
+    assert opt.wd_mult == {"fc2_bias": 0.5, "fc2_weight": 0.5, "fc1_bias": 0.0}
+
+
 def test_param_dict_wins():
     class P:
         lr_mult, wd_mult = 2.0, 3.0

@@ -142,6 +142,34 @@ def test_set_states_refuses_corrupt_or_foreign_pickles(blob):
     assert upd.states == {}
 
 
+CALLED = []
+
+
+def _side_effect(*args):
+    CALLED.append(args)
+    return {}
+
+
+class _Sneaky:
+    def __reduce__(self):
+        return _side_effect, ("ran",)
+
+
+def test_set_states_runs_nothing_from_a_foreign_pickle(tmp_path):
+    import pickle
+    blob = pickle.dumps({0: _Sneaky()})
+    upd = mx.optimizer.get_updater(mx.optimizer.SGD())
+    with pytest.raises(MXNetError, match="_side_effect"):
+        upd.set_states(blob)
+    kv = mx.kv.create()
+    kv.set_optimizer(mx.optimizer.SGD())
+    fname = tmp_path / "evil.states"
+    fname.write_bytes(pickle.dumps(({0: None}, _Sneaky())))
+    with pytest.raises(MXNetError):
+        kv.load_optimizer_states(str(fname))
+    assert CALLED == []
+
+
 def test_set_states_refuses_an_ndarray_with_corrupt_record():
     good = mx.optimizer.get_updater(mx.optimizer.SGD(momentum=0.9))
     good(0, mx.nd.ones((2, 2)), mx.nd.ones((2, 2)))
