@@ -31,3 +31,8 @@ from .attribute import AttrScope
 from . import symbol
 from . import symbol as sym
 from . import executor
+from . import model
+from . import module
+from . import module as mod
+from . import monitor
+from . import monitor as mon

@@ -1,0 +1,117 @@
+"""Monitor: statistics of every intermediate array, every ``interval`` batches (``mx.mon``).
+
+Install it on executors (``Module.install_monitor(mon)`` installs it on every device's
+executor). Between ``tic()`` and ``toc()`` of an active step the executors report each op
+output of the forward pass and of the backward pass (``<node>_output``,
+``<node>_backward_output<i>``; with ``monitor_all`` also op inputs); ``toc()`` adds the
+arguments and auxiliary states and returns ``[(step, name, text)]``.
+"""
+import logging
+import re
+from math import sqrt
+
+from . import ndarray
+from .ndarray import NDArray
+
+__all__ = ["Monitor"]
+
+
+def _default_stat(x):
+    """Root mean square of the array: ``norm(x) / sqrt(x.size)``."""
+    return ndarray.norm(x) / sqrt(x.size)
+
+
+class Monitor:
+    """Collect ``stat_func(array)`` for arrays whose names match ``pattern``.
+
+    Parameters
+    ----------
+    interval : int
+        Collect on every ``interval``-th call of ``tic()`` (the first call included).
+    stat_func : callable NDArray -> NDArray or list of NDArray
+        The statistic; default: root mean square.
+    pattern : str
+        Regular expression matched (``re.match``) against array names.
+    sort : bool
+        Sort the result of ``toc()`` by name.
+    monitor_all : bool
+        Also report the inputs of every op, not only its outputs.
+    """
+
+    def __init__(self, interval, stat_func=None, pattern='.*', sort=False, monitor_all=False):
+        if stat_func is None:
+            stat_func = _default_stat
+        self.stat_func = stat_func
+        self.interval = interval
+        self.activated = False
+        self.queue = []
+        self.step = 0
+        self.exes = []
+        self.re_prog = re.compile(pattern)
+        self.sort = sort
+        self.monitor_all = monitor_all
+
+        def stat_helper(name, array):
+            """Executor callback: record a statistic of ``array`` while active."""
+            if not self.activated:
+                return
+            name = name.decode("utf-8") if isinstance(name, bytes) else name
+            if not self.re_prog.match(name):
+                return
+            self.queue.append((self.step, name, self.stat_func(array)))
+        self.stat_helper = stat_helper
+
+    def install(self, exe):
+        """Start reporting from executor ``exe``."""
+        exe.set_monitor_callback(self.stat_helper, self.monitor_all)
+        self.exes.append(exe)
+
+    def tic(self):
+        """Start a step; collection is active on every ``interval``-th step."""
+        if self.step % self.interval == 0:
+            self.queue = []
+            self.activated = True
+        self.step += 1
+
+    def toc(self):
+        """End the step: add arguments and aux states, return ``[(step, name, text)]``.
+
+        ``text`` is the statistic formatted as MXNet does: ``str(scalar)`` for shape-(1,)
+        values, ``str(numpy array)`` otherwise, each followed by a tab.
+        """
+        if not self.activated:
+            return []
+        for exe in self.exes:
+            for name, array in exe.arg_dict.items():
+                if self.re_prog.match(name):
+                    self.queue.append((self.step, name, self.stat_func(array)))
+            for name, array in exe.aux_dict.items():
+                if self.re_prog.match(name):
+                    self.queue.append((self.step, name, self.stat_func(array)))
+        self.activated = False
+        if self.sort:
+            self.queue.sort(key=lambda x: x[1])
+        res = []
+        for step, name, values in self.queue:
+            if isinstance(values, NDArray):
+                values = [values]
+            if not isinstance(values, list):
+                raise TypeError("Monitor stat_func must return an NDArray or a list of "
+                                "NDArrays, got %s for %r" % (type(values).__name__, name))
+            text = ''
+            for value in values:
+                if not isinstance(value, NDArray):
+                    raise TypeError("Monitor stat_func must return NDArrays, got %s for %r"
+                                    % (type(value).__name__, name))
+                if value.shape == (1,):
+                    text += str(value.asscalar()) + '\t'
+                else:
+                    text += str(value.asnumpy()) + '\t'
+            res.append((step, name, text))
+        self.queue = []
+        return res
+
+    def toc_print(self):
+        """End the step and log every collected statistic."""
+        for step, name, text in self.toc():
+            logging.info('Batch: {:7d} {:30s} {:s}'.format(step, name, text))
