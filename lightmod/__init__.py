@@ -36,3 +36,4 @@ from . import module
 from . import module as mod
 from . import monitor
 from . import monitor as mon
+from . import rnn

@@ -28,7 +28,7 @@ from .ndarray.ndarray import NDArray
 
 __all__ = ["InitDesc", "Initializer", "register", "alias", "create", "Load", "Mixed", "Zero",
            "One", "Constant", "Uniform", "Normal", "Orthogonal", "Xavier", "MSRAPrelu",
-           "Bilinear", "LSTMBias"]
+           "Bilinear", "LSTMBias", "FusedRNN"]
 
 
 class InitDesc(str):
@@ -460,3 +460,50 @@ class LSTMBias(Initializer):
         arr[:] = 0.0
         num_hidden = int(_shape_of(arr)[0] / 4)
         arr[num_hidden:2 * num_hidden] = self.forget_bias
+
+
+@register
+class FusedRNN(Initializer):
+    """Initializer of a FusedRNNCell's packed parameter vector.
+
+    The vector is unpacked into per-layer, per-gate weights and biases (``l0_i2h_i_weight``...);
+    each one is filled by ``init`` (an Initializer, its JSON, or None for the global
+    initializer of the call) according to its name, LSTM forget-gate biases (both the i2h and
+    the h2h one, as in MXNet) are set to ``forget_bias``, and the vector is packed again.
+    Unlike MXNet 1.9.1, a FusedRNN whose ``init`` is not None can be rebuilt from its JSON.
+    """
+
+    def __init__(self, init, num_hidden, num_layers, mode, bidirectional=False,
+                 forget_bias=1.0):
+        if isinstance(init, string_types):
+            init = create(init)
+        super().__init__(init=init.dumps() if init is not None else None,
+                         num_hidden=num_hidden, num_layers=num_layers, mode=mode,
+                         bidirectional=bidirectional, forget_bias=forget_bias)
+        self._init = init
+        self._num_hidden = num_hidden
+        self._num_layers = num_layers
+        self._mode = mode
+        self._bidirectional = bidirectional
+        self._forget_bias = forget_bias
+
+    def _init_weight(self, desc, arr):
+        from .rnn import rnn_cell
+        cell = rnn_cell.FusedRNNCell(self._num_hidden, self._num_layers, self._mode,
+                                     self._bidirectional, forget_bias=self._forget_bias,
+                                     prefix="")
+        global_init = getattr(desc, "global_init", None)
+        if self._init is None and global_init is None:
+            raise ValueError("FusedRNN(init=None) fills %s with the global initializer, but "
+                             "it was called without one (call it through an Initializer)"
+                             % desc)
+        args = cell.unpack_weights({"parameters": arr})
+        for name in args:
+            arg_desc = InitDesc(name, global_init=global_init)
+            if self._mode == "lstm" and name.endswith("_f_bias"):
+                args[name][:] = self._forget_bias
+            elif self._init is None:
+                global_init(arg_desc, args[name])
+            else:
+                self._init(arg_desc, args[name])
+        arr[:] = cell.pack_weights(args)["parameters"]

@@ -332,3 +332,30 @@ def test_dropout_gradient_uses_the_forward_mask():
             numeric = (loss(plus) - loss(minus)) / (2 * eps)
             np.testing.assert_allclose(grads[which].reshape(-1)[pos], numeric, rtol=1e-5,
                                        atol=1e-8)
+
+
+# ---------------------------------------------------------------------------------------------
+# reverse / flip (BidirectionalCell merges its backward direction with it)
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("axis", ["1", "(0, 2)", "-1", "()"])
+def test_reverse_forward_backward(axis):
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((3, 4, 2))
+    axes = tuple(a % 3 for a in np.atleast_1d(eval(axis)).astype(int))
+    for name in ("reverse", "flip"):
+        outs, _, _, _ = oh.forward(name, {"axis": axis}, [x])
+        np.testing.assert_array_equal(outs[0], np.flip(x, axes) if axes else x)
+    head = rng.standard_normal(x.shape)
+    grad = oh.backward("reverse", {"axis": axis}, [x], [head])[0]
+    np.testing.assert_array_equal(grad, np.flip(head, axes) if axes else head)
+    added = oh.backward("reverse", {"axis": axis}, [x], [head], req=["add"],
+                        init_grads=[np.ones_like(x)])[0]
+    np.testing.assert_array_equal(added, grad + 1)
+
+
+def test_reverse_errors():
+    op = registry.get("reverse")
+    with pytest.raises(MXNetError, match="required"):
+        op.parse({})
+    with pytest.raises(MXNetError, match="out of range"):
+        op.infer_shape(op.parse({"axis": "3"}), [(2, 3)])

@@ -20,7 +20,7 @@ from ..scalar_rnn import (gru_unit, gru_unit_grad, lstm_unit, lstm_unit_grad, va
 
 __all__ = ["rnn_gemm", "rnn_column_sum", "rnn_lstm_step", "rnn_lstm_step_backward",
            "rnn_gru_step", "rnn_gru_step_backward", "rnn_vanilla_step",
-           "rnn_vanilla_step_backward"]
+           "rnn_vanilla_step_backward", "reverse_axes"]
 
 # Below this many units a step runs on the calling thread (thread start-up costs more).
 PARALLEL_MIN = 1 << 15
@@ -243,3 +243,15 @@ def rnn_vanilla_step_backward(dy, offset, dh, h, dg, relu):
     """Pre-activation gradient dg of one vanilla step from dh (+ y's columns of dy)."""
     _launch_rows(_vanilla_bwd, _vanilla_bwd_par, h.shape[0], h.size, dy, offset, dh, h, dg,
                  bool(relu))
+
+
+# ---------------------------------------------------------------------------------------------
+# reverse (flip) along axes, for the ``reverse`` operator
+# ---------------------------------------------------------------------------------------------
+def reverse_axes(src, dst, axes, accumulate=False):
+    """dst = src reversed along ``axes`` (or dst += ...)."""
+    flipped = np.flip(src, axis=tuple(axes)) if axes else src
+    if accumulate:
+        dst += flipped
+    else:
+        np.copyto(dst, flipped)

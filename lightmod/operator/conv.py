@@ -254,6 +254,15 @@ class Convolution(_ConvBase):
         in_shapes[0] = data
         return in_shapes[:len(names)], [tuple(out)]
 
+    def infer_shape_backward(self, p, in_shapes, out_shapes):
+        # like MXNet: an unknown batch size of the data is taken from the output (ConvRNN
+        # cells' begin states are (0, C, H, W) and meet the data only after this convolution)
+        in_shapes = list(in_shapes)
+        data, out = in_shapes[0], out_shapes[0] if out_shapes else None
+        if data is not None and len(data) > 0 and not data[0] and out and out[0]:
+            in_shapes[0] = (out[0],) + tuple(data[1:])
+        return in_shapes
+
     # --- computation -------------------------------------------------------------------------
     def _plan(self, p, xshape, state):
         plan = state.get("plan")

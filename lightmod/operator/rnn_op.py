@@ -23,10 +23,10 @@ says so. float16 is rejected too (MXNet's CPU operator has no float16 GEMM).
 """
 import numpy as np
 
-from .nn import assign_shape, known
-from .registry import Bool, Enum, Float, Int, OptFloat, OptInt, Operator, register
+from .nn import ElementwiseOp, assign_shape, known, zero_grads
+from .registry import Bool, Enum, Float, Int, OptFloat, OptInt, Operator, Shape, register
 
-__all__ = ["GATES", "param_layout", "param_size", "RNN"]
+__all__ = ["GATES", "param_layout", "param_size", "RNN", "Reverse"]
 
 # Gates per mode (gate blocks of the packed weights).
 GATES = {"rnn_relu": 1, "rnn_tanh": 1, "lstm": 4, "gru": 3}
@@ -362,3 +362,39 @@ class RNN(Operator):
             k.assign(in_grads[2], grads["dhx"], req[2])
         if lstm and req[3] != "null":
             k.assign(in_grads[3], grads["dcx"], req[3])
+
+
+# ---------------------------------------------------------------------------------------------
+# reverse / flip: declared here because BidirectionalCell needs it to merge the backward
+# direction's outputs (MXNet declares it among its matrix ops)
+# ---------------------------------------------------------------------------------------------
+@register
+class Reverse(ElementwiseOp):
+    name = "reverse"
+    aliases = ("flip",)
+    params = {"axis": Shape(doc="The axis which to reverse elements.")}
+
+    def _axes(self, p, ndim):
+        axes = []
+        for ax in p.axis:
+            if not -ndim <= ax < ndim:
+                raise self.error("axis %s out of range for data with %d dimensions",
+                                 p.axis, ndim)
+            axes.append(ax % ndim)
+        return tuple(axes)
+
+    def infer_shape(self, p, in_shapes):
+        shape = in_shapes[0]
+        if known(shape):
+            self._axes(p, len(shape))
+        return list(in_shapes), [shape]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        k.reverse_axes(inputs[0], outputs[0], self._axes(p, inputs[0].ndim))
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if out_grads[0] is None:
+            zero_grads(k, in_grads, req)
+        elif req[0] != "null":
+            k.reverse_axes(out_grads[0], in_grads[0], self._axes(p, inputs[0].ndim),
+                           accumulate=req[0] == "add")
