@@ -1,7 +1,8 @@
 """Per-index and per-element math of the tensor and reduction families, shared by both halves.
 
 Plain ``@njit`` functions: the CPU launchers call them from (p)range loops, the CUDA kernels from
-grid-stride loops, so index resolution (clip / wrap) and the reduction gradients are written once.
+grid-stride loops, so index resolution (clip / wrap) and the reductions and their gradients are
+written once. (Strided offsets are ``kernels/scalar.py``'s ``strided_offset``.)
 """
 import math
 
@@ -9,17 +10,6 @@ from numba import njit
 
 # --- reduction kinds (codes passed to k.reduce_axes / k.reduce_axes_backward) -------------------
 R_SUM, R_MEAN, R_PROD, R_MAX, R_MIN, R_NANSUM, R_NANPROD, R_SUMSQ, R_NORM1, R_NORM2 = range(10)
-
-
-@njit(cache=True)
-def strided_offset(i, shape, strides):
-    """Element offset of the i-th element (C order over ``shape``) of a strided view."""
-    off = 0
-    for d in range(len(shape) - 1, -1, -1):
-        n = shape[d]
-        off += (i % n) * strides[d]
-        i //= n
-    return off
 
 
 @njit(cache=True)

@@ -28,7 +28,7 @@ def _np_axes(shape, axis, exclude):
 
 
 def _expect(fn, x, axes, keepdims):
-    out = np.asarray(fn(x, axis=axes, keepdims=keepdims)) if axes else x.copy()
+    out = np.asarray(fn(x, axis=axes, keepdims=keepdims))   # axes () reduce nothing
     return out.reshape(out.shape or (1,))
 
 
@@ -110,7 +110,7 @@ def test_norm(ord_, shape, axis, keepdims):
     ref = (lambda v, axis, keepdims: np.sum(np.abs(v), axis=axis, keepdims=keepdims)) \
         if ord_ == 1 else \
         (lambda v, axis, keepdims: np.sqrt(np.sum(v * v, axis=axis, keepdims=keepdims)))
-    expect = _expect(ref, x, axes, keepdims) if axes else (np.abs(x))
+    expect = _expect(ref, x, axes, keepdims)
     np.testing.assert_allclose(run("norm", attrs, [x])[0], expect, rtol=1e-12)
     check_grad("norm", attrs, [x])
 
@@ -302,3 +302,16 @@ def test_matmul_kernel_batches_and_req():
     k.matmul_batched(c, a, b, False, True, "add")
     np.testing.assert_allclose(c, a @ np.swapaxes(b, 1, 2) + 1)
     forward("batch_dot", {"transpose_b": True}, [a, b])
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "max", "prod", "norm"])
+def test_parallel_gradient_loop_on_large_arrays(name):
+    """Gradients above the kernel's PARALLEL_MIN take the prange path."""
+    x = rand((300, 60, 2), 4)
+    g = np.random.default_rng(5).standard_normal((300, 2))
+    got = backward(name, {"axis": 1}, [x], [g])[0]
+    y = run(name, {"axis": 1}, [x])[0]
+    factor = {"sum": np.ones_like(x), "mean": np.full_like(x, 1 / 60),
+              "max": (x == y[:, None]).astype(float), "prod": y[:, None] / x,
+              "norm": x / y[:, None]}[name]
+    np.testing.assert_allclose(got, g[:, None] * factor, rtol=1e-12)

@@ -701,3 +701,28 @@ def test_float16_and_integer_data():
     np.testing.assert_array_equal(run("transpose", {}, [xi])[0], xi.T)
     np.testing.assert_array_equal(run("where", {}, [np.array([True, False]), xi, -xi])[0],
                                   np.where(np.array([[True], [False]]), xi, -xi))
+
+
+def test_parallel_loops_on_large_arrays():
+    """Arrays above the kernels' PARALLEL_MIN take the prange paths."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((300, 200))
+    idx = rng.uniform(-5, 305, 250).round(1)
+    j = np.clip(np.trunc(idx).astype(int), 0, 299)
+    np.testing.assert_array_equal(run("take", {}, [x, idx])[0], x[j])
+    g = backward("take", {}, [x, idx], [np.ones((250, 200))])[0]
+    np.testing.assert_array_equal(g, np.bincount(j, minlength=300)[:, None] * np.ones(200))
+    g = backward("take", {"axis": 1}, [x.T, idx], [np.ones((200, 250))])[0]
+    np.testing.assert_array_equal(g, np.ones((200, 1)) * np.bincount(j, minlength=300))
+    x3 = rng.standard_normal((300, 100, 2))
+    pi = rng.integers(0, 100, (300, 2)).astype(np.float64)
+    expect = np.take_along_axis(x3, pi.astype(int)[:, None], 1)[:, 0]
+    np.testing.assert_array_equal(run("pick", {"axis": 1}, [x3, pi])[0], expect)
+    g = backward("pick", {"axis": 1}, [x3, pi], [np.ones((300, 2))])[0]
+    assert g.sum() == 600 and np.all(np.take_along_axis(g, pi.astype(int)[:, None], 1) == 1)
+    hot = run("one_hot", {"depth": 200}, [pi[:, 0]])[0]
+    np.testing.assert_array_equal(hot.argmax(1), pi[:, 0])
+    c = (rng.uniform(size=300) > 0.5).astype(np.float64)
+    np.testing.assert_array_equal(run("where", {}, [c, x, -x])[0], np.where(c[:, None], x, -x))
+    gx, gy = backward("where", {}, [c, x, -x], [np.ones((300, 200))])[1:]
+    np.testing.assert_array_equal(gx + gy, np.ones((300, 200)))

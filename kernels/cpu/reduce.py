@@ -41,11 +41,11 @@ def _math(x):
 
 
 def _store(dst, value, req):
-    out = dst.reshape(np.shape(value))
+    value = np.asarray(value).reshape(dst.shape)
     if req == "add":
-        out += value.astype(dst.dtype, copy=False)
+        dst += value.astype(dst.dtype, copy=False)
     else:
-        np.copyto(out, value, casting="unsafe")
+        np.copyto(dst, value, casting="unsafe")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -120,8 +120,9 @@ def reduce_axes_backward(gin, gout, data, out, cshape, raxes, kind, req):
     """gin (req) gout broadcast over the reduced axes times d out / d data (per element)."""
     if req == "null" or gin.size == 0:
         return
-    back = gin.dtype == np.float16
-    acc = gin.reshape(-1).astype(np.float32) if back else gin.reshape(-1)
+    back = gin.dtype == np.float16 or not gin.flags.c_contiguous
+    acc = np.ascontiguousarray(gin, dtype=np.float32 if gin.dtype == np.float16 else
+                               gin.dtype).reshape(-1) if back else gin.reshape(-1)
     g = _math(gout)
     if kind in _NEEDS_VALUES:
         x, y = _math(data), _math(out)
@@ -131,7 +132,7 @@ def reduce_axes_backward(gin, gout, data, out, cshape, raxes, kind, req):
     fn(acc, g, x, y, np.array(cshape, dtype=np.int64), _out_strides(cshape, raxes), kind,
        float(_count(cshape, raxes)), req == "add")
     if back:
-        np.copyto(gin.reshape(-1), acc, casting="unsafe")
+        np.copyto(gin, acc.reshape(gin.shape), casting="unsafe")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -142,7 +143,7 @@ def arg_reduce(out, data, outer, n, inner, is_max):
     a NaN counts as the extreme (numpy's and MXNet's rule)."""
     x = np.ascontiguousarray(data).reshape(outer, n, inner)
     pos = np.argmax(x, axis=1) if is_max else np.argmin(x, axis=1)
-    np.copyto(out.reshape(outer, inner), pos, casting="unsafe")
+    np.copyto(out, pos.reshape(out.shape), casting="unsafe")
 
 
 # ---------------------------------------------------------------------------------------------

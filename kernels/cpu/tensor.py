@@ -23,8 +23,8 @@ PARALLEL_MIN = 1 << 15
 # helpers
 # ---------------------------------------------------------------------------------------------
 def _flat(x):
-    """x as a 1-d array sharing memory (x must be C-contiguous, as every buffer here is)."""
-    return x.reshape(-1)
+    """x as a flat C-order array (a view when x is C-contiguous, else a copy: for reading)."""
+    return np.ascontiguousarray(x).reshape(-1)
 
 
 def _view(flat, offset, shape, strides):
@@ -40,15 +40,24 @@ def _bits(x):
 
 def _math(x):
     """A flat array numba can compute with: float16 goes through float32."""
-    x = _flat(np.ascontiguousarray(x))
+    x = _flat(x)
     return x.astype(np.float32) if x.dtype == np.float16 else x
 
 
-def _out_math(dst):
-    """(flat buffer to compute into, whether to copy it back into dst afterwards)."""
-    if dst.dtype == np.float16:
-        return dst.reshape(-1).astype(np.float32), True
-    return _flat(dst), False
+def _out(dst, math=False):
+    """(flat C-order buffer to write into, whether to copy it back into dst afterwards).
+
+    dst itself when it is C-contiguous (every buffer lightmod allocates is); a copy otherwise,
+    or a float32 copy of float16 data when the kernel computes (``math``)."""
+    if dst.flags.c_contiguous and not (math and dst.dtype == np.float16):
+        return dst.reshape(-1), False
+    dtype = np.float32 if (math and dst.dtype == np.float16) else dst.dtype
+    return np.ascontiguousarray(dst, dtype=dtype).reshape(-1), True
+
+
+def _finish(dst, buf, back):
+    if back:
+        np.copyto(dst, buf.reshape(dst.shape), casting="unsafe")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -62,24 +71,28 @@ def strided_gather(dst, src, offset, shape, strides, req="write"):
     """
     if req == "null" or dst.size == 0:
         return
-    view = _view(_flat(np.ascontiguousarray(src)), offset, shape, strides)
-    out = dst.reshape(tuple(shape))
+    view = _view(_flat(src), offset, shape, strides)
+    buf, back = _out(dst)
+    out = buf.reshape(tuple(shape))
     if req == "add":
         out += view
     else:
         np.copyto(out, view, casting="unsafe")
+    _finish(dst, buf, back)
 
 
 def strided_scatter(dst, src, offset, shape, strides, req="write"):
     """The view of dst (offset, shape, strides) (req) src; the view must not overlap itself."""
     if req == "null" or src.size == 0:
         return
-    view = _view(_flat(dst), offset, shape, strides)
+    buf, back = _out(dst)
+    view = _view(buf, offset, shape, strides)
     values = src.reshape(tuple(shape))
     if req == "add":
         view += values
     else:
         np.copyto(view, values, casting="unsafe")
+    _finish(dst, buf, back)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -136,15 +149,16 @@ def take_forward(out, data, idx, outer, n, inner, wrap):
     if out.size == 0:
         return
     fn = _take_parallel if out.size >= PARALLEL_MIN else _take_serial
-    fn(_bits(_flat(out)), _bits(_flat(np.ascontiguousarray(data))),
-       _math(idx), outer, n, inner, bool(wrap))
+    buf, back = _out(out)
+    fn(_bits(buf), _bits(_flat(data)), _math(idx), outer, n, inner, bool(wrap))
+    _finish(out, buf, back)
 
 
 def take_backward(grad, gout, idx, outer, n, inner, wrap, req):
     """grad (req) the scatter-add of gout back to the rows take read (repeats accumulate)."""
     if req == "null":
         return
-    acc, back = _out_math(grad)
+    acc, back = _out(grad, math=True)
     if req == "write":
         acc[:] = 0
     g, ix = _math(gout), _math(idx)
@@ -154,8 +168,7 @@ def take_backward(grad, gout, idx, outer, n, inner, wrap, req):
         _take_grad_rows_parallel(acc, g, ix, outer, n, inner, bool(wrap))
     else:
         _take_grad_cols_parallel(acc, g, ix, n, inner, bool(wrap))
-    if back:
-        np.copyto(grad.reshape(-1), acc, casting="unsafe")
+    _finish(grad, acc, back)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -186,21 +199,21 @@ def pick_forward(out, data, idx, outer, n, inner, wrap):
     if out.size == 0:
         return
     fn = _pick_parallel if out.size >= PARALLEL_MIN else _pick_serial
-    fn(_bits(_flat(out)), _bits(_flat(np.ascontiguousarray(data))),
-       _math(idx), n, inner, bool(wrap))
+    buf, back = _out(out)
+    fn(_bits(buf), _bits(_flat(data)), _math(idx), n, inner, bool(wrap))
+    _finish(out, buf, back)
 
 
 def pick_backward(grad, gout, idx, outer, n, inner, wrap, req):
     """grad (req) gout placed at the picked positions (zeros elsewhere for 'write')."""
     if req == "null":
         return
-    acc, back = _out_math(grad)
+    acc, back = _out(grad, math=True)
     if req == "write":
         acc[:] = 0
     fn = _pick_grad_parallel if gout.size >= PARALLEL_MIN else _pick_grad_serial
     fn(acc, _math(gout), _math(idx), n, inner, bool(wrap))
-    if back:
-        np.copyto(grad.reshape(-1), acc, casting="unsafe")
+    _finish(grad, acc, back)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -222,12 +235,11 @@ def one_hot_forward(out, idx, depth, on_value, off_value):
     """out[i, :] = off_value except on_value at int(idx[i]) when that lies in [0, depth)."""
     if out.size == 0:
         return
-    acc, back = _out_math(out)
+    acc, back = _out(out, math=True)
     fn = _one_hot_parallel if out.size >= PARALLEL_MIN else _one_hot_serial
     dt = acc.dtype.type
     fn(acc, _math(idx), depth, dt(on_value), dt(off_value))
-    if back:
-        np.copyto(out.reshape(-1), acc, casting="unsafe")
+    _finish(out, acc, back)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,8 +278,9 @@ def where_forward(out, cond, x, y, inner):
     if out.size == 0:
         return
     fn = _where_parallel if out.size >= PARALLEL_MIN else _where_serial
-    fn(_bits(_flat(out)), _math(cond), _bits(_flat(np.ascontiguousarray(x))),
-       _bits(_flat(np.ascontiguousarray(y))), inner)
+    buf, back = _out(out)
+    fn(_bits(buf), _math(cond), _bits(_flat(x)), _bits(_flat(y)), inner)
+    _finish(out, buf, back)
 
 
 def where_backward(gx, gy, cond, gout, inner, req_x, req_y):
@@ -277,11 +290,9 @@ def where_backward(gx, gy, cond, gout, inner, req_x, req_y):
     if not (want_x or want_y) or gout.size == 0:
         return
     g = _math(gout)
-    ax, back_x = _out_math(gx) if want_x else (g, False)
-    ay, back_y = _out_math(gy) if want_y else (g, False)
+    ax, back_x = _out(gx, math=True) if want_x else (g, False)
+    ay, back_y = _out(gy, math=True) if want_y else (g, False)
     fn = _where_grad_parallel if gout.size >= PARALLEL_MIN else _where_grad_serial
     fn(ax, ay, _math(cond), g, inner, want_x, req_x == "add", want_y, req_y == "add")
-    if back_x:
-        np.copyto(gx.reshape(-1), ax, casting="unsafe")
-    if back_y:
-        np.copyto(gy.reshape(-1), ay, casting="unsafe")
+    _finish(gx, ax, back_x)
+    _finish(gy, ay, back_y)

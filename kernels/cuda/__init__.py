@@ -9,3 +9,5 @@ from .elemwise import *  # noqa: F401,F403,E402
 from .memory import *  # noqa: F401,F403,E402
 from .nn import *  # noqa: F401,F403,E402
 from .optimizer import *  # noqa: F401,F403,E402
+from .tensor import *  # noqa: F401,F403,E402
+from .reduce import *  # noqa: F401,F403,E402

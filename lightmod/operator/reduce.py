@@ -270,9 +270,10 @@ class BatchDot(_Product):
         return p.transpose_a, p.transpose_b
 
     def views(self, p, a, b, c):
-        nb = shape_size(tuple(a.shape[:-2]))
-        return (a.reshape(nb, a.shape[-2], a.shape[-1]), b.reshape(nb, b.shape[-2], b.shape[-1]),
-                c.reshape(nb, c.shape[-2], c.shape[-1]))
+        sa, sb, sc = tuple(a.shape), tuple(b.shape), tuple(c.shape)
+        nb = shape_size(sa[:-2])
+        return (a.reshape(nb, sa[-2], sa[-1]), b.reshape(nb, sb[-2], sb[-1]),
+                c.reshape(nb, sc[-2], sc[-1]))
 
 
 # ---------------------------------------------------------------------------------------------

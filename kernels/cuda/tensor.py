@@ -1,0 +1,251 @@
+"""CUDA kernels of the tensor family: strided copies, take / pick / one_hot / where.
+
+Same functions and arguments as ``kernels/cpu/tensor.py``; every kernel is a grid-stride loop
+over one flat array. The index rule is ``kernels/scalar_tensor.py``'s ``resolve_index``, which
+the CPU loops call too; strided offsets are ``kernels/scalar.py``'s; fills, request-aware copies
+and launch sizes come from ``memory.py``. take's gradient accumulates with atomics (repeated
+indices collide); pick's never collides.
+"""
+import numpy as np
+from numba import cuda
+
+from ..scalar import strided_offset
+from ..scalar_tensor import resolve_index
+from .memory import assign, fill, flat, launch_config as launch
+
+__all__ = ["strided_gather", "strided_scatter", "indices_in_range", "take_forward",
+           "take_backward", "pick_forward", "pick_backward", "one_hot_forward",
+           "where_forward", "where_backward"]
+
+
+# ---------------------------------------------------------------------------------------------
+# gradient buffers
+# ---------------------------------------------------------------------------------------------
+def _accumulator(grad, req):
+    """(flat buffer atomics can add into, whether to copy it back into grad afterwards):
+    grad itself when it is float32/float64, else a float32 copy."""
+    if grad.dtype in (np.float32, np.float64):
+        buf = flat(grad)
+        if req == "write":
+            fill(buf, 0)
+        return buf, False
+    buf = cuda.device_array(grad.size, dtype=np.float32)
+    if req == "write":
+        fill(buf, 0)
+    else:
+        assign(buf, flat(grad), "write")
+    return buf, True
+
+
+# ---------------------------------------------------------------------------------------------
+# strided copies
+# ---------------------------------------------------------------------------------------------
+@cuda.jit(cache=True)
+def _gather_kernel(dst, src, offset, shape, strides, add):
+    for i in range(cuda.grid(1), dst.size, cuda.gridsize(1)):
+        v = src[offset + strided_offset(i, shape, strides)]
+        if add:
+            dst[i] += v
+        else:
+            dst[i] = v
+
+
+@cuda.jit(cache=True)
+def _scatter_kernel(dst, src, offset, shape, strides, add):
+    for i in range(cuda.grid(1), src.size, cuda.gridsize(1)):
+        j = offset + strided_offset(i, shape, strides)
+        if add:
+            dst[j] += src[i]
+        else:
+            dst[j] = src[i]
+
+
+def _tuples(shape, strides):
+    shape = tuple(int(d) for d in shape) or (1,)
+    strides = tuple(int(s) for s in strides) or (0,)
+    return shape, strides
+
+
+def strided_gather(dst, src, offset, shape, strides, req="write"):
+    """dst (req) the view of src (element offset, shape, element strides); see the CPU half."""
+    if req == "null" or dst.size == 0:
+        return
+    shape, strides = _tuples(shape, strides)
+    _gather_kernel[launch(dst.size)](flat(dst), flat(src), int(offset), shape, strides,
+                                     req == "add")
+
+
+def strided_scatter(dst, src, offset, shape, strides, req="write"):
+    """The view of dst (offset, shape, strides) (req) src; the view must not overlap itself."""
+    if req == "null" or src.size == 0:
+        return
+    shape, strides = _tuples(shape, strides)
+    _scatter_kernel[launch(src.size)](flat(dst), flat(src), int(offset), shape, strides,
+                                      req == "add")
+
+
+# ---------------------------------------------------------------------------------------------
+# take
+# ---------------------------------------------------------------------------------------------
+@cuda.jit(cache=True)
+def _bad_index_kernel(idx, n, flag):
+    for i in range(cuda.grid(1), idx.size, cuda.gridsize(1)):
+        j = int(idx[i])
+        if j < 0 or j >= n:
+            flag[0] = 1
+
+
+def indices_in_range(idx, n):
+    """True when every index (truncated toward zero) lies in [0, n)."""
+    if idx.size == 0:
+        return True
+    flag = cuda.to_device(np.zeros(1, dtype=np.int32))
+    _bad_index_kernel[launch(idx.size)](flat(idx), n, flag)
+    return int(flag.copy_to_host()[0]) == 0
+
+
+@cuda.jit(cache=True)
+def _take_kernel(out, data, idx, n, inner, wrap):
+    m = idx.size
+    for r in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        q = r // inner
+        t = r - q * inner
+        o = q // m
+        j = q - o * m
+        out[r] = data[(o * n + resolve_index(idx[j], n, wrap)) * inner + t]
+
+
+@cuda.jit(cache=True)
+def _take_grad_kernel(grad, gout, idx, n, inner, wrap):
+    m = idx.size
+    for r in range(cuda.grid(1), gout.size, cuda.gridsize(1)):
+        q = r // inner
+        t = r - q * inner
+        o = q // m
+        j = q - o * m
+        cuda.atomic.add(grad, (o * n + resolve_index(idx[j], n, wrap)) * inner + t, gout[r])
+
+
+def take_forward(out, data, idx, outer, n, inner, wrap):
+    """out[o, j, t] = data[o, index(idx[j]), t] over data viewed as (outer, n, inner)."""
+    if out.size == 0:
+        return
+    _take_kernel[launch(out.size)](flat(out), flat(data), flat(idx), n, inner, bool(wrap))
+
+
+def take_backward(grad, gout, idx, outer, n, inner, wrap, req):
+    """grad (req) the scatter-add of gout back to the rows take read (atomics on repeats)."""
+    if req == "null":
+        return
+    buf, back = _accumulator(grad, req)
+    if gout.size:
+        _take_grad_kernel[launch(gout.size)](buf, flat(gout), flat(idx), n, inner, bool(wrap))
+    if back:
+        assign(flat(grad), buf, "write")
+
+
+# ---------------------------------------------------------------------------------------------
+# pick
+# ---------------------------------------------------------------------------------------------
+@cuda.jit(cache=True)
+def _pick_kernel(out, data, idx, n, inner, wrap):
+    for r in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        o = r // inner
+        t = r - o * inner
+        out[r] = data[(o * n + resolve_index(idx[r], n, wrap)) * inner + t]
+
+
+@cuda.jit(cache=True)
+def _pick_grad_kernel(grad, gout, idx, n, inner, wrap):
+    for r in range(cuda.grid(1), gout.size, cuda.gridsize(1)):
+        o = r // inner
+        t = r - o * inner
+        grad[(o * n + resolve_index(idx[r], n, wrap)) * inner + t] += gout[r]
+
+
+def pick_forward(out, data, idx, outer, n, inner, wrap):
+    """out[o, t] = data[o, index(idx[o, t]), t] over data viewed as (outer, n, inner)."""
+    if out.size == 0:
+        return
+    _pick_kernel[launch(out.size)](flat(out), flat(data), flat(idx), n, inner, bool(wrap))
+
+
+def pick_backward(grad, gout, idx, outer, n, inner, wrap, req):
+    """grad (req) gout placed at the picked positions (zeros elsewhere for 'write')."""
+    if req == "null":
+        return
+    if req == "write":
+        fill(grad, 0)
+    if gout.size:
+        _pick_grad_kernel[launch(gout.size)](flat(grad), flat(gout), flat(idx), n, inner,
+                                             bool(wrap))
+
+
+# ---------------------------------------------------------------------------------------------
+# one_hot
+# ---------------------------------------------------------------------------------------------
+@cuda.jit(cache=True)
+def _one_hot_kernel(out, idx, depth, on, off):
+    for r in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        i = r // depth
+        d = r - i * depth
+        out[r] = on if int(idx[i]) == d else off
+
+
+def one_hot_forward(out, idx, depth, on_value, off_value):
+    """out[i, :] = off_value except on_value at int(idx[i]) when that lies in [0, depth)."""
+    if out.size == 0:
+        return
+    _one_hot_kernel[launch(out.size)](flat(out), flat(idx), depth, float(on_value),
+                                      float(off_value))
+
+
+# ---------------------------------------------------------------------------------------------
+# where
+# ---------------------------------------------------------------------------------------------
+@cuda.jit(cache=True)
+def _where_kernel(out, cond, x, y, inner):
+    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        if cond[i // inner] != 0:
+            out[i] = x[i]
+        else:
+            out[i] = y[i]
+
+
+@cuda.jit(cache=True)
+def _where_grad_kernel(gx, gy, cond, g, inner, want_x, add_x, want_y, add_y):
+    for i in range(cuda.grid(1), g.size, cuda.gridsize(1)):
+        take_x = cond[i // inner] != 0
+        gi = g[i]
+        if want_x:
+            v = gi if take_x else gi * 0
+            if add_x:
+                gx[i] += v
+            else:
+                gx[i] = v
+        if want_y:
+            v = gi * 0 if take_x else gi
+            if add_y:
+                gy[i] += v
+            else:
+                gy[i] = v
+
+
+def where_forward(out, cond, x, y, inner):
+    """out = x where cond != 0 else y; cond has one entry per ``inner`` elements."""
+    if out.size == 0:
+        return
+    _where_kernel[launch(out.size)](flat(out), flat(cond), flat(x), flat(y), inner)
+
+
+def where_backward(gx, gy, cond, gout, inner, req_x, req_y):
+    """gx (req_x) gout where cond else 0; gy (req_y) the rest. None/'null' grads are skipped."""
+    want_x = gx is not None and req_x != "null"
+    want_y = gy is not None and req_y != "null"
+    if not (want_x or want_y) or gout.size == 0:
+        return
+    g = flat(gout)
+    fx = flat(gx) if want_x else g
+    fy = flat(gy) if want_y else g
+    _where_grad_kernel[launch(gout.size)](fx, fy, flat(cond), g, inner, want_x,
+                                          req_x == "add", want_y, req_y == "add")
