@@ -389,7 +389,7 @@ class Executor:
                 key = ("copy", eid, _space(ctx))
                 if key not in copies:
                     copies[key] = self._buffer(key, shapes[eid], types[eid], ctx, base_pool)
-                    fwd.append((None, entry_nd[eid], copies[key], self._kern(ctx), None, None))
+                    fwd.append((None, None, self._kern(ctx), entry_nd[eid], copies[key], None))
                     fwd_nids.append(None)
                 ins.append(copies[key])
             node_in_nd[nid] = ins
@@ -486,14 +486,13 @@ class Executor:
         self._bwd, self._bwd_grad_nd = bwd, bwd_grad_nd
         self.outputs = [entry_nd[eid] for eid in g.heads]
         self._arg_dict = self._grad_dict = self._aux_dict = self._output_dict = None
-        self._captured = [a._data for a in self.arg_arrays + self.aux_arrays] + \
-            [a._data for a in self.grad_arrays if a is not None]
+        self._watched = [(a, a._data) for a in self.arg_arrays + self.aux_arrays +
+                         self.grad_arrays if a is not None]
 
     def _stale(self):
-        """True when someone rebound the backend array of an argument / aux / grad NDArray."""
-        arrays = self.arg_arrays + self.aux_arrays + [a for a in self.grad_arrays
-                                                      if a is not None]
-        for arr, data in zip(arrays, self._captured):
+        """True when someone rebound the backend array of an argument / aux / grad NDArray
+        (the call lists hold backend arrays, so they are rebuilt then)."""
+        for arr, data in self._watched:
             if arr._data is not data:
                 return True
         return False

@@ -516,3 +516,10 @@ def test_mlp_learns_spirals_with_sgd():
     prob = scorer.forward(data=x)[0].asnumpy()
     np.testing.assert_allclose(prob.sum(axis=1), 1, rtol=1e-5)
     assert (prob.argmax(axis=1) == y).mean() > 0.95
+
+
+def test_rebound_backend_array_is_picked_up():
+    a = mx.sym.var("a")
+    exe = (a * 2).simple_bind(mx.cpu(), a=(3,))
+    exe.arg_dict["a"]._data = np.array([1.0, 2.0, 3.0], np.float32)   # not in place
+    np.testing.assert_allclose(exe.forward()[0].asnumpy(), [2, 4, 6])
