@@ -11,3 +11,4 @@ from .nn import *  # noqa: F401,F403,E402
 from .optimizer import *  # noqa: F401,F403,E402
 from .tensor import *  # noqa: F401,F403,E402
 from .reduce import *  # noqa: F401,F403,E402
+from .rnn import *  # noqa: F401,F403,E402
