@@ -547,3 +547,21 @@ def test_debug_str():
     text = fc.debug_str()
     assert "Op:FullyConnected, Name=fc" in text and "num_hidden=10" in text
     assert "Variable:fc_weight" in text and "output[0]=fc(0)" in text
+
+
+def test_set_attr_on_group_and_rename():
+    a, b = mx.sym.var("a"), mx.sym.var("b")
+    with pytest.raises(MXNetError, match="non-grouped"):
+        mx.sym.Group([a, b])._set_attr(__x__="1")
+    sl = mx.sym.SliceChannel(a, num_outputs=2, name="sl")
+    sl._set_attr(__x__="1")                       # several outputs of one node are fine
+    assert sl[1].attr("__x__") == "1"
+    c = a + b
+    c._set_attr(name="renamed")
+    assert c.name == "renamed" and c.list_outputs() == ["renamed_output"]
+
+
+def test_eval():
+    a, b = mx.sym.var("a"), mx.sym.var("b")
+    out = (a * b + 1).eval(ctx=mx.cpu(), a=mx.nd.array([1, 2]), b=mx.nd.array([3, 4]))
+    np.testing.assert_allclose(out[0].asnumpy(), [4, 9])

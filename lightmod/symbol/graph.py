@@ -17,7 +17,7 @@ from ..base import MXNetError, DTYPE_MX_TO_NP
 from ..operator.registry import merge_shape
 
 __all__ = ["Node", "topo_order", "IndexedGraph", "infer_shapes", "infer_types",
-           "shape_known", "parse_shape_attr"]
+           "shape_known", "parse_shape_attr", "dtype_attr_name"]
 
 
 class Node:
@@ -207,7 +207,11 @@ def _input_desc(g, nid, slot):
         "input '%s'" % arg
 
 
-def _merge_entry(g, shapes, eid, new, nid, what):
+def _what(g, nid, slot, out_index):
+    return _input_desc(g, nid, slot) if slot is not None else "output %d" % out_index
+
+
+def _merge_entry(g, shapes, eid, new, nid, slot=None, out_index=None):
     new = _norm_shape(new)
     if new is None:
         return
@@ -217,7 +221,9 @@ def _merge_entry(g, shapes, eid, new, nid, what):
     except ValueError:
         node = g.nodes[nid]
         raise MXNetError("Error in operator %s (%s): Shape inconsistent for %s, provided %s, "
-                         "inferred shape %s" % (node.name, node.op.name, what, old, new)) from None
+                         "inferred shape %s" % (node.name, node.op.name,
+                                                _what(g, nid, slot, out_index), old, new)) \
+            from None
 
 
 def infer_shapes(g, known):
@@ -256,10 +262,10 @@ def _shape_step(g, shapes, nid):
         raise MXNetError("Error in operator %s: %s" % (node.name, err)) from None
     for slot, (eid, s) in enumerate(zip(in_eids, new_in)):
         if s is not None:
-            _merge_entry(g, shapes, eid, s, nid, _input_desc(g, nid, slot))
+            _merge_entry(g, shapes, eid, s, nid, slot=slot)
     for k, s in enumerate(new_out[:count]):
         if s is not None:
-            _merge_entry(g, shapes, start + k, s, nid, "output %d" % k)
+            _merge_entry(g, shapes, start + k, s, nid, out_index=k)
     outs = shapes[start:start + count]
     if any(s is not None for s in outs):
         try:
@@ -268,7 +274,7 @@ def _shape_step(g, shapes, nid):
             raise MXNetError("Error in operator %s: %s" % (node.name, err)) from None
         for slot, (eid, s) in enumerate(zip(in_eids, back)):
             if s is not None:
-                _merge_entry(g, shapes, eid, s, nid, _input_desc(g, nid, slot))
+                _merge_entry(g, shapes, eid, s, nid, slot=slot)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -313,12 +319,12 @@ def _type_step(g, types, nid):
     except MXNetError as err:
         raise MXNetError("Error in operator %s: %s" % (node.name, err)) from None
     for slot, (eid, t) in enumerate(zip(in_eids, new_in)):
-        _merge_type(g, types, eid, t, nid, _input_desc(g, nid, slot))
+        _merge_type(g, types, eid, t, nid, slot=slot)
     for k, t in enumerate(new_out[:count]):
-        _merge_type(g, types, start + k, t, nid, "output %d" % k)
+        _merge_type(g, types, start + k, t, nid, out_index=k)
 
 
-def _merge_type(g, types, eid, new, nid, what):
+def _merge_type(g, types, eid, new, nid, slot=None, out_index=None):
     if new is None:
         return
     new = np.dtype(new).name
@@ -328,4 +334,5 @@ def _merge_type(g, types, eid, new, nid, what):
     elif old != new:
         node = g.nodes[nid]
         raise MXNetError("Error in operator %s (%s): Type inconsistent for %s, provided %s, "
-                         "inferred type %s" % (node.name, node.op.name, what, old, new))
+                         "inferred type %s" % (node.name, node.op.name,
+                                               _what(g, nid, slot, out_index), old, new))

@@ -139,10 +139,6 @@ class Symbol:
         node = self._single_node()
         return None if node is None else node.name
 
-    @property
-    def handle(self):
-        return self
-
     def as_nd_ndarray(self):
         return self
 
@@ -182,18 +178,23 @@ class Symbol:
         for key, value in kwargs.items():
             if not isinstance(value, string_types):
                 raise ValueError("Set Attr only accepts string values")
-        for node in {id(n): n for n, _, _ in self._outputs}.values():
-            old = dict(node.attrs)
-            for key, value in kwargs.items():
+        node = self._single_node()
+        if node is None:
+            raise MXNetError("Symbol.SetAttrs only works for non-grouped symbol")
+        old = dict(node.attrs)
+        for key, value in kwargs.items():
+            if key == "name":
+                node.name = value
+            else:
                 node.attrs[_hidden_key(key)] = value
-            if node.op is not None:
+        if node.op is not None:
+            node.reset_params()
+            try:
+                node.params()
+            except MXNetError:
+                node.attrs = old
                 node.reset_params()
-                try:
-                    node.params()
-                except MXNetError:
-                    node.attrs = old
-                    node.reset_params()
-                    raise
+                raise
 
     # ----------------------------------------------------------------------------------------
     # structure
