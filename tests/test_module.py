@@ -879,3 +879,74 @@ def test_update_metric_once_per_device():
     mod.forward(mx.io.DataBatch([nd.array(x)], [nd.array(y)]), is_train=False)
     mod.update_metric(Counting(), [nd.array(y)])
     assert calls == [((4,), (4, 3)), ((4,), (4, 3))]
+
+
+# --- sparse storage types (row_sparse parameters, csr data; stored densely) -------------------
+def test_module_initializer_keeps_row_sparse_stype():
+    n, m = 128, 100
+    x = mx.sym.var("data", stype="csr")
+    v = mx.sym.var("v", shape=(m, 1), init=mx.init.Uniform(scale=.1), stype="row_sparse")
+    model = mx.sym.LinearRegressionOutput(data=mx.sym.dot(lhs=x, rhs=v),
+                                          label=mx.sym.Variable("label"), name="out")
+    data = mx.nd.zeros(shape=(n, m), stype="csr")
+    label = mx.nd.zeros((n, 1))
+    iterator = mx.io.NDArrayIter(data=data, label={"label": label}, batch_size=n,
+                                 last_batch_handle="discard")
+    mod = mx.mod.Module(symbol=model, data_names=["data"], label_names=["label"])
+    mod.bind(data_shapes=iterator.provide_data, label_shapes=iterator.provide_label)
+    mod.init_params()
+    v = mod._arg_params["v"]
+    assert v.stype == "row_sparse"
+    assert np.sum(v.asnumpy()) != 0
+
+
+@pytest.mark.parametrize("optimizer, epochs, target", [
+    ("sgd", 10, 0.02),
+    pytest.param("adam", 10, 0.05, marks=pytest.mark.slow),
+    pytest.param("adagrad", 20, 0.09, marks=pytest.mark.slow)])
+def test_factorization_machine_module(optimizer, epochs, target):
+    """A factorization machine on csr data with row_sparse weights learns a constant label."""
+    mx.random.seed(11)
+    np.random.seed(11)
+    factor_size, feature_dim, batch_size, num_batches = 4, 10000, 64, 5
+    init = mx.init.Normal(sigma=0.01)
+    x = mx.sym.Variable("data", stype="csr")
+    v = mx.sym.Variable("v", shape=(feature_dim, factor_size), init=init, stype="row_sparse")
+    w1_weight = mx.sym.var("w1_weight", shape=(feature_dim, 1), init=init, stype="row_sparse")
+    w1_bias = mx.sym.var("w1_bias", shape=(1,))
+    w1 = mx.sym.broadcast_add(mx.sym.dot(x, w1_weight), w1_bias)
+    v_s = mx.sym._internal._square_sum(data=v, axis=1, keepdims=True)
+    x_s = mx.sym.square(data=x)
+    bd_sum = mx.sym.dot(x_s, v_s)
+    w2 = mx.sym.dot(x, v)
+    w2_squared = 0.5 * mx.sym.square(data=w2)
+    w_all = mx.sym.Concat(w1, w2_squared, dim=1)
+    sum1 = mx.sym.sum(data=w_all, axis=1, keepdims=True)
+    sum2 = 0.5 * mx.sym.negative(bd_sum)
+    model = mx.sym.LinearRegressionOutput(data=mx.sym.elemwise_add(sum1, sum2),
+                                          label=mx.sym.Variable("label"))
+
+    num_samples = batch_size * num_batches
+    dense = np.random.uniform(0, 1, (num_samples, feature_dim)).astype(np.float32)
+    dense[np.random.uniform(0, 1, dense.shape) > 0.1] = 0
+    csr = mx.nd.array(dense).tostype("csr")
+    train_iter = mx.io.NDArrayIter(data=csr, label={"label": mx.nd.ones((num_samples, 1))},
+                                   batch_size=batch_size, last_batch_handle="discard")
+    mod = mx.mod.Module(symbol=model, data_names=["data"], label_names=["label"])
+    mod.bind(data_shapes=train_iter.provide_data, label_shapes=train_iter.provide_label)
+    mod.init_params(initializer=init)
+    kwargs = dict(clip_gradient=5.0, rescale_grad=1.0 / batch_size)
+    opt = {"sgd": lambda: mx.optimizer.SGD(momentum=0.1, learning_rate=0.01, **kwargs),
+           "adam": lambda: mx.optimizer.Adam(learning_rate=0.001, **kwargs),
+           "adagrad": lambda: mx.optimizer.AdaGrad(learning_rate=0.01, **kwargs)}[optimizer]
+    mod.init_optimizer(optimizer=opt())
+    metric = mx.metric.create("MSE")
+    for _ in range(epochs):
+        train_iter.reset()
+        metric.reset()
+        for batch in train_iter:
+            mod.forward(batch, is_train=True)
+            mod.update_metric(metric, batch.label)
+            mod.backward()
+            mod.update()
+    assert metric.get()[1] < target
