@@ -78,3 +78,19 @@ def test_group2ctx_across_cpu_and_gpu():
     np.testing.assert_allclose(out, out_ref, rtol=1e-5, atol=1e-6)
     for name in grads_ref:
         np.testing.assert_allclose(grads[name], grads_ref[name], rtol=1e-4, atol=1e-5)
+
+
+def test_gpu_reshape_views_base_memory():
+    x = mx.sym.var("x")
+    y = mx.sym.FullyConnected(x, num_hidden=4, name="fc")
+    exe = y.simple_bind(mx.gpu(0), x=(5, 4), grad_req="null")
+    exe.arg_dict["x"][:] = 1
+    exe.arg_dict["fc_weight"][:] = np.eye(4, dtype=np.float32)
+    child = exe.reshape(x=(3, 4))
+    child.forward()
+    np.testing.assert_allclose(child.outputs[0].asnumpy(), np.ones((3, 4)))
+    np.testing.assert_allclose(exe.outputs[0].asnumpy()[:3], np.ones((3, 4)))
+    assert child.arg_dict["fc_weight"] is exe.arg_dict["fc_weight"]
+    up = exe.reshape(allow_up_sizing=True, x=(7, 4))
+    up.arg_dict["x"][:] = 2
+    np.testing.assert_allclose(up.forward()[0].asnumpy(), np.full((7, 4), 2.0))
