@@ -283,8 +283,6 @@ class Symbol:
         head = self._outputs[0][0]
         if head.op is None:
             raise MXNetError("Symbol.Compose: a Variable cannot be composed")
-        if name:
-            head.name = name
         if args:
             raise MXNetError("Symbol.Compose: general composition only supports keyword "
                              "arguments (got %d positional)" % len(args))
@@ -292,6 +290,8 @@ class Symbol:
         matched = {n.name for n in order if n.op is None and n.name in kwargs}
         if len(matched) != len(kwargs):
             _keyword_mismatch("Symbol.Compose", kwargs, [n.name for n in order if n.op is None])
+        if name:
+            head.name = name
         for node in order:
             changed = False
             for slot, (src, _, _) in enumerate(node.inputs):
