@@ -13,8 +13,11 @@ honour their ``grad_req`` ('write', 'add' accumulates across backward calls, 'nu
 gradient array). Loss heads (``op.is_loss``) ignore head gradients; other heads need one only
 when some gradient actually depends on them.
 """
+import time
+
 import numpy as np
 
+from . import profiler
 from .base import MXNetError, string_types
 from .context import Context
 from .ndarray import ndarray as _nd
@@ -522,6 +525,8 @@ class Executor:
             self._replan()
         if self._monitor_callback is not None:
             self._forward_monitored(is_train)
+        elif profiler.is_running():
+            self._forward_profiled(is_train)
         else:
             for op, p, k, ins, outs, state in self._fwd:
                 if op is None:
@@ -530,6 +535,20 @@ class Executor:
                     op.forward(p, k, ins, outs, is_train, state)
         self._forward_done = True
         return self.outputs
+
+    def _forward_profiled(self, is_train):
+        """Forward with one profiler event per operator call (compile time kept apart)."""
+        g = self._g
+        for nid, (op, p, k, ins, outs, state) in zip(self._fwd_nids, self._fwd):
+            start, compiled = time.perf_counter(), profiler.compile_seconds()
+            if op is None:
+                _transfer(outs._data, k, ins._data, "write")
+                name, category = "%s_copy" % g.nodes[nid].name, "copy"
+            else:
+                op.forward(p, k, ins, outs, is_train, state)
+                name, category = g.nodes[nid].name, "forward"
+            profiler.record(name, category, start, time.perf_counter(),
+                            profiler.compile_seconds() - compiled, {"op": op.name if op else "copy"})
 
     def _forward_monitored(self, is_train):
         cb, g = self._monitor_callback, self._g
@@ -576,6 +595,9 @@ class Executor:
         if self._monitor_callback is not None:
             self._backward_monitored()
             return
+        if profiler.is_running():
+            self._backward_profiled()
+            return
         for op, p, k, ogs, ins, outs, igs, req, state, after in self._bwd:
             op.backward(p, k, ogs, ins, outs, igs, req, state)
             for scratch, target, r, tk, remote in after:
@@ -583,6 +605,21 @@ class Executor:
                     _transfer(target, tk, scratch, r)
                 else:
                     tk.assign(target, scratch, r)
+
+    def _backward_profiled(self):
+        g = self._g
+        for (op, p, k, ogs, ins, outs, igs, req, state, after), (nid, _) in \
+                zip(self._bwd, self._bwd_grad_nd):
+            start, compiled = time.perf_counter(), profiler.compile_seconds()
+            op.backward(p, k, ogs, ins, outs, igs, req, state)
+            for scratch, target, r, tk, remote in after:
+                if remote:
+                    _transfer(target, tk, scratch, r)
+                else:
+                    tk.assign(target, scratch, r)
+            profiler.record("%s_backward" % g.nodes[nid].name, "backward", start,
+                            time.perf_counter(), profiler.compile_seconds() - compiled,
+                            {"op": op.name})
 
     def _backward_monitored(self):
         cb, g = self._monitor_callback, self._g

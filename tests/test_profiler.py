@@ -79,3 +79,26 @@ def test_bad_arguments_are_refused():
         profiler.dumps(sort_by="name")
     with pytest.raises(MXNetError, match="before it was started"):
         profiler.Domain("d").new_task("t").stop()
+
+
+def test_executor_records_forward_and_backward_per_operator(tmp_path):
+    import numpy as np
+    import lightmod as mx
+    data = mx.sym.Variable("data")
+    net = mx.sym.FullyConnected(data, num_hidden=3, name="fc")
+    net = mx.sym.Activation(net, act_type="relu", name="act")
+    exe = net.simple_bind(mx.cpu(), data=(4, 5))
+    exe.arg_dict["data"][:] = np.ones((4, 5))
+    profiler.set_config(filename=str(tmp_path / "trace.json"))
+    profiler.set_state("run")
+    exe.forward(is_train=True)
+    exe.backward([mx.nd.ones((4, 3))])
+    profiler.dump()
+    names = {(e["cat"], e["name"]) for e in json.loads((tmp_path / "trace.json").read_text())
+             ["traceEvents"]}
+    assert {("forward", "fc"), ("forward", "act"), ("backward", "act_backward"),
+            ("backward", "fc_backward")} <= names
+    # stopped: running the executor records nothing more
+    before = profiler.dumps(format="json")
+    exe.forward()
+    assert profiler.dumps(format="json") == before
