@@ -2,7 +2,8 @@
 
 Plain ``@njit`` functions: the CPU launchers call them from (p)range loops, the CUDA kernels from
 grid-stride loops, so index resolution (clip / wrap) and the reductions and their gradients are
-written once. (Strided offsets are ``kernels/scalar.py``'s ``strided_offset``.)
+written once. The per-element reduction functions are inlined into the loops (``inline=
+"always"``), so the branch on the loop-invariant ``kind`` is hoisted and the loops vectorise. (Strided offsets are ``kernels/scalar.py``'s ``strided_offset``.)
 """
 import math
 
@@ -40,7 +41,7 @@ def reduce_identity(kind):
     return 0.0
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def reduce_map(kind, x):
     """What one element contributes before combining (square for sums of squares, ...)."""
     if kind == R_SUMSQ or kind == R_NORM2:
@@ -54,7 +55,7 @@ def reduce_map(kind, x):
     return x
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def reduce_combine(kind, acc, v):
     """Fold one mapped value into the accumulator (max/min propagate NaN, like MXNet)."""
     if kind == R_PROD or kind == R_NANPROD:
@@ -80,7 +81,7 @@ def reduce_finish(kind, acc, count):
     return acc
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def reduce_grad(kind, x, y, count):
     """d out / d x for one element x of a reduction whose result is y (count elements reduced).
 

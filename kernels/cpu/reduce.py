@@ -12,6 +12,7 @@ import numpy as np
 from numba import njit, prange
 
 from .. import scalar_tensor as S
+from ..scalar import strided_offset
 
 __all__ = ["reduce_axes", "reduce_axes_backward", "arg_reduce", "matmul_batched"]
 
@@ -41,7 +42,7 @@ def _math(x):
 
 
 def _store(dst, value, req):
-    value = np.asarray(value).reshape(dst.shape)
+    value = np.reshape(value, dst.shape)
     if req == "add":
         dst += value.astype(dst.dtype, copy=False)
     else:
@@ -88,49 +89,50 @@ def reduce_axes(dst, src, cshape, raxes, kind, req="write"):
 # ---------------------------------------------------------------------------------------------
 # backward: one fused loop (broadcast the head gradient, multiply by d out / d x)
 # ---------------------------------------------------------------------------------------------
-def _reduce_grad_impl(gin, gout, x, y, shape, bstrides, kind, count, add):
-    nd = shape.size
-    last = shape[nd - 1]
-    lstride = bstrides[nd - 1]
+def _reduce_grad_impl(gin, gout, x, y, head, hstrides, last, lstride, kind, count, add):
+    # rows of the last collapsed dim: one strided offset per row, then a contiguous inner loop
+    # (the request is branched on outside it, so the inner loop stays simple)
     for r in prange(gin.size // last):
-        base = 0
-        rem = r
-        for d in range(nd - 2, -1, -1):
-            n = shape[d]
-            base += (rem % n) * bstrides[d]
-            rem //= n
-        for t in range(last):
-            i = r * last + t
-            o = base + t * lstride
-            v = gout[o] * S.reduce_grad(kind, x[i], y[o], count)
-            if add:
-                gin[i] += v
-            else:
-                gin[i] = v
+        base = strided_offset(r, head, hstrides)
+        i0 = r * last
+        if add:
+            for t in range(last):
+                o = base + t * lstride
+                gin[i0 + t] += gout[o] * S.reduce_grad(kind, x[i0 + t], y[o], count)
+        else:
+            for t in range(last):
+                o = base + t * lstride
+                gin[i0 + t] = gout[o] * S.reduce_grad(kind, x[i0 + t], y[o], count)
 
 
 _reduce_grad_serial = njit(cache=True, error_model="numpy")(_reduce_grad_impl)
 _reduce_grad_parallel = njit(cache=True, error_model="numpy", parallel=True)(_reduce_grad_impl)
 
-_NEEDS_VALUES = (S.R_MAX, S.R_MIN, S.R_PROD, S.R_NANSUM, S.R_NANPROD, S.R_SUMSQ, S.R_NORM1,
-                 S.R_NORM2)
-
-
 def reduce_axes_backward(gin, gout, data, out, cshape, raxes, kind, req):
     """gin (req) gout broadcast over the reduced axes times d out / d data (per element)."""
     if req == "null" or gin.size == 0:
         return
+    if kind in (S.R_SUM, S.R_MEAN):
+        # a plain broadcast: numpy's vectorised multiply beats any loop here
+        scale = 1.0 if kind == S.R_SUM else 1.0 / _count(cshape, raxes)
+        kept = tuple(1 if d in raxes else n for d, n in enumerate(cshape))
+        g = np.asarray(gout).reshape(kept) * scale
+        if not gin.flags.c_contiguous:
+            return _store(gin, np.broadcast_to(g, tuple(cshape)), req)
+        view = gin.reshape(tuple(cshape))
+        if req == "add":
+            view += g
+        else:
+            np.copyto(view, g, casting="unsafe")
+        return
     back = gin.dtype == np.float16 or not gin.flags.c_contiguous
     acc = np.ascontiguousarray(gin, dtype=np.float32 if gin.dtype == np.float16 else
                                gin.dtype).reshape(-1) if back else gin.reshape(-1)
-    g = _math(gout)
-    if kind in _NEEDS_VALUES:
-        x, y = _math(data), _math(out)
-    else:
-        x, y = acc, g          # not read by the gradient rule; any arrays of the right sizes
+    g, x, y = _math(gout), _math(data), _math(out)
     fn = _reduce_grad_parallel if gin.size >= PARALLEL_MIN else _reduce_grad_serial
-    fn(acc, g, x, y, np.array(cshape, dtype=np.int64), _out_strides(cshape, raxes), kind,
-       float(_count(cshape, raxes)), req == "add")
+    ost = _out_strides(cshape, raxes)
+    fn(acc, g, x, y, np.array(cshape[:-1], dtype=np.int64), ost[:-1], int(cshape[-1]),
+       int(ost[-1]), kind, float(_count(cshape, raxes)), req == "add")
     if back:
         np.copyto(gin, acc.reshape(gin.shape), casting="unsafe")
 

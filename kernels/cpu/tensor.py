@@ -8,6 +8,7 @@ scatter-add gradients are numba loops.
 """
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
+import numba
 from numba import njit, prange
 
 from ..scalar_tensor import resolve_index
@@ -131,12 +132,17 @@ def _take_grad_rows_impl(grad, gout, idx, outer, n, inner, wrap):
                 grad[dst + t] += gout[src + t]
 
 
-def _take_grad_cols_impl(grad, gout, idx, n, inner, wrap):
-    # outer == 1: split the columns instead (each column's sums are independent)
+def _take_grad_cols_impl(grad, gout, idx, n, inner, wrap, chunks):
+    # outer == 1: split the columns into contiguous chunks instead (their sums are independent)
     m = idx.size
-    for t in prange(inner):
+    for c in prange(chunks):
+        t0 = c * inner // chunks
+        t1 = (c + 1) * inner // chunks
         for j in range(m):
-            grad[resolve_index(idx[j], n, wrap) * inner + t] += gout[j * inner + t]
+            dst = resolve_index(idx[j], n, wrap) * inner
+            src = j * inner
+            for t in range(t0, t1):
+                grad[dst + t] += gout[src + t]
 
 
 _take_grad_rows_serial = njit(cache=True)(_take_grad_rows_impl)
@@ -167,7 +173,8 @@ def take_backward(grad, gout, idx, outer, n, inner, wrap, req):
     elif outer > 1:
         _take_grad_rows_parallel(acc, g, ix, outer, n, inner, bool(wrap))
     else:
-        _take_grad_cols_parallel(acc, g, ix, n, inner, bool(wrap))
+        _take_grad_cols_parallel(acc, g, ix, n, inner, bool(wrap),
+                                 max(1, min(inner // 8, numba.get_num_threads())))
     _finish(grad, acc, back)
 
 
