@@ -950,3 +950,16 @@ def test_factorization_machine_module(optimizer, epochs, target):
             mod.backward()
             mod.update()
     assert metric.get()[1] < target
+
+
+def test_forward_reshape_of_label_less_binding_ignores_batch_labels():
+    """A module bound without labels re-shapes for a new batch size even when the batch
+    carries labels but no provide_label (MXNet fails zipping its missing label descs)."""
+    x, y = toy_data(6)
+    net = mx.sym.FullyConnected(mx.sym.Variable("data"), num_hidden=3, name="fc")
+    mod = mx.mod.Module(net, label_names=None)
+    mod.bind(data_shapes=[("data", (4, 6))], for_training=False)
+    mod.init_params()
+    mod.forward(mx.io.DataBatch([nd.array(x)], [nd.array(y)]))
+    assert mod.get_outputs()[0].shape == (6, 3)
+    assert mod.label_shapes is None
