@@ -41,8 +41,8 @@ def _demo(args):
         batch_cbs.append(fit_callbacks.TqdmProgressBar(fallback=False))
     mod = mx.mod.Module(net, context=mx.cpu())
     start = time.time()
-    mod.fit(train, eval_data=val, eval_metric="acc", num_epoch=args.epochs,
-            optimizer="sgd", optimizer_params={"learning_rate": 0.1, "momentum": 0.9, "wd": 1e-4},
+    mod.fit(train, eval_data=val, eval_metric=["acc", "ce"], num_epoch=args.epochs,
+            optimizer="sgd", optimizer_params={"learning_rate": 0.05, "momentum": 0.9, "wd": 1e-4},
             initializer=mx.init.Xavier(), batch_end_callback=batch_cbs,
             epoch_end_callback=[history, mx.callback.do_checkpoint(prefix, args.epochs)],
             eval_end_callback=history)
