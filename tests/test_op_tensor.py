@@ -638,6 +638,66 @@ def test_argmax_argmin(shape, data):
 
 
 # ---------------------------------------------------------------------------------------------
+# topk, sort, argsort
+# ---------------------------------------------------------------------------------------------
+def _stable_order(x, axis, ascend):
+    """numpy reference: a stable sort in both directions (ties keep their order)."""
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    if ascend:
+        return np.argsort(x, axis=axis, kind="stable"), x, axis
+    rev = np.flip(x, axis)
+    n = x.shape[axis]
+    return np.flip((n - 1) - np.argsort(rev, axis=axis, kind="stable"), axis), x, axis
+
+
+@given(small_shape, st.data())
+@FAST
+def test_sort_argsort_topk(shape, data):
+    x = (rand(shape) * 2).round()          # rounding makes ties
+    axis = data.draw(st.one_of(st.none(), st.integers(-len(shape), len(shape) - 1)))
+    ascend = data.draw(st.booleans())
+    order, flat_x, ax = _stable_order(x, axis, ascend)
+    sorted_x = np.take_along_axis(flat_x, order, ax)
+    np.testing.assert_array_equal(run("sort", {"axis": axis, "is_ascend": ascend}, [x])[0],
+                                  sorted_x)
+    np.testing.assert_array_equal(run("argsort", {"axis": axis, "is_ascend": ascend}, [x])[0],
+                                  order)
+    n = flat_x.shape[ax]
+    k = data.draw(st.integers(-1, n))
+    kk = n if k <= 0 else k
+    attrs = {"axis": axis, "k": k, "is_ascend": ascend, "ret_typ": "both"}
+    values, indices = run("topk", attrs, [x])
+    np.testing.assert_array_equal(values, np.take(sorted_x, range(kk), axis=ax))
+    np.testing.assert_array_equal(indices, np.take(order, range(kk), axis=ax))
+    mask = run("topk", dict(attrs, ret_typ="mask"), [x])[0]
+    assert mask.shape == x.shape and mask.sum() == kk * (x.size // n)
+    # gradients: values flow back to their positions; indices and masks get none
+    y = rand(shape, 3)      # distinct values: the numeric gradient is well defined
+    check_grad("topk", dict(attrs, ret_typ="value"), [y])
+    check_grad("sort", {"axis": axis, "is_ascend": ascend}, [y])
+    assert not backward("argsort", {"axis": axis}, [y], [np.ones(order.shape)])[0].any()
+
+
+def test_topk_shapes_types_and_errors():
+    assert shapes("topk", {"k": 2, "ret_typ": "both"}, [(3, 5)])[1] == [(3, 2), (3, 2)]
+    assert shapes("topk", {"k": 2, "ret_typ": "mask"}, [(3, 5)])[1] == [(3, 5)]
+    assert shapes("topk", {"axis": None, "k": 3}, [(3, 5)])[1] == [(3,)]
+    assert shapes("sort", {"axis": None}, [(2, 3, 4)])[1] == [(24,)]
+    op, p = prepare("topk", {"ret_typ": "both", "dtype": "int32"})
+    assert op.infer_type(p, ["float64"]) == (["float64"], ["float64", "int32"])
+    assert op.list_outputs(p) == ["output0", "output1"]
+    op, p = prepare("argsort", {})
+    assert op.infer_type(p, ["float64"])[1] == ["float32"]
+    raises("topk", {"k": 7}, [(2, 6)], "k=7", "6")
+    raises("topk", {"axis": 2}, [(2, 6)], "axis=2", "(2, 6)")
+    raises("topk", {"ret_typ": "values"}, [(2, 6)], "ret_typ")
+    # k counts the whole axis when <= 0
+    x = np.array([[1.0, 3.0, 2.0]])
+    np.testing.assert_array_equal(run("topk", {"k": 0}, [x])[0], [[1, 2, 0]])
+
+
+# ---------------------------------------------------------------------------------------------
 # golden values (forward and gradients from MXNet 1.9.1)
 # ---------------------------------------------------------------------------------------------
 def _golden_value_cases(ops):
@@ -652,13 +712,16 @@ def check_golden_value(key):
     assert list(out.shape) == case["out_shape"]
     np.testing.assert_allclose(out, np.array(case["out"], dtype=np.float32).reshape(out.shape),
                                rtol=1e-6, equal_nan=True)
+    if case["grads"] is None:
+        return
     grads = backward(case["op"], attrs, inputs, [np.ones(out.shape, dtype=np.float32)])
     for g, expect in zip(grads, case["grads"]):
         np.testing.assert_allclose(g, np.array(expect, dtype=np.float32), rtol=1e-6,
                                    equal_nan=True)
 
 
-TENSOR_OPS = ("take", "pick", "one_hot", "argmax", "argmin", "where", "slice", "repeat", "tile")
+TENSOR_OPS = ("take", "pick", "one_hot", "argmax", "argmin", "where", "slice", "repeat", "tile",
+              "topk", "sort", "argsort")
 
 
 @pytest.mark.parametrize("key", _golden_value_cases(TENSOR_OPS))

@@ -1,4 +1,4 @@
-"""CPU kernels of the tensor family: strided copies, take / pick / one_hot / where.
+"""CPU kernels of the tensor family: strided copies, take / pick / one_hot / where, sorting.
 
 Shape manipulations (transpose, slice, concat, split, tile, broadcast ...) are described by the
 operators as one strided view (offset, shape, element strides) of a flat array; here a view is
@@ -15,7 +15,8 @@ from ..scalar_tensor import resolve_index
 
 __all__ = ["strided_gather", "strided_scatter", "indices_in_range", "take_forward",
            "take_backward", "pick_forward", "pick_backward", "one_hot_forward",
-           "where_forward", "where_backward"]
+           "where_forward", "where_backward", "axis_ranks", "rank_select", "rank_mask",
+           "rank_select_backward"]
 
 PARALLEL_MIN = 1 << 15
 
@@ -303,3 +304,84 @@ def where_backward(gx, gy, cond, gout, inner, req_x, req_y):
     fn(ax, ay, _math(cond), g, inner, want_x, req_x == "add", want_y, req_y == "add")
     _finish(gx, ax, back_x)
     _finish(gy, ay, back_y)
+
+
+# ---------------------------------------------------------------------------------------------
+# sorting: the (stable) rank of every element along its axis, then selections by rank
+# ---------------------------------------------------------------------------------------------
+def axis_ranks(ranks, data, outer, n, inner, ascend):
+    """ranks[o, j, t] = the position of data[o, j, t] in its (outer, :, inner) line sorted
+    stably (equal values keep their order, in both directions, as in MXNet)."""
+    x = np.ascontiguousarray(data).reshape(outer, n, inner)
+    if ascend:
+        order = np.argsort(x, axis=1, kind="stable")
+    else:   # stable descending: the ascending sort of the reversed line, read backwards
+        order = (n - 1) - np.argsort(x[:, ::-1], axis=1, kind="stable")[:, ::-1]
+    out = np.empty((outer, n, inner), dtype=np.int64)
+    np.put_along_axis(out, order, np.arange(n, dtype=np.int64).reshape(1, n, 1), axis=1)
+    np.copyto(ranks, out.reshape(ranks.shape), casting="unsafe")
+
+
+def _rank_select_impl(values, indices, data, ranks, n, inner, k, want_values, want_indices):
+    for i in prange(ranks.size):
+        r = ranks[i]
+        if r < k:
+            q = i // inner
+            o = q // n
+            t = i - q * inner
+            dst = (o * k + r) * inner + t
+            if want_values:
+                values[dst] = data[i]
+            if want_indices:
+                indices[dst] = q - o * n
+
+
+def _rank_grad_impl(grad, gout, ranks, n, inner, k, add):
+    for i in prange(ranks.size):
+        r = ranks[i]
+        v = 0.0
+        if r < k:
+            q = i // inner
+            v = gout[((q // n) * k + r) * inner + (i - q * inner)]
+        if add:
+            grad[i] += v
+        else:
+            grad[i] = v
+
+
+_rank_select_serial = njit(cache=True)(_rank_select_impl)
+_rank_select_parallel = njit(cache=True, parallel=True)(_rank_select_impl)
+_rank_grad_serial = njit(cache=True)(_rank_grad_impl)
+_rank_grad_parallel = njit(cache=True, parallel=True)(_rank_grad_impl)
+
+
+def rank_select(values, indices, data, ranks, outer, n, inner, k):
+    """values[o, r, t] / indices[o, r, t] = the element of rank r < k (and its position) of
+    each line of data viewed (outer, n, inner); either output may be None."""
+    if ranks.size == 0 or (values is None and indices is None):
+        return
+    vbuf, vback = _out(values) if values is not None else (None, False)
+    ibuf, iback = _out(indices, math=True) if indices is not None else (None, False)
+    src = _bits(_flat(data))
+    fn = _rank_select_parallel if ranks.size >= PARALLEL_MIN else _rank_select_serial
+    fn(_bits(vbuf) if vbuf is not None else src, ibuf if ibuf is not None else src, src,
+       _flat(ranks), n, inner, k, values is not None, indices is not None)
+    if values is not None:
+        _finish(values, vbuf, vback)
+    if indices is not None:
+        _finish(indices, ibuf, iback)
+
+
+def rank_mask(mask, ranks, k):
+    """mask = 1 where the rank is below k, else 0."""
+    np.copyto(mask, (np.asarray(ranks) < k).reshape(mask.shape), casting="unsafe")
+
+
+def rank_select_backward(grad, gout, ranks, outer, n, inner, k, req):
+    """grad (req) the gradient of the selected values sent back to their positions."""
+    if req == "null" or grad.size == 0:
+        return
+    acc, back = _out(grad, math=True)
+    fn = _rank_grad_parallel if grad.size >= PARALLEL_MIN else _rank_grad_serial
+    fn(acc, _math(gout), _flat(ranks), n, inner, k, req == "add")
+    _finish(grad, acc, back)

@@ -1,10 +1,11 @@
-"""CUDA kernels of the tensor family: strided copies, take / pick / one_hot / where.
+"""CUDA kernels of the tensor family: strided copies, take / pick / one_hot / where, sorting.
 
 Same functions and arguments as ``kernels/cpu/tensor.py``; every kernel is a grid-stride loop
 over one flat array. The index rule is ``kernels/scalar_tensor.py``'s ``resolve_index``, which
 the CPU loops call too; strided offsets are ``kernels/scalar.py``'s; fills, request-aware copies
 and launch sizes come from ``memory.py``. take's gradient accumulates with atomics (repeated
-indices collide); pick's never collides.
+indices collide); pick's never collides. Sorting ranks every element in parallel by counting
+the elements that come before it (O(n) each: fine for rows of up to a few thousand).
 """
 import numpy as np
 from numba import cuda
@@ -15,7 +16,8 @@ from .memory import assign, fill, flat, launch_config as launch
 
 __all__ = ["strided_gather", "strided_scatter", "indices_in_range", "take_forward",
            "take_backward", "pick_forward", "pick_backward", "one_hot_forward",
-           "where_forward", "where_backward"]
+           "where_forward", "where_backward", "axis_ranks", "rank_select", "rank_mask",
+           "rank_select_backward"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,3 +251,96 @@ def where_backward(gx, gy, cond, gout, inner, req_x, req_y):
     fy = flat(gy) if want_y else g
     _where_grad_kernel[launch(gout.size)](fx, fy, flat(cond), g, inner, want_x,
                                           req_x == "add", want_y, req_y == "add")
+
+
+# ---------------------------------------------------------------------------------------------
+# sorting: the (stable) rank of every element along its axis, then selections by rank
+# ---------------------------------------------------------------------------------------------
+@cuda.jit(cache=True)
+def _rank_kernel(ranks, data, n, inner, ascend):
+    # rank = how many elements of the line come before this one in a stable sort: O(n) per
+    # element, every element in parallel
+    for i in range(cuda.grid(1), data.size, cuda.gridsize(1)):
+        q = i // inner
+        o = q // n
+        j = q - o * n
+        t = i - q * inner
+        base = o * n * inner + t
+        v = data[i]
+        r = 0
+        for jj in range(n):
+            w = data[base + jj * inner]
+            if ascend:
+                before = w < v
+            else:
+                before = w > v
+            if before or (w == v and jj < j):
+                r += 1
+        ranks[i] = r
+
+
+@cuda.jit(cache=True)
+def _rank_select_kernel(values, indices, data, ranks, n, inner, k, want_values, want_indices):
+    for i in range(cuda.grid(1), ranks.size, cuda.gridsize(1)):
+        r = ranks[i]
+        if r < k:
+            q = i // inner
+            o = q // n
+            dst = (o * k + r) * inner + (i - q * inner)
+            if want_values:
+                values[dst] = data[i]
+            if want_indices:
+                indices[dst] = q - o * n
+
+
+@cuda.jit(cache=True)
+def _rank_mask_kernel(mask, ranks, k):
+    for i in range(cuda.grid(1), ranks.size, cuda.gridsize(1)):
+        mask[i] = 1 if ranks[i] < k else 0
+
+
+@cuda.jit(cache=True)
+def _rank_grad_kernel(grad, gout, ranks, n, inner, k, add):
+    for i in range(cuda.grid(1), ranks.size, cuda.gridsize(1)):
+        r = ranks[i]
+        v = gout[0] * 0
+        if r < k:
+            q = i // inner
+            v = gout[((q // n) * k + r) * inner + (i - q * inner)]
+        if add:
+            grad[i] += v
+        else:
+            grad[i] = v
+
+
+def axis_ranks(ranks, data, outer, n, inner, ascend):
+    """ranks[o, j, t] = the position of data[o, j, t] in its (outer, :, inner) line sorted
+    stably (equal values keep their order, in both directions, as in MXNet)."""
+    if data.size:
+        _rank_kernel[launch(data.size)](flat(ranks), flat(data), n, inner, bool(ascend))
+
+
+def rank_select(values, indices, data, ranks, outer, n, inner, k):
+    """values[o, r, t] / indices[o, r, t] = the element of rank r < k (and its position) of
+    each line of data viewed (outer, n, inner); either output may be None."""
+    if ranks.size == 0 or (values is None and indices is None):
+        return
+    src = flat(data)
+    _rank_select_kernel[launch(ranks.size)](
+        flat(values) if values is not None else src,
+        flat(indices) if indices is not None else src, src, flat(ranks), n, inner, k,
+        values is not None, indices is not None)
+
+
+def rank_mask(mask, ranks, k):
+    """mask = 1 where the rank is below k, else 0."""
+    if ranks.size:
+        _rank_mask_kernel[launch(ranks.size)](flat(mask), flat(ranks), k)
+
+
+def rank_select_backward(grad, gout, ranks, outer, n, inner, k, req):
+    """grad (req) the gradient of the selected values sent back to their positions."""
+    if req == "null" or grad.size == 0:
+        return
+    _rank_grad_kernel[launch(grad.size)](flat(grad), flat(gout), flat(ranks), n, inner, k,
+                                         req == "add")

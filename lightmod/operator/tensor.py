@@ -1186,3 +1186,110 @@ class ArgMax(_ArgReduce):
 class ArgMin(_ArgReduce):
     name = "argmin"
     is_max = False
+
+
+# ---------------------------------------------------------------------------------------------
+# topk, sort, argsort
+# ---------------------------------------------------------------------------------------------
+class _Sorting(_TensorOp):
+    """Ops built on the stable rank of every element along ``axis`` (None: the flattened input).
+
+    ``k.axis_ranks`` ranks each line; the outputs are selections by rank (values, positions or
+    a mask of the k first); the gradient of selected values goes back to their positions.
+    Subclasses define ``settings(p)``: (k, ret_typ, is_ascend, index dtype)."""
+
+    def _k(self, p, n):
+        k = self.settings(p)[0]
+        if k > n:
+            raise self.error("k=%d must not exceed the %d elements along the axis", k, n)
+        return n if k <= 0 else k
+
+    def _geometry(self, p, shape):
+        shape = tuple(shape)
+        if p.axis is None:
+            return 1, shape_size(shape), 1
+        return _outer_inner(shape, self.axis(p.axis, len(shape), shape=shape))
+
+    def num_outputs(self, p):
+        return 2 if self.settings(p)[1] == "both" else 1
+
+    def infer_shape(self, p, in_shapes):
+        s = in_shapes[0]
+        if s is None:
+            return [None], [None] * self.num_outputs(p)
+        ret = self.settings(p)[1]
+        if ret == "mask":
+            return [s], [s]
+        if p.axis is None:
+            n = shape_size(s)
+            out = (self._k(p, n) if n else 0,)
+        else:
+            a = self.axis(p.axis, len(s), shape=s)
+            out = s[:a] + ((self._k(p, s[a]) if s[a] else 0),) + s[a + 1:]
+        return [s], [out] * self.num_outputs(p)
+
+    def infer_type(self, p, in_types):
+        t = in_types[0]
+        ret, index_dtype = self.settings(p)[1], self.settings(p)[3]
+        outs = {"value": [t], "mask": [t], "indices": [index_dtype], "both": [t, index_dtype]}
+        return [t], outs[ret]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        x = inputs[0]
+        outer, n, inner = self._geometry(p, x.shape)
+        kk = self._k(p, n)
+        _, ret, ascend, _ = self.settings(p)
+        ranks = state.get("ranks")
+        if ranks is None or tuple(ranks.shape) != tuple(x.shape):
+            ranks = state["ranks"] = k.empty(tuple(x.shape), "int64")
+        k.axis_ranks(ranks, x, outer, n, inner, ascend)
+        if ret == "mask":
+            k.rank_mask(outputs[0], ranks, kk)
+        else:
+            values = outputs[0] if ret in ("value", "both") else None
+            indices = outputs[-1] if ret in ("indices", "both") else None
+            k.rank_select(values, indices, x, ranks, outer, n, inner, kk)
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if req[0] == "null":
+            return
+        if self.settings(p)[1] not in ("value", "both") or out_grads[0] is None:
+            return zero_grads(k, in_grads, req)
+        outer, n, inner = self._geometry(p, inputs[0].shape)
+        k.rank_select_backward(in_grads[0], out_grads[0], state["ranks"], outer, n, inner,
+                               self._k(p, n), req[0])
+
+
+@register
+class TopK(_Sorting):
+    name = "topk"
+    params = {"axis": OptInt(-1, doc="Axis to select along (None: the flattened input)"),
+              "k": Int(1, doc="Number of elements to select (<= 0: all of them)"),
+              "ret_typ": Enum("both", "indices", "mask", "value", default="indices",
+                              doc="What to return"),
+              "is_ascend": Bool(False, doc="Select the smallest instead of the largest"),
+              "dtype": Dtype("float32", doc="Type of the returned indices")}
+
+    def settings(self, p):
+        return p.k, p.ret_typ, p.is_ascend, p.dtype
+
+
+@register
+class Sort(_Sorting):
+    name = "sort"
+    params = {"axis": OptInt(-1, doc="Axis to sort along (None: the flattened input)"),
+              "is_ascend": Bool(True, doc="Ascending order")}
+
+    def settings(self, p):
+        return 0, "value", p.is_ascend, None
+
+
+@register
+class ArgSort(_Sorting):
+    name = "argsort"
+    params = {"axis": OptInt(-1, doc="Axis to sort along (None: the flattened input)"),
+              "is_ascend": Bool(True, doc="Ascending order"),
+              "dtype": Dtype("float32", doc="Type of the returned indices")}
+
+    def settings(self, p):
+        return 0, "indices", p.is_ascend, p.dtype

@@ -240,3 +240,19 @@ def test_reduce_kernels_directly():
         dev = cuda.to_device(np.zeros(6))
         kc.reduce_axes(dev, cuda.to_device(x), (3, 70, 2), (1,), kind)
         np.testing.assert_allclose(dev.copy_to_host(), ref, rtol=1e-10)
+
+
+# ---------------------------------------------------------------------------------------------
+# topk, sort, argsort (parallel ranks)
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name,attrs", [
+    ("sort", {}), ("sort", {"axis": 0, "is_ascend": False}), ("argsort", {"axis": None}),
+    ("argsort", {"is_ascend": False}), ("topk", {"k": 2, "ret_typ": "both"}),
+    ("topk", {"axis": 1, "k": 0, "ret_typ": "value", "is_ascend": True}),
+    ("topk", {"k": 3, "ret_typ": "mask"}), ("topk", {"axis": None, "k": 4}),
+])
+def test_sorting(name, attrs):
+    x = (randn(3, 4, 5) * 2).round()            # ties: the stable order must agree
+    compare(name, attrs, [x], grads=False)
+    y = randn(3, 4, 5)
+    compare_add(name, attrs, [y])
