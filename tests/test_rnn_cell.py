@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import lightmod as mx
-from lightmod.base import MXNetError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GOLDEN = json.load(open(os.path.join(HERE, "fixtures", "rnn_golden.json")))
