@@ -452,3 +452,26 @@ def test_rnn_checkpoint_helpers_roundtrip(tmp_path):
     with pytest.warns(UserWarning, match="deprecated"):
         out, _ = mx.rnn.rnn_unroll(mx.rnn.RNNCell(H), 2, mx.sym.Variable("data"))
     assert len(out) == 2
+
+
+def test_zoneout_is_the_base_cell_at_inference_and_mixes_in_training():
+    def outputs_of(cell, is_train, seed=0):
+        outs, _ = cell.unroll(T, mx.sym.Variable("data"), merge_outputs=False)
+        group = mx.sym.Group(list(outs))
+        rng = np.random.default_rng(seed)
+        arg_shapes, _, _ = group.infer_shape(data=(N, T, C))
+        args = {n: mx.nd.array(rng.standard_normal(s))
+                for n, s in zip(group.list_arguments(), arg_shapes)}
+        mx.random.seed(5)
+        return [o.asnumpy() for o in group.bind(mx.cpu(), args).forward(is_train=is_train)]
+
+    plain = outputs_of(mx.rnn.RNNCell(H, prefix="rnn_"), False)
+    zoned = outputs_of(mx.rnn.ZoneoutCell(mx.rnn.RNNCell(H, prefix="rnn_"),
+                                          zoneout_outputs=0.5), False)
+    for a, b in zip(plain, zoned):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    trained = outputs_of(mx.rnn.ZoneoutCell(mx.rnn.RNNCell(H, prefix="rnn_"),
+                                            zoneout_outputs=0.5), True)
+    # step 0 keeps either the new output or the zero previous one, unit by unit
+    kept = np.isclose(trained[0], plain[0])
+    assert np.all(kept | (trained[0] == 0)) and kept.any() and not kept.all()
