@@ -84,19 +84,19 @@ def _launch(kernels, rows, arrays, written, scalars):
 # lazy row_sparse update also have a rows loop (``ids``: rows of ``row_len`` elements). The dense
 # loops index from range(n) so numba knows the index is non-negative and vectorises them.
 # ---------------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _sgd_s(w, g, out, lr, decay, rescale, clip_gradient):
     for i in range(w.size):
         out[i] = M.sgd(w[i], g[i], lr, decay, rescale, clip_gradient)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _sgd_p(w, g, out, lr, decay, rescale, clip_gradient):
     for i in prange(w.size):
         out[i] = M.sgd(w[i], g[i], lr, decay, rescale, clip_gradient)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _sgd_rows(ids, row_len, w, g, out, lr, decay, rescale, clip_gradient):
     n = w.size
     for r in range(ids.size):
@@ -104,21 +104,21 @@ def _sgd_rows(ids, row_len, w, g, out, lr, decay, rescale, clip_gradient):
             out[i] = M.sgd(w[i], g[i], lr, decay, rescale, clip_gradient)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _sgd_mom_s(w, g, m, out, lr, lr_wd, momentum, rescale, clip_gradient):
     for i in range(w.size):
         out[i], m[i] = M.sgd_mom(w[i], g[i], m[i], lr, lr_wd, momentum, rescale,
                                  clip_gradient)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _sgd_mom_p(w, g, m, out, lr, lr_wd, momentum, rescale, clip_gradient):
     for i in prange(w.size):
         out[i], m[i] = M.sgd_mom(w[i], g[i], m[i], lr, lr_wd, momentum, rescale,
                                  clip_gradient)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _sgd_mom_rows(ids, row_len, w, g, m, out, lr, lr_wd, momentum, rescale, clip_gradient):
     n = w.size
     for r in range(ids.size):
@@ -127,21 +127,21 @@ def _sgd_mom_rows(ids, row_len, w, g, m, out, lr, lr_wd, momentum, rescale, clip
                                      clip_gradient)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _mp_sgd_s(w32, g, out, lr, decay, rescale, clip_gradient):
     for i in range(w32.size):
         w32[i] = M.sgd(w32[i], g[i], lr, decay, rescale, clip_gradient)
         out[i] = w32[i]
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _mp_sgd_p(w32, g, out, lr, decay, rescale, clip_gradient):
     for i in prange(w32.size):
         w32[i] = M.sgd(w32[i], g[i], lr, decay, rescale, clip_gradient)
         out[i] = w32[i]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _mp_sgd_mom_s(w32, g, m, out, lr, lr_wd, momentum, rescale, clip_gradient):
     for i in range(w32.size):
         w32[i], m[i] = M.sgd_mom(w32[i], g[i], m[i], lr, lr_wd, momentum, rescale,
@@ -149,7 +149,7 @@ def _mp_sgd_mom_s(w32, g, m, out, lr, lr_wd, momentum, rescale, clip_gradient):
         out[i] = w32[i]
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _mp_sgd_mom_p(w32, g, m, out, lr, lr_wd, momentum, rescale, clip_gradient):
     for i in prange(w32.size):
         w32[i], m[i] = M.sgd_mom(w32[i], g[i], m[i], lr, lr_wd, momentum, rescale,
@@ -157,7 +157,7 @@ def _mp_sgd_mom_p(w32, g, m, out, lr, lr_wd, momentum, rescale, clip_gradient):
         out[i] = w32[i]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _nag_s(w, g, m, out, lr, wd, momentum, momentum1, rescale, clip_gradient,
            in_place):
     for i in range(w.size):
@@ -165,7 +165,7 @@ def _nag_s(w, g, m, out, lr, wd, momentum, momentum1, rescale, clip_gradient,
                                  clip_gradient, in_place)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _nag_p(w, g, m, out, lr, wd, momentum, momentum1, rescale, clip_gradient,
            in_place):
     for i in prange(w.size):
@@ -173,7 +173,7 @@ def _nag_p(w, g, m, out, lr, wd, momentum, momentum1, rescale, clip_gradient,
                                  clip_gradient, in_place)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _mp_nag_s(w32, g, m, out, lr, wd, momentum, momentum1, rescale,
               clip_gradient, in_place):
     for i in range(w32.size):
@@ -182,7 +182,7 @@ def _mp_nag_s(w32, g, m, out, lr, wd, momentum, momentum1, rescale,
         out[i] = w32[i]
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _mp_nag_p(w32, g, m, out, lr, wd, momentum, momentum1, rescale,
               clip_gradient, in_place):
     for i in prange(w32.size):
@@ -191,7 +191,7 @@ def _mp_nag_p(w32, g, m, out, lr, wd, momentum, momentum1, rescale,
         out[i] = w32[i]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _adam_s(w, g, mean, var, out, lr, wd, b1, omb1, b2, omb2, eps, rescale,
             clip_gradient):
     for i in range(w.size):
@@ -199,7 +199,7 @@ def _adam_s(w, g, mean, var, out, lr, wd, b1, omb1, b2, omb2, eps, rescale,
                                          b2, omb2, eps, rescale, clip_gradient)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _adam_p(w, g, mean, var, out, lr, wd, b1, omb1, b2, omb2, eps, rescale,
             clip_gradient):
     for i in prange(w.size):
@@ -207,7 +207,7 @@ def _adam_p(w, g, mean, var, out, lr, wd, b1, omb1, b2, omb2, eps, rescale,
                                          b2, omb2, eps, rescale, clip_gradient)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _adam_rows(ids, row_len, w, g, mean, var, out, lr, wd, b1, omb1, b2, omb2, eps, rescale,
             clip_gradient):
     n = w.size
@@ -217,7 +217,7 @@ def _adam_rows(ids, row_len, w, g, mean, var, out, lr, wd, b1, omb1, b2, omb2, e
                                              b2, omb2, eps, rescale, clip_gradient)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _rmsprop_s(w, g, st_n, out, lr, wd, g1, omg1, eps, rescale, clip_gradient,
                clip_weights):
     for i in range(w.size):
@@ -225,7 +225,7 @@ def _rmsprop_s(w, g, st_n, out, lr, wd, g1, omg1, eps, rescale, clip_gradient,
                                     clip_gradient, clip_weights)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _rmsprop_p(w, g, st_n, out, lr, wd, g1, omg1, eps, rescale, clip_gradient,
                clip_weights):
     for i in prange(w.size):
@@ -233,7 +233,7 @@ def _rmsprop_p(w, g, st_n, out, lr, wd, g1, omg1, eps, rescale, clip_gradient,
                                     clip_gradient, clip_weights)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _rmspropalex_s(w, g, st_n, st_g, delta, out, lr, wd, g1, omg1, g2, eps,
                    rescale, clip_gradient, clip_weights):
     for i in range(w.size):
@@ -242,7 +242,7 @@ def _rmspropalex_s(w, g, st_n, st_g, delta, out, lr, wd, g1, omg1, g2, eps,
             clip_gradient, clip_weights)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _rmspropalex_p(w, g, st_n, st_g, delta, out, lr, wd, g1, omg1, g2, eps,
                    rescale, clip_gradient, clip_weights):
     for i in prange(w.size):
@@ -251,7 +251,7 @@ def _rmspropalex_p(w, g, st_n, st_g, delta, out, lr, wd, g1, omg1, g2, eps,
             clip_gradient, clip_weights)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _ftrl_s(w, g, z, st_n, out, lr, wd, lamda1, beta, rescale, clip_gradient,
             one):
     for i in range(w.size):
@@ -259,7 +259,7 @@ def _ftrl_s(w, g, z, st_n, out, lr, wd, lamda1, beta, rescale, clip_gradient,
                                        rescale, clip_gradient, one)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _ftrl_p(w, g, z, st_n, out, lr, wd, lamda1, beta, rescale, clip_gradient,
             one):
     for i in prange(w.size):
@@ -267,7 +267,7 @@ def _ftrl_p(w, g, z, st_n, out, lr, wd, lamda1, beta, rescale, clip_gradient,
                                        rescale, clip_gradient, one)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _ftrl_rows(ids, row_len, w, g, z, st_n, out, lr, wd, lamda1, beta, rescale, clip_gradient,
             one):
     n = w.size
@@ -277,7 +277,7 @@ def _ftrl_rows(ids, row_len, w, g, z, st_n, out, lr, wd, lamda1, beta, rescale, 
                                            rescale, clip_gradient, one)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _ftml_s(w, g, d, v, z, out, lr, wd, b1, omb1, b2, omb2, eps, bias1, bias2,
             rescale, clip_gradient):
     for i in range(w.size):
@@ -286,7 +286,7 @@ def _ftml_s(w, g, d, v, z, out, lr, wd, b1, omb1, b2, omb2, eps, bias1, bias2,
                                           clip_gradient)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _ftml_p(w, g, d, v, z, out, lr, wd, b1, omb1, b2, omb2, eps, bias1, bias2,
             rescale, clip_gradient):
     for i in prange(w.size):
@@ -295,19 +295,19 @@ def _ftml_p(w, g, d, v, z, out, lr, wd, b1, omb1, b2, omb2, eps, bias1, bias2,
                                           clip_gradient)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _signsgd_s(w, g, out, lr, decay, one):
     for i in range(w.size):
         out[i] = M.signsgd(w[i], g[i], lr, decay, one)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _signsgd_p(w, g, out, lr, decay, one):
     for i in prange(w.size):
         out[i] = M.signsgd(w[i], g[i], lr, decay, one)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _signum_s(w, g, m, out, lr, wd, momentum, omm, decay_lh, rescale,
               clip_gradient, one):
     for i in range(w.size):
@@ -315,7 +315,7 @@ def _signum_s(w, g, m, out, lr, wd, momentum, omm, decay_lh, rescale,
                                 clip_gradient, one)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _signum_p(w, g, m, out, lr, wd, momentum, omm, decay_lh, rescale,
               clip_gradient, one):
     for i in prange(w.size):
@@ -323,7 +323,7 @@ def _signum_p(w, g, m, out, lr, wd, momentum, omm, decay_lh, rescale,
                                 clip_gradient, one)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _lamb1_s(w, g, mean, var, out, wd, b1, omb1, b2, omb2, eps, bias1, bias2,
              rescale, clip_gradient):
     for i in range(w.size):
@@ -332,7 +332,7 @@ def _lamb1_s(w, g, mean, var, out, wd, b1, omb1, b2, omb2, eps, bias1, bias2,
                                                 clip_gradient)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _lamb1_p(w, g, mean, var, out, wd, b1, omb1, b2, omb2, eps, bias1, bias2,
              rescale, clip_gradient):
     for i in prange(w.size):
@@ -341,45 +341,45 @@ def _lamb1_p(w, g, mean, var, out, wd, b1, omb1, b2, omb2, eps, bias1, bias2,
                                                 clip_gradient)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _lamb2_s(w, direction, out, scaled_lr):
     for i in range(w.size):
         out[i] = M.lamb_phase2(w[i], direction[i], scaled_lr)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _lamb2_p(w, direction, out, scaled_lr):
     for i in prange(w.size):
         out[i] = M.lamb_phase2(w[i], direction[i], scaled_lr)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _mp_lamb2_s(w32, direction, out, scaled_lr):
     for i in range(w32.size):
         w32[i] = M.lamb_phase2(w32[i], direction[i], scaled_lr)
         out[i] = w32[i]
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _mp_lamb2_p(w32, direction, out, scaled_lr):
     for i in prange(w32.size):
         w32[i] = M.lamb_phase2(w32[i], direction[i], scaled_lr)
         out[i] = w32[i]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _adagrad_s(w, g, h, out, lr, wd, eps, rescale, clip_gradient):
     for i in range(w.size):
         out[i], h[i] = M.adagrad(w[i], g[i], h[i], lr, wd, eps, rescale, clip_gradient)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _adagrad_p(w, g, h, out, lr, wd, eps, rescale, clip_gradient):
     for i in prange(w.size):
         out[i], h[i] = M.adagrad(w[i], g[i], h[i], lr, wd, eps, rescale, clip_gradient)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _adagrad_rows(ids, row_len, w, g, h, out, lr, eps, rescale, clip_gradient):
     n = w.size
     for r in range(ids.size):
@@ -387,7 +387,7 @@ def _adagrad_rows(ids, row_len, w, g, h, out, lr, eps, rescale, clip_gradient):
             out[i], h[i] = M.adagrad_rows(w[i], g[i], h[i], lr, eps, rescale, clip_gradient)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _adadelta_s(w, g, acc_g, acc_d, out, wd, rho, omr, eps, rescale,
                 clip_gradient):
     for i in range(w.size):
@@ -395,7 +395,7 @@ def _adadelta_s(w, g, acc_g, acc_d, out, wd, rho, omr, eps, rescale,
                                                       rho, omr, eps, rescale, clip_gradient)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _adadelta_p(w, g, acc_g, acc_d, out, wd, rho, omr, eps, rescale,
                 clip_gradient):
     for i in prange(w.size):
@@ -403,21 +403,21 @@ def _adadelta_p(w, g, acc_g, acc_d, out, wd, rho, omr, eps, rescale,
                                                       rho, omr, eps, rescale, clip_gradient)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _adamax_s(w, g, m, u, out, lr_t, wd, b1, omb1, b2, rescale, clip_gradient):
     for i in range(w.size):
         out[i], m[i], u[i] = M.adamax(w[i], g[i], m[i], u[i], lr_t, wd, b1, omb1, b2,
                                       rescale, clip_gradient)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _adamax_p(w, g, m, u, out, lr_t, wd, b1, omb1, b2, rescale, clip_gradient):
     for i in prange(w.size):
         out[i], m[i], u[i] = M.adamax(w[i], g[i], m[i], u[i], lr_t, wd, b1, omb1, b2,
                                       rescale, clip_gradient)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _nadam_s(w, g, m, v, out, lr, wd, b1, omb1, b2, omb2, eps, sd, snd, bias2,
              ommt, mt1, rescale, clip_gradient):
     for i in range(w.size):
@@ -425,7 +425,7 @@ def _nadam_s(w, g, m, v, out, lr, wd, b1, omb1, b2, omb2, eps, sd, snd, bias2,
                                      eps, sd, snd, bias2, ommt, mt1, rescale, clip_gradient)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _nadam_p(w, g, m, v, out, lr, wd, b1, omb1, b2, omb2, eps, sd, snd, bias2,
              ommt, mt1, rescale, clip_gradient):
     for i in prange(w.size):
@@ -433,7 +433,7 @@ def _nadam_p(w, g, m, v, out, lr, wd, b1, omb1, b2, omb2, eps, sd, snd, bias2,
                                      eps, sd, snd, bias2, ommt, mt1, rescale, clip_gradient)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _dcasgd_s(w, g, m, prev, out, neg_lr, wd, momentum, lamda, rescale,
               clip_gradient):
     for i in range(w.size):
@@ -441,7 +441,7 @@ def _dcasgd_s(w, g, m, prev, out, neg_lr, wd, momentum, lamda, rescale,
                                          lamda, rescale, clip_gradient)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _dcasgd_p(w, g, m, prev, out, neg_lr, wd, momentum, lamda, rescale,
               clip_gradient):
     for i in prange(w.size):
@@ -449,7 +449,7 @@ def _dcasgd_p(w, g, m, prev, out, neg_lr, wd, momentum, lamda, rescale,
                                          lamda, rescale, clip_gradient)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _dcasgd_nomom_s(w, g, prev, out, neg_lr, wd, lamda, rescale, clip_gradient):
     for i in range(w.size):
         zero = w[i] - w[i]
@@ -457,7 +457,7 @@ def _dcasgd_nomom_s(w, g, prev, out, neg_lr, wd, lamda, rescale, clip_gradient):
                                       rescale, clip_gradient)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _dcasgd_nomom_p(w, g, prev, out, neg_lr, wd, lamda, rescale, clip_gradient):
     for i in prange(w.size):
         zero = w[i] - w[i]
@@ -465,31 +465,31 @@ def _dcasgd_nomom_p(w, g, prev, out, neg_lr, wd, lamda, rescale, clip_gradient):
                                       rescale, clip_gradient)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _sgld_s(w, g, noise, out, neg_half_lr, wd, rescale, clip_gradient):
     for i in range(w.size):
         out[i] = M.sgld(w[i], g[i], noise[i], neg_half_lr, wd, rescale, clip_gradient)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _sgld_p(w, g, noise, out, neg_half_lr, wd, rescale, clip_gradient):
     for i in prange(w.size):
         out[i] = M.sgld(w[i], g[i], noise[i], neg_half_lr, wd, rescale, clip_gradient)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _quantize_2bit_s(g, residual, out, threshold):
     for i in range(g.size):
         out[i], residual[i] = M.quantize_2bit(g[i], residual[i], threshold)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _quantize_2bit_p(g, residual, out, threshold):
     for i in prange(g.size):
         out[i], residual[i] = M.quantize_2bit(g[i], residual[i], threshold)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _nonzero_rows(g2d):
     """Indices of the rows of a 2-D array holding at least one non-zero."""
     found = np.empty(g2d.shape[0], dtype=np.int64)
