@@ -3,12 +3,14 @@
 * ``digits``: the UCI "Optical Recognition of Handwritten Digits" test set (E. Alpaydin,
   C. Kaynak, 1998; CC BY 4.0, as redistributed by scikit-learn under BSD-3): 1,797 images of
   8x8 pixels with values 0..16, ten classes.
+* ``declaration``: the text of the United States Declaration of Independence (1776, public
+  domain), for the language-model example.
 """
 import os
 
 import numpy as np
 
-__all__ = ["load_digits", "data_path"]
+__all__ = ["load_digits", "load_text", "data_path"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -38,3 +40,21 @@ def load_digits(split=None, val_fraction=0.2, seed=0, flat=False):
     n_val = int(round(len(images) * val_fraction))
     idx = order[n_val:] if split == "train" else order[:n_val]
     return images[idx], labels[idx]
+
+
+def load_text(name="declaration", split_clauses=True, lower=True):
+    """A shipped text as a list of token lists (words and punctuation marks).
+
+    With ``split_clauses`` every clause (text up to ``, ; : .``) is one sequence, which gives
+    a few hundred short sequences of varied length for bucketing examples.
+    """
+    import re
+    path = data_path("%s.txt" % name)
+    if not os.path.exists(path):
+        raise ValueError("no shipped text named %r" % (name,))
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if lower:
+        text = text.lower()
+    pieces = re.split(r"(?<=[,;:.])\s+", text) if split_clauses else text.splitlines()
+    return [re.findall(r"[\w']+|[^\w\s]", piece) for piece in pieces if piece.strip()]
