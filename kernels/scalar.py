@@ -11,6 +11,12 @@ branch once per element on a predictable value. All functions are compiled with
 ``error_model='numpy'`` by their callers' settings: division by zero gives inf/nan as in MXNet.
 Every branch may return a different numeric type; numba unifies them (float64 at worst), and
 the launcher stores into the output's dtype, which is exact for float16/float32 results.
+
+The hottest operators also exist as tiny ``inline='always'`` functions (``relu``, ``add`` ...)
+that the dispatchers call; the CPU launchers give them loops of their own, where they inline
+and vectorise (a dispatch per element is several times slower for cheap math).
+NOTE: numba's on-disk cache only tracks the caller's source file; after editing this file,
+delete ``kernels/**/__pycache__/*.nbi`` / ``*.nbc`` so the launchers recompile.
 """
 import math
 
@@ -72,11 +78,67 @@ def mx_mod(a, b):
     return a % b   # numba implements Python's % exactly (an fmod plus a sign fix)
 
 
+# --- the hottest operators as tiny functions (the dispatchers below call them too) ---------
+@njit(cache=True, inline="always")
+def relu(x):
+    return x if (x > 0 or x != x) else 0.0
+
+
+@njit(cache=True, inline="always")
+def relu_grad(x, y):
+    return 1.0 if y > 0 else 0.0
+
+
+@njit(cache=True, inline="always")
+def sigmoid_grad(x, y):
+    return y * (1.0 - y)
+
+
+@njit(cache=True, inline="always")
+def tanh_grad(x, y):
+    return 1.0 - y * y
+
+
+@njit(cache=True, inline="always")
+def square(x):
+    return x * x
+
+
+@njit(cache=True, inline="always")
+def square_grad(x, y):
+    return 2.0 * x
+
+
+@njit(cache=True, inline="always")
+def negative(x):
+    return -x
+
+
+@njit(cache=True, inline="always")
+def add(a, b):
+    return a + b
+
+
+@njit(cache=True, inline="always")
+def sub(a, b):
+    return a - b
+
+
+@njit(cache=True, inline="always")
+def mul(a, b):
+    return a * b
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def div(a, b):
+    return a / b
+
+
 @njit(cache=True, error_model="numpy")
 def unary(code, x):
     """f(x) for the unary operator ``code``."""
     if code == U_RELU:
-        return x if (x > 0 or x != x) else 0.0
+        return relu(x)
     elif code == U_SIGMOID:
         return 1.0 / (1.0 + math.exp(-x))
     elif code == U_TANH:
@@ -90,11 +152,11 @@ def unary(code, x):
     elif code == U_RSQRT:
         return 1.0 / math.sqrt(x) if x >= 0 else math.nan
     elif code == U_SQUARE:
-        return x * x
+        return square(x)
     elif code == U_ABS:
         return abs(x)
     elif code == U_NEGATIVE:
-        return -x
+        return negative(x)
     elif code == U_SIGN:
         return 1.0 if x > 0 else (-1.0 if x < 0 else 0.0)
     elif code == U_SOFTSIGN:
@@ -140,11 +202,11 @@ def unary(code, x):
 def unary_grad(code, x, y):
     """df/dx for the unary operator ``code`` at input x with output y = f(x)."""
     if code == U_RELU:
-        return 1.0 if y > 0 else 0.0
+        return relu_grad(x, y)
     elif code == U_SIGMOID:
-        return y * (1.0 - y)
+        return sigmoid_grad(x, y)
     elif code == U_TANH:
-        return 1.0 - y * y
+        return tanh_grad(x, y)
     elif code == U_EXP:
         return y
     elif code == U_LOG:
@@ -154,7 +216,7 @@ def unary_grad(code, x, y):
     elif code == U_RSQRT:
         return -0.5 * y * y * y
     elif code == U_SQUARE:
-        return 2.0 * x
+        return square_grad(x, y)
     elif code == U_ABS:
         return 1.0 if x > 0 else (-1.0 if x < 0 else 0.0)
     elif code == U_NEGATIVE:
@@ -189,13 +251,13 @@ def unary_grad(code, x, y):
 def binary(code, a, b):
     """f(a, b) for the binary operator ``code``; comparisons give 1 or 0."""
     if code == B_ADD:
-        return a + b
+        return add(a, b)
     elif code == B_SUB:
-        return a - b
+        return sub(a, b)
     elif code == B_MUL:
-        return a * b
+        return mul(a, b)
     elif code == B_DIV:
-        return a / b
+        return div(a, b)
     elif code == B_POW:
         return a ** b
     elif code == B_MAX:

@@ -19,7 +19,8 @@ __all__ = ["empty", "zeros", "full", "fill", "copy", "from_host", "to_host",
            "elemwise_binary_backward", "elemwise_scalar", "elemwise_scalar_backward",
            "elemwise_clip", "elemwise_clip_backward", "sum_to_shape"]
 
-PARALLEL_MIN = 1 << 15
+# below this many elements the serial loop wins (thread start-up dominates)
+PARALLEL_MIN = 1 << 17
 
 
 # ---------------------------------------------------------------------------------------------
@@ -164,48 +165,115 @@ def _acc(req):
 # ---------------------------------------------------------------------------------------------
 # jitted loops
 # ---------------------------------------------------------------------------------------------
+# The cheap hot operators get loops of their own that call the tiny per-op functions of
+# scalar.py directly (inlined, so the loop vectorises); everything else shares one loop that
+# dispatches on the code per element. Blocks of BLOCK elements are the prange work unit.
+BLOCK = 1 << 14
+
+
+@njit(inline="always")
+def _map1(fn, x, out, lo, hi):
+    for i in range(lo, hi):
+        out[i] = fn(x[i])
+
+
+@njit(inline="always", error_model="numpy")
+def _unary_block(code, x, out, lo, hi):
+    if code == S.U_RELU:
+        _map1(S.relu, x, out, lo, hi)
+    elif code == S.U_SQUARE:
+        _map1(S.square, x, out, lo, hi)
+    elif code == S.U_NEGATIVE:
+        _map1(S.negative, x, out, lo, hi)
+    else:
+        for i in range(lo, hi):
+            out[i] = S.unary(code, x[i])
+
+
 @njit(cache=True, error_model="numpy")
 def _unary_serial(code, x, out):
-    for i in range(x.size):
-        out[i] = S.unary(code, x[i])
+    _unary_block(code, x, out, 0, x.size)
 
 
 @njit(cache=True, error_model="numpy", parallel=True)
 def _unary_parallel(code, x, out):
-    for i in prange(x.size):
-        out[i] = S.unary(code, x[i])
+    n = x.size
+    for blk in prange((n + BLOCK - 1) // BLOCK):
+        _unary_block(code, x, out, blk * BLOCK, min(n, (blk + 1) * BLOCK))
+
+
+@njit(inline="always")
+def _map_grad(fn, x, y, g, dx, acc, lo, hi):
+    if acc:
+        for i in range(lo, hi):
+            dx[i] += g[i] * fn(x[i], y[i])
+    else:
+        for i in range(lo, hi):
+            dx[i] = g[i] * fn(x[i], y[i])
+
+
+@njit(inline="always", error_model="numpy")
+def _unary_grad_block(code, x, y, g, dx, acc, lo, hi):
+    if code == S.U_RELU:
+        _map_grad(S.relu_grad, x, y, g, dx, acc, lo, hi)
+    elif code == S.U_SIGMOID:
+        _map_grad(S.sigmoid_grad, x, y, g, dx, acc, lo, hi)
+    elif code == S.U_TANH:
+        _map_grad(S.tanh_grad, x, y, g, dx, acc, lo, hi)
+    elif code == S.U_SQUARE:
+        _map_grad(S.square_grad, x, y, g, dx, acc, lo, hi)
+    else:
+        for i in range(lo, hi):
+            v = g[i] * S.unary_grad(code, x[i], y[i])
+            if acc:
+                dx[i] += v
+            else:
+                dx[i] = v
 
 
 @njit(cache=True, error_model="numpy")
 def _unary_grad_serial(code, x, y, g, dx, acc):
-    for i in range(x.size):
-        v = g[i] * S.unary_grad(code, x[i], y[i])
-        if acc:
-            dx[i] += v
-        else:
-            dx[i] = v
+    _unary_grad_block(code, x, y, g, dx, acc, 0, x.size)
 
 
 @njit(cache=True, error_model="numpy", parallel=True)
 def _unary_grad_parallel(code, x, y, g, dx, acc):
-    for i in prange(x.size):
-        v = g[i] * S.unary_grad(code, x[i], y[i])
-        if acc:
-            dx[i] += v
-        else:
-            dx[i] = v
+    n = x.size
+    for blk in prange((n + BLOCK - 1) // BLOCK):
+        _unary_grad_block(code, x, y, g, dx, acc, blk * BLOCK, min(n, (blk + 1) * BLOCK))
+
+
+@njit(inline="always")
+def _map2(fn, a, b, out, lo, hi):
+    for i in range(lo, hi):
+        out[i] = fn(a[i], b[i])
+
+
+@njit(inline="always", error_model="numpy")
+def _binary_block(code, a, b, out, lo, hi):
+    if code == S.B_ADD:
+        _map2(S.add, a, b, out, lo, hi)
+    elif code == S.B_SUB:
+        _map2(S.sub, a, b, out, lo, hi)
+    elif code == S.B_MUL:
+        _map2(S.mul, a, b, out, lo, hi)
+    elif code == S.B_DIV:
+        _map2(S.div, a, b, out, lo, hi)
+    else:
+        for i in range(lo, hi):
+            out[i] = S.binary(code, a[i], b[i])
 
 
 @njit(cache=True, error_model="numpy")
 def _binary_serial(code, a, b, out):
-    for i in range(out.size):
-        out[i] = S.binary(code, a[i], b[i])
+    _binary_block(code, a, b, out, 0, out.size)
 
 
 @njit(cache=True, error_model="numpy", parallel=True)
 def _binary_parallel(code, a, b, out):
-    for i in prange(out.size):
-        out[i] = S.binary(code, a[i], b[i])
+    n = out.size
+    for blk in prange((n + BLOCK - 1) // BLOCK):
+        _binary_block(code, a, b, out, blk * BLOCK, min(n, (blk + 1) * BLOCK))
 
 
 @njit(cache=True, error_model="numpy")
@@ -257,22 +325,44 @@ def _binary_grad_parallel(code, which, x, other, g, dx, keep, red, nred, so, sot
             dx[j] = v
 
 
+@njit(inline="always")
+def _map_scalar(fn, x, s, out, reverse, lo, hi):
+    if reverse:
+        for i in range(lo, hi):
+            out[i] = fn(s, x[i])
+    else:
+        for i in range(lo, hi):
+            out[i] = fn(x[i], s)
+
+
+@njit(inline="always", error_model="numpy")
+def _scalar_block(code, x, s, out, reverse, lo, hi):
+    if code == S.B_ADD:
+        _map_scalar(S.add, x, s, out, reverse, lo, hi)
+    elif code == S.B_SUB:
+        _map_scalar(S.sub, x, s, out, reverse, lo, hi)
+    elif code == S.B_MUL:
+        _map_scalar(S.mul, x, s, out, reverse, lo, hi)
+    elif code == S.B_DIV:
+        _map_scalar(S.div, x, s, out, reverse, lo, hi)
+    else:
+        for i in range(lo, hi):
+            if reverse:
+                out[i] = S.binary(code, s, x[i])
+            else:
+                out[i] = S.binary(code, x[i], s)
+
+
 @njit(cache=True, error_model="numpy")
 def _scalar_serial(code, x, s, out, reverse):
-    for i in range(x.size):
-        if reverse:
-            out[i] = S.binary(code, s, x[i])
-        else:
-            out[i] = S.binary(code, x[i], s)
+    _scalar_block(code, x, s, out, reverse, 0, x.size)
 
 
 @njit(cache=True, error_model="numpy", parallel=True)
 def _scalar_parallel(code, x, s, out, reverse):
-    for i in prange(x.size):
-        if reverse:
-            out[i] = S.binary(code, s, x[i])
-        else:
-            out[i] = S.binary(code, x[i], s)
+    n = x.size
+    for blk in prange((n + BLOCK - 1) // BLOCK):
+        _scalar_block(code, x, s, out, reverse, blk * BLOCK, min(n, (blk + 1) * BLOCK))
 
 
 @njit(cache=True, error_model="numpy")
@@ -336,6 +426,10 @@ def _clip_grad_parallel(x, lo, hi, g, dx, acc):
 # ---------------------------------------------------------------------------------------------
 # launchers (the k.* functions operators call)
 # ---------------------------------------------------------------------------------------------
+_NUMPY_BROADCAST = {"add": np.add, "sub": np.subtract, "mul": np.multiply,
+                    "div": np.divide}
+
+
 def _pick(n, serial, parallel):
     return parallel if n >= PARALLEL_MIN else serial
 
@@ -366,6 +460,11 @@ def elemwise_binary(name, a, b, out):
     code = BINARY_CODES[name]
     if out.size == 0:
         return
+    if a.shape != b.shape and name in _NUMPY_BROADCAST:
+        # numpy's broadcasting loops are as fast as ours for plain arithmetic (bias adds)
+        with np.errstate(all="ignore"):
+            _NUMPY_BROADCAST[name](a, b, out=out, casting="unsafe")
+        return
     fo, back = _flat_out(out)
     if a.shape == b.shape:
         _pick(out.size, _binary_serial, _binary_parallel)(code, _flat_in(a), _flat_in(b), fo)
@@ -379,6 +478,12 @@ def elemwise_binary(name, a, b, out):
 def elemwise_binary_backward(name, a, b, g, da, db, req_a, req_b):
     """Gradients of a op b w.r.t. a and b, summed over the dims each input was broadcast on."""
     code = BINARY_CODES[name]
+    if name in ("add", "sub"):
+        # d/da = 1, d/db = +-1: the gradients are g summed to each input's shape
+        sum_to_shape(g, da, req_a)
+        if db is not None and req_b != "null":
+            sum_to_shape(g if name == "add" else -g, db, req_b)
+        return
     plan = broadcast_plan(tuple(a.shape), tuple(b.shape))
     fa, fb, fg = _flat_in(a), _flat_in(b), _flat_in(g)
     for which, (dx, req, x, other) in enumerate(((da, req_a, fa, fb), (db, req_b, fb, fa))):
@@ -432,7 +537,7 @@ def elemwise_clip_backward(x, a_min, a_max, g, dx, req):
 
 def sum_to_shape(src, dst, req="write"):
     """dst (req) src summed over the dims along which dst's shape broadcasts to src's shape."""
-    if req == "null":
+    if req == "null" or dst is None:
         return
     nd = src.ndim
     dshape = (1,) * (nd - dst.ndim) + tuple(dst.shape)

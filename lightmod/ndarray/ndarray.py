@@ -531,10 +531,16 @@ for _meth, _opname in _OP_METHODS.items():
 del _meth, _opname
 
 
+_OP_FUNCTIONS = {}
+
+
 def _op(name, *args, **kwargs):
     """Call the generated nd function of a registered operator."""
-    from .register import op_function
-    return op_function(name)(*args, **kwargs)
+    fn = _OP_FUNCTIONS.get(name)
+    if fn is None:
+        from .register import op_function
+        fn = _OP_FUNCTIONS[name] = op_function(name)
+    return fn(*args, **kwargs)
 
 
 def imperative_invoke(name, inputs, attrs, out=None):

@@ -49,11 +49,28 @@ def _context_of(op, p, inputs):
     return current_context()
 
 
+_KERNEL_SETS = {}   # (device type id, device id) -> kernel module, once it proved usable
+_DTYPE_NAMES = {}   # numpy dtype -> its name (np.dtype.name is slow on the hot path)
+
+
 def _kernels_for(ctx):
-    if ctx.device_typeid == 2:
-        return _device_kernels(ctx)
-    from .. import kernels
-    return kernels.for_context(ctx)
+    key = (ctx.device_typeid, ctx.device_id)
+    k = _KERNEL_SETS.get(key)
+    if k is None:
+        if ctx.device_typeid == 2:
+            k = _device_kernels(ctx)
+        else:
+            from .. import kernels
+            k = kernels.for_context(ctx)
+        _KERNEL_SETS[key] = k
+    return k
+
+
+def _dtype_name(dtype):
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = np.dtype(dtype).name
+    return name
 
 
 def _shape_known(shape):
@@ -80,6 +97,8 @@ def invoke_parsed(op, p, inputs, out=None):
     in_shapes = [x.shape for x in inputs]
     filled, out_shapes = op.infer_shape(p, list(in_shapes))
     for name, given, inferred in zip(names, in_shapes, filled):
+        if inferred == given:
+            continue
         try:
             registry.merge_shape(given, inferred)
         except ValueError:
@@ -89,7 +108,7 @@ def invoke_parsed(op, p, inputs, out=None):
     if not all(_shape_known(s) for s in out_shapes):
         raise MXNetError("Operator %s: cannot infer the output shape from input shapes %s "
                          "(got %s)" % (op.name, _describe(names, in_shapes), out_shapes))
-    in_types = [np.dtype(x.dtype).name for x in inputs]
+    in_types = [_dtype_name(x._data.dtype) for x in inputs]
     _, out_types = op.infer_type(p, in_types)
     out_types = [t if t is not None else "float32" for t in out_types]
 
@@ -112,9 +131,10 @@ def invoke_parsed(op, p, inputs, out=None):
             outputs.append(o)
         else:
             outputs.append(NDArray(_alloc(tuple(shape), dtype, ctx), ctx))
-    stypes = _output_stypes(op, p, inputs)
-    for o, st in zip(outputs[len(given):], stypes[len(given):]):
-        o._stype = st
+    if getattr(op, "infer_storage_type", None) is not None:
+        stypes = _output_stypes(op, p, inputs)
+        for o, st in zip(outputs[len(given):], stypes[len(given):]):
+            o._stype = st
     k = _kernels_for(ctx)
     op.forward(p, k, [x._data for x in inputs], [o._data for o in outputs], False, {})
     if out is not None:
