@@ -95,7 +95,16 @@ def invoke_parsed(op, p, inputs, out=None):
                             % (op.name, name, type(x).__name__))
     ctx = _context_of(op, p, inputs)
     in_shapes = [x.shape for x in inputs]
-    filled, out_shapes = op.infer_shape(p, list(in_shapes))
+    try:
+        filled, out_shapes = op.infer_shape(p, list(in_shapes))
+    except MXNetError as err:
+        # say which arrays came in, whatever the operator's own message says
+        message = "%s (input shapes: %s)" % (err, _describe(names, in_shapes))
+        try:
+            wrapped = type(err)(message)
+        except TypeError:
+            wrapped = MXNetError(message)
+        raise wrapped from None
     for name, given, inferred in zip(names, in_shapes, filled):
         if inferred == given:
             continue
@@ -218,6 +227,10 @@ def _make_function(op, public_name):
             if value is not None:
                 by_name[input_name] = value
         if len(pos) > len(param_names):
+            unfilled = [n for n in declared_inputs if n not in by_name]
+            if unfilled:
+                raise TypeError("%s: input '%s' must be an NDArray, got %s"
+                                % (public_name, unfilled[0], type(pos[0]).__name__))
             raise TypeError("%s: too many positional arguments" % public_name)
         for pname, value in zip(param_names, pos):
             if isinstance(value, NDArray):
