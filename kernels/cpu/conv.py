@@ -8,17 +8,20 @@ OD, OH, OW)`` (kernel, stride, pad, dilate, output size). The column matrix has 
 chunk of the batch is one large matrix product ``weight (F, C*K) @ col (C*K, n*O)``, which BLAS
 runs far faster than one small product per sample.
 
-Each kernel has a serial and a ``prange`` launcher around the same per-row function; the
-parallel one is used only when the work is large enough to pay for waking the threads.
+The kernels index flat (1-D) views of C-contiguous arrays through the ``*_run`` helpers, whose
+offsets and counters are unsigned: numba then drops its negative-index check and LLVM
+vectorises the runs (signed offsets made the same copies 10-15x slower). The
+operators call them on chunks of the batch small enough to stay in the L2 cache, between BLAS
+products (which bring their own threads), so the kernels themselves run serially: on a small
+shared machine, waking a second pool of threads for each cache-sized chunk costs more than it
+gains.
 """
 import numpy as np
-from numba import njit, prange
+from numba import njit, uint64
 
-__all__ = ["conv_empty", "conv_fill", "conv_gemm", "conv_add", "conv_cast_into", "im2col", "col2im",
+__all__ = ["copy_run", "copy_run_strided", "add_run", "add_run_strided", "fill_run",
+           "conv_empty", "conv_fill", "conv_gemm", "conv_add", "conv_cast_into", "im2col", "col2im",
            "rows_to_batch", "batch_to_rows", "channel_sum", "add_channel_bias"]
-
-# Element count from which the prange launchers are worth their thread wake-up.
-PARALLEL_MIN = 1 << 15
 
 
 _DUMMIES = {}
@@ -59,6 +62,55 @@ def conv_cast_into(dst, src):
 
 
 # ---------------------------------------------------------------------------------------------
+# Runs: contiguous (or strided) element runs of flat arrays with unsigned indexing
+# ---------------------------------------------------------------------------------------------
+@njit(cache=True, inline="always")
+def copy_run(dst, d, src, s, n):
+    """dst[d:d+n] = src[s:s+n] (d, s, n >= 0)."""
+    d = uint64(d)
+    s = uint64(s)
+    for p in range(uint64(n)):
+        dst[d + p] = src[s + p]
+
+
+@njit(cache=True, inline="always")
+def copy_run_strided(dst, d, src, s, stride, n):
+    """dst[d + p] = src[s + p * stride] for p < n."""
+    d = uint64(d)
+    s = uint64(s)
+    stride = uint64(stride)
+    for p in range(uint64(n)):
+        dst[d + p] = src[s + p * stride]
+
+
+@njit(cache=True, inline="always")
+def add_run(dst, d, src, s, n):
+    """dst[d:d+n] += src[s:s+n]."""
+    d = uint64(d)
+    s = uint64(s)
+    for p in range(uint64(n)):
+        dst[d + p] += src[s + p]
+
+
+@njit(cache=True, inline="always")
+def add_run_strided(dst, d, stride, src, s, n):
+    """dst[d + p * stride] += src[s + p] for p < n."""
+    d = uint64(d)
+    s = uint64(s)
+    stride = uint64(stride)
+    for p in range(uint64(n)):
+        dst[d + p * stride] += src[s + p]
+
+
+@njit(cache=True, inline="always")
+def fill_run(dst, d, value, n):
+    """dst[d:d+n] = value."""
+    d = uint64(d)
+    for p in range(uint64(n)):
+        dst[d + p] = value
+
+
+# ---------------------------------------------------------------------------------------------
 # im2col
 # ---------------------------------------------------------------------------------------------
 @njit(cache=True)
@@ -75,110 +127,86 @@ def _valid_range(off, stride, size, count):
 
 
 @njit(cache=True)
-def _im2col_row(x, col, r, g):
+def _im2col(x, col, dims, g):
+    nb, C, D, H, W = dims
     KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, OD, OH, OW = g
-    nb, C, D, H, W = x.shape
-    kw = r % KW
-    t = r // KW
-    kh = t % KH
-    t = t // KH
-    kd = t % KD
-    c = t // KD
     O = OD * OH * OW
-    off = kw * DW - PW
-    lo, hi = _valid_range(off, SW, W, OW)
+    width = nb * O
     zero = col.dtype.type(0)
-    for n in range(nb):
-        for od in range(OD):
-            idd = od * SD - PD + kd * DD
-            for oh in range(OH):
-                ih = oh * SH - PH + kh * DH
-                j0 = n * O + (od * OH + oh) * OW
-                if idd < 0 or idd >= D or ih < 0 or ih >= H:
-                    for ow in range(OW):
-                        col[r, j0 + ow] = zero
-                else:
-                    for ow in range(lo):
-                        col[r, j0 + ow] = zero
-                    for ow in range(lo, hi):
-                        col[r, j0 + ow] = x[n, c, idd, ih, ow * SW + off]
-                    for ow in range(hi, OW):
-                        col[r, j0 + ow] = zero
-
-
-@njit(cache=True)
-def _im2col_serial(x, col, g):
-    for r in range(col.shape[0]):
-        _im2col_row(x, col, r, g)
-
-
-@njit(cache=True, parallel=True)
-def _im2col_parallel(x, col, g):
-    for r in prange(col.shape[0]):
-        _im2col_row(x, col, r, g)
+    for r in range(C * KD * KH * KW):
+        kw = r % KW
+        t = r // KW
+        kh = t % KH
+        t = t // KH
+        kd = t % KD
+        c = t // KD
+        off = kw * DW - PW
+        lo, hi = _valid_range(off, SW, W, OW)
+        for n in range(nb):
+            plane = (n * C + c) * D
+            for od in range(OD):
+                idd = od * SD - PD + kd * DD
+                for oh in range(OH):
+                    ih = oh * SH - PH + kh * DH
+                    j0 = r * width + n * O + (od * OH + oh) * OW
+                    if idd < 0 or idd >= D or ih < 0 or ih >= H:
+                        fill_run(col, j0, zero, OW)
+                        continue
+                    fill_run(col, j0, zero, lo)
+                    xb = ((plane + idd) * H + ih) * W + off + lo * SW
+                    if SW == 1:
+                        copy_run(col, j0 + lo, x, xb, hi - lo)
+                    else:
+                        copy_run_strided(col, j0 + lo, x, xb, SW, hi - lo)
+                    fill_run(col, j0 + hi, zero, OW - hi)
 
 
 def im2col(x, col, g):
     """Fill col (C*K, n*O) from x (n, C, D, H, W) for geometry g (see the module docstring)."""
-    if col.size >= PARALLEL_MIN:
-        _im2col_parallel(x, col, g)
-    else:
-        _im2col_serial(x, col, g)
+    _im2col(x.reshape(-1), col.reshape(-1), x.shape, g)
 
 
 # ---------------------------------------------------------------------------------------------
-# col2im: the adjoint of im2col, summing overlapping windows; one (sample, channel) plane per
-# task so that no two tasks write the same element.
+# col2im: the adjoint of im2col, summing overlapping windows into the image
 # ---------------------------------------------------------------------------------------------
 @njit(cache=True)
-def _col2im_plane(col, x, p, g, accumulate):
+def _col2im(col, x, dims, g, accumulate):
+    nb, C, D, H, W = dims
     KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, OD, OH, OW = g
-    nb, C, D, H, W = x.shape
-    n = p // C
-    c = p % C
     O = OD * OH * OW
+    width = nb * O
     if not accumulate:
-        for i in range(D):
-            for j in range(H):
-                for q in range(W):
-                    x[n, c, i, j, q] = 0
-    for kd in range(KD):
-        for kh in range(KH):
-            for kw in range(KW):
-                r = ((c * KD + kd) * KH + kh) * KW + kw
-                off = kw * DW - PW
-                lo, hi = _valid_range(off, SW, W, OW)
-                for od in range(OD):
-                    idd = od * SD - PD + kd * DD
-                    if idd < 0 or idd >= D:
+        fill_run(x, 0, x.dtype.type(0), x.size)
+    for r in range(C * KD * KH * KW):
+        kw = r % KW
+        t = r // KW
+        kh = t % KH
+        t = t // KH
+        kd = t % KD
+        c = t // KD
+        off = kw * DW - PW
+        lo, hi = _valid_range(off, SW, W, OW)
+        for n in range(nb):
+            plane = (n * C + c) * D
+            for od in range(OD):
+                idd = od * SD - PD + kd * DD
+                if idd < 0 or idd >= D:
+                    continue
+                for oh in range(OH):
+                    ih = oh * SH - PH + kh * DH
+                    if ih < 0 or ih >= H:
                         continue
-                    for oh in range(OH):
-                        ih = oh * SH - PH + kh * DH
-                        if ih < 0 or ih >= H:
-                            continue
-                        j0 = n * O + (od * OH + oh) * OW
-                        for ow in range(lo, hi):
-                            x[n, c, idd, ih, ow * SW + off] += col[r, j0 + ow]
-
-
-@njit(cache=True)
-def _col2im_serial(col, x, g, accumulate):
-    for p in range(x.shape[0] * x.shape[1]):
-        _col2im_plane(col, x, p, g, accumulate)
-
-
-@njit(cache=True, parallel=True)
-def _col2im_parallel(col, x, g, accumulate):
-    for p in prange(x.shape[0] * x.shape[1]):
-        _col2im_plane(col, x, p, g, accumulate)
+                    j0 = r * width + n * O + (od * OH + oh) * OW + lo
+                    xb = ((plane + idd) * H + ih) * W + off + lo * SW
+                    if SW == 1:
+                        add_run(x, xb, col, j0, hi - lo)
+                    else:
+                        add_run_strided(x, xb, SW, col, j0, hi - lo)
 
 
 def col2im(col, x, g, accumulate=False):
     """x (n, C, D, H, W) = (or +=) the sum of col's entries over the windows covering each pixel."""
-    if col.size >= PARALLEL_MIN and x.shape[0] * x.shape[1] > 1:
-        _col2im_parallel(col, x, g, accumulate)
-    else:
-        _col2im_serial(col, x, g, accumulate)
+    _col2im(col.reshape(-1), x.reshape(-1), x.shape, g, accumulate)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -186,30 +214,20 @@ def col2im(col, x, g, accumulate=False):
 # bias work that touches the same elements anyway.
 # ---------------------------------------------------------------------------------------------
 @njit(cache=True)
-def _rows_to_batch_row(rows, out, bias, has_bias, accumulate, q):
-    nb, F, O = out.shape
-    n = q // F
-    f = q % F
-    b = bias[f] if has_bias else 0
-    j0 = n * O
-    if accumulate:
-        for o in range(O):
-            out[n, f, o] += rows[f, j0 + o] + b
-    else:
-        for o in range(O):
-            out[n, f, o] = rows[f, j0 + o] + b
-
-
-@njit(cache=True)
-def _rows_to_batch_serial(rows, out, bias, has_bias, accumulate):
-    for q in range(out.shape[0] * out.shape[1]):
-        _rows_to_batch_row(rows, out, bias, has_bias, accumulate, q)
-
-
-@njit(cache=True, parallel=True)
-def _rows_to_batch_parallel(rows, out, bias, has_bias, accumulate):
-    for q in prange(out.shape[0] * out.shape[1]):
-        _rows_to_batch_row(rows, out, bias, has_bias, accumulate, q)
+def _rows_to_batch(rows, out, dims, bias, has_bias, accumulate):
+    nb, F, O = dims
+    width = nb * O
+    for n in range(nb):
+        for f in range(F):
+            b = bias[f] if has_bias else out.dtype.type(0)
+            src = uint64(f * width + n * O)
+            dst = uint64((n * F + f) * O)
+            if accumulate:
+                for o in range(uint64(O)):
+                    out[dst + o] += rows[src + o] + b
+            else:
+                for o in range(uint64(O)):
+                    out[dst + o] = rows[src + o] + b
 
 
 def rows_to_batch(rows, out, bias=None, accumulate=False):
@@ -217,39 +235,30 @@ def rows_to_batch(rows, out, bias=None, accumulate=False):
     has_bias = bias is not None
     if not has_bias:
         bias = _dummy(out.dtype)
-    if out.size >= PARALLEL_MIN:
-        _rows_to_batch_parallel(rows, out, bias, has_bias, accumulate)
-    else:
-        _rows_to_batch_serial(rows, out, bias, has_bias, accumulate)
+    _rows_to_batch(rows.reshape(-1), out.reshape(-1), out.shape, bias, has_bias, accumulate)
 
 
 @njit(cache=True)
-def _batch_to_rows_channel(src, rows, db, want_db, db_accumulate, f):
-    nb, F, O = src.shape
-    s = 0.0
-    for n in range(nb):
-        j0 = n * O
-        for o in range(O):
-            v = src[n, f, o]
-            rows[f, j0 + o] = v
-            s += v
-    if want_db:
-        if db_accumulate:
-            db[f] += s
-        else:
-            db[f] = s
-
-
-@njit(cache=True)
-def _batch_to_rows_serial(src, rows, db, want_db, db_accumulate):
-    for f in range(src.shape[1]):
-        _batch_to_rows_channel(src, rows, db, want_db, db_accumulate, f)
-
-
-@njit(cache=True, parallel=True)
-def _batch_to_rows_parallel(src, rows, db, want_db, db_accumulate):
-    for f in prange(src.shape[1]):
-        _batch_to_rows_channel(src, rows, db, want_db, db_accumulate, f)
+def _batch_to_rows(src, rows, dims, db, want_db, db_accumulate):
+    nb, F, O = dims
+    width = nb * O
+    for f in range(F):
+        s = 0.0
+        for n in range(nb):
+            a = uint64((n * F + f) * O)
+            b = uint64(f * width + n * O)
+            if want_db:
+                for o in range(uint64(O)):
+                    v = src[a + o]
+                    rows[b + o] = v
+                    s += v
+            else:
+                copy_run(rows, b, src, a, O)
+        if want_db:
+            if db_accumulate:
+                db[f] += s
+            else:
+                db[f] = s
 
 
 def batch_to_rows(src, rows, db=None, db_accumulate=False):
@@ -257,20 +266,18 @@ def batch_to_rows(src, rows, db=None, db_accumulate=False):
     want_db = db is not None
     if not want_db:
         db = _dummy(src.dtype)
-    if src.size >= PARALLEL_MIN and src.shape[1] > 1:
-        _batch_to_rows_parallel(src, rows, db, want_db, db_accumulate)
-    else:
-        _batch_to_rows_serial(src, rows, db, want_db, db_accumulate)
+    _batch_to_rows(src.reshape(-1), rows.reshape(-1), src.shape, db, want_db, db_accumulate)
 
 
 @njit(cache=True)
-def _channel_sum_serial(src, out, accumulate):
-    nb, F, O = src.shape
+def _channel_sum(src, dims, out, accumulate):
+    nb, F, O = dims
     for f in range(F):
         s = 0.0
         for n in range(nb):
-            for o in range(O):
-                s += src[n, f, o]
+            a = uint64((n * F + f) * O)
+            for o in range(uint64(O)):
+                s += src[a + o]
         if accumulate:
             out[f] += s
         else:
@@ -279,19 +286,20 @@ def _channel_sum_serial(src, out, accumulate):
 
 def channel_sum(src, out, accumulate=False):
     """out[f] (+)= sum over n, o of src (n, F, O) — the bias gradient."""
-    _channel_sum_serial(src, out, accumulate)
+    _channel_sum(src.reshape(-1), src.shape, out, accumulate)
 
 
 @njit(cache=True)
-def _add_channel_bias_serial(out, bias):
-    nb, F, O = out.shape
+def _add_channel_bias(out, dims, bias):
+    nb, F, O = dims
     for n in range(nb):
         for f in range(F):
             b = bias[f]
-            for o in range(O):
-                out[n, f, o] += b
+            a = uint64((n * F + f) * O)
+            for o in range(uint64(O)):
+                out[a + o] += b
 
 
 def add_channel_bias(out, bias):
     """out (n, F, O) += bias[f]."""
-    _add_channel_bias_serial(out, bias)
+    _add_channel_bias(out.reshape(-1), out.shape, bias)

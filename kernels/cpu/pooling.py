@@ -8,32 +8,86 @@ them across threads. Max pooling records the flat input index of each maximum (`
 training so the backward pass is a scatter instead of a second search.
 """
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, uint64
 
 from ..scalar_conv import (POOL_MAX, POOL_AVG, POOL_SUM, POOL_LP, pool_window, lp_power,
                            lp_root, lp_grad_factor, pool_count, PAD_CONSTANT, PAD_EDGE, PAD_REFLECT,
                            pad_source)
+from .conv import fill_run
 
 __all__ = ["pool_forward", "pool_backward", "POOL_TYPES", "PAD_MODES", "pad_forward",
            "pad_backward", "upsample_nearest", "upsample_nearest_backward"]
 
 POOL_TYPES = {"max": POOL_MAX, "avg": POOL_AVG, "sum": POOL_SUM, "lp": POOL_LP}
 PAD_MODES = {"constant": PAD_CONSTANT, "edge": PAD_EDGE, "reflect": PAD_REFLECT}
-PARALLEL_MIN = 1 << 14
-_NO_MASK = np.zeros((1, 1), dtype=np.int32)
+PARALLEL_MIN = 1 << 18
+_NO_MASK = np.zeros(1, dtype=np.int32)
+
+
+@njit(cache=True)
+def _pool_plane_full(x, y, q, dims, geo, ptype, pval):
+    """Pooling of plane q when every window lies wholly inside the data (no padding or
+    clipping): each kernel offset is one strided run over an output row, which vectorises.
+    Max pooling keeps no argmax mask here; the backward pass finds the maxima again."""
+    D, H, W, OD, OH, OW = dims
+    KD, KH, KW, SD, SH, SW, PD, PH, PW = geo
+    xb = q * D * H * W
+    yb = q * OD * OH * OW
+    inv = 1.0 / (KD * KH * KW)
+    for od in range(OD):
+        for oh in range(OH):
+            o = uint64(yb + (od * OH + oh) * OW)
+            first = True
+            for kd in range(KD):
+                for kh in range(KH):
+                    row = xb + ((od * SD + kd) * H + oh * SH + kh) * W
+                    for kw in range(KW):
+                        s0 = uint64(row + kw)
+                        sw = uint64(SW)
+                        if ptype == POOL_MAX:
+                            if first:
+                                for ow in range(uint64(OW)):
+                                    y[o + ow] = x[s0 + ow * sw]
+                            else:
+                                for ow in range(uint64(OW)):
+                                    y[o + ow] = max(y[o + ow], x[s0 + ow * sw])
+                        elif ptype == POOL_LP:
+                            if first:
+                                for ow in range(uint64(OW)):
+                                    y[o + ow] = lp_power(x[s0 + ow * sw], pval)
+                            else:
+                                for ow in range(uint64(OW)):
+                                    y[o + ow] += lp_power(x[s0 + ow * sw], pval)
+                        else:
+                            if first:
+                                for ow in range(uint64(OW)):
+                                    y[o + ow] = x[s0 + ow * sw]
+                            else:
+                                for ow in range(uint64(OW)):
+                                    y[o + ow] += x[s0 + ow * sw]
+                        first = False
+            if ptype == POOL_AVG:
+                for ow in range(uint64(OW)):
+                    y[o + ow] *= inv
+            elif ptype == POOL_LP:
+                for ow in range(uint64(OW)):
+                    y[o + ow] = lp_root(y[o + ow], pval)
 
 
 @njit(cache=True)
 def _pool_plane(x, y, mask, q, dims, geo, ptype, include_pad, pval, save_mask, lowest):
+    """Pooling of plane q in general: windows clipped to the data, padding, 'full' windows."""
     D, H, W, OD, OH, OW = dims
     KD, KH, KW, SD, SH, SW, PD, PH, PW = geo
+    xb = q * D * H * W
+    yb = q * OD * OH * OW
     for od in range(OD):
         d0, d1, dl = pool_window(od, SD, PD, KD, D)
         for oh in range(OH):
             h0, h1, hl = pool_window(oh, SH, PH, KH, H)
             for ow in range(OW):
                 w0, w1, wl = pool_window(ow, SW, PW, KW, W)
-                o = (od * OH + oh) * OW + ow
+                o = yb + (od * OH + oh) * OW + ow
                 if ptype == POOL_MAX:
                     best = lowest
                     arg = -1
@@ -41,88 +95,159 @@ def _pool_plane(x, y, mask, q, dims, geo, ptype, include_pad, pval, save_mask, l
                         for h in range(h0, h1):
                             base = (d * H + h) * W
                             for w in range(w0, w1):
-                                v = x[q, base + w]
+                                v = x[xb + base + w]
                                 if v > best or (arg < 0 and v == best):
                                     best = v
                                     arg = base + w
-                    y[q, o] = best
+                    y[o] = best
                     if save_mask:
-                        mask[q, o] = arg
+                        mask[o] = arg
                 else:
                     s = 0.0
                     for d in range(d0, d1):
                         for h in range(h0, h1):
-                            base = (d * H + h) * W
+                            base = xb + (d * H + h) * W
                             for w in range(w0, w1):
                                 if ptype == POOL_LP:
-                                    s += lp_power(x[q, base + w], pval)
+                                    s += lp_power(x[base + w], pval)
                                 else:
-                                    s += x[q, base + w]
+                                    s += x[base + w]
                     if ptype == POOL_AVG:
                         count = pool_count(d0, d1, dl, h0, h1, hl, w0, w1, wl, include_pad)
                         # a 'full'-convention window past the data averages to 0, like MXNet
                         s = s / count if count > 0 else 0.0
                     elif ptype == POOL_LP:
                         s = lp_root(s, pval)
-                    y[q, o] = s
+                    y[o] = s
 
 
 @njit(cache=True)
-def _pool_serial(x, y, mask, dims, geo, ptype, include_pad, pval, save_mask, lowest):
-    for q in range(x.shape[0]):
-        _pool_plane(x, y, mask, q, dims, geo, ptype, include_pad, pval, save_mask, lowest)
+def _pool_planes(x, y, mask, dims, geo, ptype, include_pad, pval, save_mask, lowest, full,
+                 q0, q1):
+    for q in range(q0, q1):
+        if full:
+            _pool_plane_full(x, y, q, dims, geo, ptype, pval)
+        else:
+            _pool_plane(x, y, mask, q, dims, geo, ptype, include_pad, pval, save_mask, lowest)
 
 
 @njit(cache=True, parallel=True)
-def _pool_parallel(x, y, mask, dims, geo, ptype, include_pad, pval, save_mask, lowest):
-    for q in prange(x.shape[0]):
-        _pool_plane(x, y, mask, q, dims, geo, ptype, include_pad, pval, save_mask, lowest)
+def _pool_parallel(x, y, mask, dims, geo, ptype, include_pad, pval, save_mask, lowest, full,
+                   planes, parts):
+    for i in prange(parts):
+        _pool_planes(x, y, mask, dims, geo, ptype, include_pad, pval, save_mask, lowest, full,
+                     i * planes // parts, (i + 1) * planes // parts)
+
+
+def _windows_full(dims, geo):
+    """True when no window is clipped: no padding and the last window ends inside the data."""
+    D, H, W, OD, OH, OW = dims
+    KD, KH, KW, SD, SH, SW, PD, PH, PW = geo
+    return (PD == PH == PW == 0 and (OD - 1) * SD + KD <= D and (OH - 1) * SH + KH <= H
+            and (OW - 1) * SW + KW <= W)
+
+
+def _parts(planes, size):
+    """How many parallel tasks a pooling call is split into (1 = run serially)."""
+    if size < PARALLEL_MIN or planes < 2:
+        return 1
+    return min(planes, 8 * _threads())
+
+
+def _threads():
+    from numba import get_num_threads
+    return get_num_threads()
 
 
 def pool_forward(x, y, mask, dims, geo, ptype, include_pad, pval):
-    """y = pool(x); mask (same shape as y, int32) receives argmax indices when not None."""
-    save_mask = mask is not None
-    if not save_mask:
-        mask = _NO_MASK
+    """y (P, OD*OH*OW) = pool(x (P, D*H*W)); mask (int32, y's shape), when given, may receive
+    the flat index of each maximum. Returns True when it did (pass it to pool_backward then)."""
+    full = _windows_full(dims, geo)
+    save_mask = mask is not None and not full and ptype == POOL_MAX
+    mask = mask.reshape(-1) if save_mask else _NO_MASK
     lowest = x.dtype.type(np.finfo(x.dtype).min)
-    args = (x, y, mask, dims, geo, ptype, include_pad, pval, save_mask, lowest)
-    if x.size >= PARALLEL_MIN and x.shape[0] > 1:
-        _pool_parallel(*args)
+    planes = x.shape[0]
+    args = (x.reshape(-1), y.reshape(-1), mask, dims, geo, ptype, include_pad, pval, save_mask,
+            lowest, full)
+    parts = _parts(planes, x.size)
+    if parts > 1:
+        _pool_parallel(*args, planes, parts)
     else:
-        _pool_serial(*args)
+        _pool_planes(*args, 0, planes)
+    return save_mask
 
 
 @njit(cache=True)
-def _unpool_plane(x, y, dy, dx, mask, q, dims, geo, ptype, include_pad, pval, use_mask,
-                  accumulate):
+def _unpool_plane_full(y, dy, dx, x, q, dims, geo, ptype, pending):
+    """Backward of _pool_plane_full for max / avg / sum: strided runs per kernel offset. Max
+    pooling hands each output's gradient to the first input equal to the maximum (MXNet's
+    rule) through `pending`, a row of gradients not yet delivered."""
     D, H, W, OD, OH, OW = dims
     KD, KH, KW, SD, SH, SW, PD, PH, PW = geo
-    if not accumulate:
-        for i in range(dx.shape[1]):
-            dx[q, i] = 0
+    xb = q * D * H * W
+    yb = q * OD * OH * OW
+    scale = dx.dtype.type(1.0 / (KD * KH * KW) if ptype == POOL_AVG else 1.0)
+    zero = dx.dtype.type(0)
+    sw = uint64(SW)
+    for od in range(OD):
+        for oh in range(OH):
+            o = uint64(yb + (od * OH + oh) * OW)
+            if ptype == POOL_MAX:
+                for ow in range(uint64(OW)):
+                    pending[ow] = dy[o + ow]
+            for kd in range(KD):
+                for kh in range(KH):
+                    row = xb + ((od * SD + kd) * H + oh * SH + kh) * W
+                    for kw in range(KW):
+                        s0 = uint64(row + kw)
+                        if ptype == POOL_MAX:
+                            for ow in range(uint64(OW)):
+                                i = s0 + ow * sw
+                                hit = x[i] == y[o + ow]
+                                g = pending[ow]
+                                dx[i] += g if hit else zero
+                                pending[ow] = zero if hit else g
+                        else:
+                            for ow in range(uint64(OW)):
+                                dx[s0 + ow * sw] += dy[o + ow] * scale
+
+
+@njit(cache=True)
+def _unpool_plane(x, y, dy, dx, mask, q, dims, geo, ptype, include_pad, pval, use_mask, full,
+                  pending):
+    D, H, W, OD, OH, OW = dims
+    KD, KH, KW, SD, SH, SW, PD, PH, PW = geo
+    xb = q * D * H * W
+    yb = q * OD * OH * OW
+    if ptype == POOL_MAX and use_mask:
+        for o in range(yb, yb + OD * OH * OW):
+            arg = mask[o]
+            if arg >= 0:
+                dx[xb + arg] += dy[o]
+        return
+    if full and ptype != POOL_LP:
+        _unpool_plane_full(y, dy, dx, x, q, dims, geo, ptype, pending)
+        return
     for od in range(OD):
         d0, d1, dl = pool_window(od, SD, PD, KD, D)
         for oh in range(OH):
             h0, h1, hl = pool_window(oh, SH, PH, KH, H)
             for ow in range(OW):
                 w0, w1, wl = pool_window(ow, SW, PW, KW, W)
-                o = (od * OH + oh) * OW + ow
-                g = dy[q, o]
+                o = yb + (od * OH + oh) * OW + ow
+                g = dy[o]
                 if ptype == POOL_MAX:
-                    if use_mask:
-                        arg = mask[q, o]
-                    else:
-                        # like MXNet: the first element equal to the pooled value
-                        arg = -1
-                        target = y[q, o]
-                        for d in range(d0, d1):
-                            for h in range(h0, h1):
-                                base = (d * H + h) * W
-                                for w in range(w0, w1):
-                                    if arg < 0 and x[q, base + w] == target:
-                                        arg = base + w
+                    # like MXNet: the first element equal to the pooled value
+                    target = y[o]
+                    arg = -1
+                    for d in range(d0, d1):
+                        for h in range(h0, h1):
+                            base = (d * H + h) * W
+                            for w in range(w0, w1):
+                                if arg < 0 and x[xb + base + w] == target:
+                                    arg = base + w
                     if arg >= 0:
-                        dx[q, arg] += g
+                        dx[xb + arg] += g
                     continue
                 if ptype == POOL_AVG:
                     count = pool_count(d0, d1, dl, h0, h1, hl, w0, w1, wl, include_pad)
@@ -131,41 +256,47 @@ def _unpool_plane(x, y, dy, dx, mask, q, dims, geo, ptype, include_pad, pval, us
                     g = g / count
                 for d in range(d0, d1):
                     for h in range(h0, h1):
-                        base = (d * H + h) * W
+                        base = xb + (d * H + h) * W
                         for w in range(w0, w1):
                             if ptype == POOL_LP:
-                                dx[q, base + w] += g * lp_grad_factor(x[q, base + w], y[q, o],
-                                                                      pval)
+                                dx[base + w] += g * lp_grad_factor(x[base + w], y[o], pval)
                             else:
-                                dx[q, base + w] += g
+                                dx[base + w] += g
 
 
 @njit(cache=True)
-def _unpool_serial(x, y, dy, dx, mask, dims, geo, ptype, include_pad, pval, use_mask,
-                   accumulate):
-    for q in range(x.shape[0]):
-        _unpool_plane(x, y, dy, dx, mask, q, dims, geo, ptype, include_pad, pval, use_mask,
-                      accumulate)
+def _unpool_planes(x, y, dy, dx, mask, dims, geo, ptype, include_pad, pval, use_mask, full,
+                   accumulate, q0, q1):
+    D, H, W, OD, OH, OW = dims
+    size = D * H * W
+    if not accumulate:
+        fill_run(dx, q0 * size, dx.dtype.type(0), (q1 - q0) * size)
+    pending = np.empty(OW, dtype=dx.dtype)
+    for q in range(q0, q1):
+        _unpool_plane(x, y, dy, dx, mask, q, dims, geo, ptype, include_pad, pval, use_mask, full,
+                      pending)
 
 
 @njit(cache=True, parallel=True)
-def _unpool_parallel(x, y, dy, dx, mask, dims, geo, ptype, include_pad, pval, use_mask,
-                     accumulate):
-    for q in prange(x.shape[0]):
-        _unpool_plane(x, y, dy, dx, mask, q, dims, geo, ptype, include_pad, pval, use_mask,
-                      accumulate)
+def _unpool_parallel(x, y, dy, dx, mask, dims, geo, ptype, include_pad, pval, use_mask, full,
+                     accumulate, planes, parts):
+    for i in prange(parts):
+        _unpool_planes(x, y, dy, dx, mask, dims, geo, ptype, include_pad, pval, use_mask, full,
+                       accumulate, i * planes // parts, (i + 1) * planes // parts)
 
 
 def pool_backward(x, y, dy, dx, mask, dims, geo, ptype, include_pad, pval, accumulate=False):
     """dx (+)= gradient of pooling; max pooling uses mask when given, else searches x == y."""
     use_mask = mask is not None
-    if not use_mask:
-        mask = _NO_MASK
-    args = (x, y, dy, dx, mask, dims, geo, ptype, include_pad, pval, use_mask, accumulate)
-    if x.size >= PARALLEL_MIN and x.shape[0] > 1:
-        _unpool_parallel(*args)
+    mask = mask.reshape(-1) if use_mask else _NO_MASK
+    planes = x.shape[0]
+    args = (x.reshape(-1), y.reshape(-1), dy.reshape(-1), dx.reshape(-1), mask, dims, geo,
+            ptype, include_pad, pval, use_mask, _windows_full(dims, geo), accumulate)
+    parts = _parts(planes, x.size)
+    if parts > 1:
+        _unpool_parallel(*args, planes, parts)
     else:
-        _unpool_serial(*args)
+        _unpool_planes(*args, 0, planes)
 
 
 # ---------------------------------------------------------------------------------------------

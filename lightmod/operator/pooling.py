@@ -147,9 +147,9 @@ class Pooling(Operator):
         mask = None
         if p.pool_type == "max" and is_train:
             mask = scratch(k, state, "mask", (planes, osize), "int32")
-        k.pool_forward(x.reshape(planes, isize), y.reshape(planes, osize), mask, dims, geo,
-                       k.POOL_TYPES[p.pool_type], p._include_pad, p.p_value or 1)
-        state["mask_ready"] = mask is not None
+        state["mask_ready"] = k.pool_forward(x.reshape(planes, isize), y.reshape(planes, osize),
+                                             mask, dims, geo, k.POOL_TYPES[p.pool_type],
+                                             p._include_pad, p.p_value or 1)
 
     @float16_via_float32
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
