@@ -8,7 +8,15 @@ Nothing here compiles at import: every kernel compiles lazily, per dtype, on fir
 cached on disk by numba (``cache=True``) where numba can cache.
 """
 
+import os
+
 __all__ = ["for_context"]
+
+# numba's OpenMP workers busy-wait after every parallel region; on a 2-core machine they then
+# starve the BLAS threads of the matrix product that follows (a LeNet training step measured
+# ~10x slower). Let idle workers sleep unless the user chose a policy. This must happen before
+# numba loads its OpenMP runtime, i.e. before the first parallel kernel runs.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def for_context(ctx):
