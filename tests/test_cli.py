@@ -27,10 +27,10 @@ def test_install_as_mxnet_aliases_submodules():
     assert "mxnet" not in sys.modules
 
 
-def test_run_executes_an_unmodified_mxnet_script():
+def test_run_executes_an_unmodified_mxnet_script(tmp_path):
     script = os.path.join(HERE, "fixtures", "legacy_mxnet_script.py")
     proc = subprocess.run([sys.executable, "-m", "lightmod.cli", "run", script, "--flag", "x"],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "legacy script accuracy" in proc.stdout
     assert "['--flag', 'x']" in proc.stdout
