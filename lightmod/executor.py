@@ -35,6 +35,13 @@ def _kernels(ctx):
     return kernels.for_context(ctx)
 
 
+def _thread_policy():
+    """The CPU kernels' thread policy (kernels/threads.py): ``refresh()`` once per forward
+    lets numba and OpenBLAS follow the machine's load."""
+    from .kernels import threads
+    return threads.refresh
+
+
 def _space(ctx):
     """Contexts sharing one memory space need no copies (every cpu context is host memory)."""
     return ("gpu", ctx.device_id) if ctx.device_typeid == 2 else ("cpu",)
@@ -402,6 +409,8 @@ class Executor:
                         [o._data for o in entry_nd[start:start + count]], {}))
             fwd_nids.append(nid)
         self._fwd, self._fwd_nids, self._node_in_nd = fwd, fwd_nids, node_in_nd
+        self._refresh_threads = _thread_policy() if any(
+            c.device_typeid != 2 for c in node_ctx) else None
 
         # --- which entries need a gradient: those computed from an argument with a gradient
         needs = [False] * n_entries
@@ -523,6 +532,8 @@ class Executor:
                 arg_dict[name][:] = array
         if self._stale():
             self._replan()
+        if self._refresh_threads is not None:
+            self._refresh_threads()
         if self._monitor_callback is not None:
             self._forward_monitored(is_train)
         elif profiler.is_running():

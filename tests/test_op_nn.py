@@ -510,6 +510,12 @@ def test_parallel_paths_match_serial(monkeypatch):
         dx = np.empty_like(x)
         knn.activation_backward(x, y, dy, dx, "tanh")
         res["act_b"] = dx.copy()
+        knn.activation_forward(x, y, "relu")
+        res["relu"] = y.copy()
+        knn.activation_backward(x, y, dy, dx, "relu")
+        res["relu_b"] = dx.copy()
+        knn.activation_backward(x, y, dy, dx, "relu", accumulate=True)
+        res["relu_b_add"] = dx.copy()
         knn.leaky_relu_forward(x, y, "gelu", 0.2)
         res["leaky"] = y.copy()
         knn.leaky_relu_backward(x, y, dy, dx, "elu", 0.2)
@@ -530,6 +536,14 @@ def test_parallel_paths_match_serial(monkeypatch):
     rng_u = rng.random((64, 1))
     serial = run_all()
     monkeypatch.setattr(knn, "PARALLEL_MIN", 1)
+    # whatever the machine's load, the thread policy says "several threads" here
+    monkeypatch.setattr(knn._threads, "refresh", lambda: 2)
+    calls = []
+    for name in ("_act_fwd_par", "_act_bwd_par", "_softmax_rows_par"):
+        kernel = getattr(knn, name)
+        monkeypatch.setattr(knn, name, lambda *a, _k=kernel, _n=name: (calls.append(_n),
+                                                                      _k(*a))[1])
     parallel = run_all()
+    assert set(calls) == {"_act_fwd_par", "_act_bwd_par", "_softmax_rows_par"}
     for key in serial:
         np.testing.assert_allclose(parallel[key], serial[key], rtol=1e-14, err_msg=key)

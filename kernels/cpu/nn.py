@@ -3,9 +3,13 @@ Dropout, Embedding, loss heads).
 
 Matrix products go to BLAS through ``np.matmul(..., out=)``; numba does the rest. Element-wise
 kernels are written once as a ``_range`` function over [lo, hi) and launched either directly
-(small arrays: no thread start-up) or through a ``_par`` wrapper that splits the range over
-the threads with ``prange``. The per-element math comes from ``kernels/scalar_nn.py``, shared
-with the CUDA half; ``kernels/cuda/nn.py`` exposes the same functions with the same signatures.
+(small arrays, or when the thread policy of ``kernels/threads.py`` says one thread) or through
+a ``_par`` wrapper that splits the range over the threads with ``prange``. A ``_range``
+function first takes the views ``a[lo:hi]`` and loops over them from 0: numba then knows every
+index is non-negative, drops the wrap-around check and vectorises the loop (indexing
+``a[i]`` with ``i`` from ``range(lo, hi)`` was 10-20x slower for ReLU). The per-element math
+comes from ``kernels/scalar_nn.py``, shared with the CUDA half; ``kernels/cuda/nn.py`` exposes
+the same functions with the same signatures.
 
 Conventions: arrays are C-contiguous; shapes are already arranged by the operator (e.g. softmax
 takes an (outer, axis, inner) view); ``accumulate=True`` adds into the destination (req 'add')
@@ -14,11 +18,11 @@ keep buffers between calls.
 """
 import math
 
-import numba
 import numpy as np
 from numba import njit, prange
 
-from ..scalar_nn import (ACTIVATIONS, LEAKY_TYPES, REGRESSION_KINDS, activation_slope,
+from .. import threads as _threads
+from ..scalar_nn import (ACT_RELU, ACTIVATIONS, LEAKY_TYPES, REGRESSION_KINDS, activation_slope,
                          activation_value, broadcast_offset, broadcast_strides, clip_index,
                          leaky_slope, leaky_value, regression_diff, row_length,
                          smooth_l1_slope, smooth_l1_value)
@@ -32,8 +36,9 @@ __all__ = ["ACTIVATIONS", "LEAKY_TYPES", "REGRESSION_KINDS",
            "count_greater", "smooth_l1_forward", "smooth_l1_backward",
            "softmax_ce_forward", "softmax_ce_backward", "nn_fill", "nn_copy"]
 
-# Below this many elements a kernel runs on the calling thread (thread start-up costs more).
-PARALLEL_MIN = 1 << 15
+# Below this many elements a kernel runs on the calling thread: waking the other threads costs
+# ~10-50 us on an idle machine, about what a vectorised pass over 2^17 floats takes.
+PARALLEL_MIN = 1 << 17
 
 
 def _flat(a):
@@ -43,24 +48,24 @@ def _flat(a):
     return a.reshape(-1)
 
 
-def _nchunks():
-    return numba.get_num_threads() * 4
-
-
 def _launch(serial, parallel, n, *args):
     """Run ``serial(*args, 0, n)`` or split [0, n) over threads with ``parallel``."""
-    if n >= PARALLEL_MIN and numba.get_num_threads() > 1:
-        parallel(*args, n, _nchunks())
-    else:
-        serial(*args, 0, n)
+    if n >= PARALLEL_MIN:
+        threads = _threads.refresh()
+        if threads > 1:
+            parallel(*args, n, threads * 4)
+            return
+    serial(*args, 0, n)
 
 
 def _launch_rows(serial, parallel, rows, work, *args):
     """Like _launch, but split [0, rows) and decide on the total work (rows x row length)."""
-    if work >= PARALLEL_MIN and rows > 1 and numba.get_num_threads() > 1:
-        parallel(*args, rows, min(rows, _nchunks()))
-    else:
-        serial(*args, 0, rows)
+    if work >= PARALLEL_MIN and rows > 1:
+        threads = _threads.refresh()
+        if threads > 1:
+            parallel(*args, rows, min(rows, threads * 4))
+            return
+    serial(*args, 0, rows)
 
 
 def nn_fill(dst, value, accumulate=False):
@@ -106,6 +111,7 @@ def _column_sums(dy, db, accumulate):
 
 def fc_forward(x, w, b, out, scratch):
     """out (N, H) = x (N, K) @ w (H, K)^T (+ b (H,)); b may be None."""
+    _threads.refresh()          # BLAS threads follow the machine's load
     np.matmul(x, w.T, out=out)
     if b is not None:
         out += b.reshape(-1)
@@ -113,6 +119,7 @@ def fc_forward(x, w, b, out, scratch):
 
 def fc_backward(x, w, dy, dx, dw, db, req_x, req_w, req_b, scratch):
     """Gradients of fc_forward; a gradient whose req is 'null' may be None."""
+    _threads.refresh()
     if req_x != "null":
         _matmul_into(dy, w, dx, req_x == "add", scratch, "fc_dx")
     if req_w != "null":
@@ -126,8 +133,13 @@ def fc_backward(x, w, dy, dx, dw, db, req_x, req_w, req_b, scratch):
 # ---------------------------------------------------------------------------------------------
 @njit(cache=True)
 def _act_fwd(x, out, code, lo, hi):
-    for i in range(lo, hi):
-        out[i] = activation_value(x[i], code)
+    xs, os = x[lo:hi], out[lo:hi]
+    if code == ACT_RELU:        # the common case with its branch folded away
+        for i in range(xs.size):
+            os[i] = activation_value(xs[i], ACT_RELU)
+    else:
+        for i in range(xs.size):
+            os[i] = activation_value(xs[i], code)
 
 
 @njit(cache=True, parallel=True)
@@ -139,12 +151,17 @@ def _act_fwd_par(x, out, code, n, nchunks):
 
 @njit(cache=True)
 def _act_bwd(x, y, dy, dx, code, accumulate, lo, hi):
-    for i in range(lo, hi):
-        g = dy[i] * activation_slope(x[i], y[i], code)
+    xs, ys, dys, dxs = x[lo:hi], y[lo:hi], dy[lo:hi], dx[lo:hi]
+    if code == ACT_RELU and not accumulate:
+        for i in range(xs.size):
+            dxs[i] = dys[i] * activation_slope(xs[i], ys[i], ACT_RELU)
+        return
+    for i in range(xs.size):
+        g = dys[i] * activation_slope(xs[i], ys[i], code)
         if accumulate:
-            dx[i] += g
+            dxs[i] += g
         else:
-            dx[i] = g
+            dxs[i] = g
 
 
 @njit(cache=True, parallel=True)
@@ -170,8 +187,9 @@ def activation_backward(x, y, dy, dx, act_type, accumulate=False):
 # ---------------------------------------------------------------------------------------------
 @njit(cache=True)
 def _leaky_fwd(x, out, code, slope, lo, hi):
-    for i in range(lo, hi):
-        out[i] = leaky_value(x[i], code, slope)
+    xs, os = x[lo:hi], out[lo:hi]
+    for i in range(xs.size):
+        os[i] = leaky_value(xs[i], code, slope)
 
 
 @njit(cache=True, parallel=True)
@@ -183,12 +201,13 @@ def _leaky_fwd_par(x, out, code, slope, n, nchunks):
 
 @njit(cache=True)
 def _leaky_bwd(x, y, dy, dx, code, slope, accumulate, lo, hi):
-    for i in range(lo, hi):
-        g = dy[i] * leaky_slope(x[i], y[i], code, slope)
+    xs, ys, dys, dxs = x[lo:hi], y[lo:hi], dy[lo:hi], dx[lo:hi]
+    for i in range(xs.size):
+        g = dys[i] * leaky_slope(xs[i], ys[i], code, slope)
         if accumulate:
-            dx[i] += g
+            dxs[i] += g
         else:
-            dx[i] = g
+            dxs[i] = g
 
 
 @njit(cache=True, parallel=True)
@@ -280,11 +299,12 @@ def prelu_backward(x, gamma, dy, dx, dgamma, req_x, req_gamma):
 
 @njit(cache=True)
 def _rrelu_fwd(x, u, lower, width, mask, out, lo, hi):
-    for i in range(lo, hi):
-        m = lower + u[i] * width
-        mask[i] = m
-        v = x[i]
-        out[i] = v if v > 0 else m * v
+    xs, us, ms, os = x[lo:hi], u[lo:hi], mask[lo:hi], out[lo:hi]
+    for i in range(xs.size):
+        m = lower + us[i] * width
+        ms[i] = m
+        v = xs[i]
+        os[i] = v if v > 0 else m * v
 
 
 @njit(cache=True, parallel=True)
@@ -296,12 +316,13 @@ def _rrelu_fwd_par(x, u, lower, width, mask, out, n, nchunks):
 
 @njit(cache=True)
 def _rrelu_bwd(y, mask, dy, dx, accumulate, lo, hi):
-    for i in range(lo, hi):
-        g = dy[i] if y[i] > 0 else dy[i] * mask[i]
+    ys, ms, dys, dxs = y[lo:hi], mask[lo:hi], dy[lo:hi], dx[lo:hi]
+    for i in range(ys.size):
+        g = dys[i] if ys[i] > 0 else dys[i] * ms[i]
         if accumulate:
-            dx[i] += g
+            dxs[i] += g
         else:
-            dx[i] = g
+            dxs[i] = g
 
 
 @njit(cache=True, parallel=True)
@@ -331,11 +352,13 @@ def rrelu_backward(y, mask, dy, dx, accumulate=False):
 def _dropout_fwd(x, u, shape, ustrides, keep, mask, out, lo, hi):
     scale = 1.0 / keep if keep > 0 else 0.0
     full = u.size == x.size
-    for i in range(lo, hi):
+    xs, ms, os = x[lo:hi], mask[lo:hi], out[lo:hi]
+    for t in range(xs.size):
+        i = lo + t
         j = i if full else broadcast_offset(i, shape, ustrides)
         m = scale if u[j] < keep else 0.0
-        mask[i] = m
-        out[i] = x[i] * m
+        ms[t] = m
+        os[t] = xs[t] * m
 
 
 @njit(cache=True, parallel=True)
@@ -347,11 +370,12 @@ def _dropout_fwd_par(x, u, shape, ustrides, keep, mask, out, n, nchunks):
 
 @njit(cache=True)
 def _mul_into(a, b, dst, accumulate, lo, hi):
-    for i in range(lo, hi):
+    av, bv, dv = a[lo:hi], b[lo:hi], dst[lo:hi]
+    for i in range(av.size):
         if accumulate:
-            dst[i] += a[i] * b[i]
+            dv[i] += av[i] * bv[i]
         else:
-            dst[i] = a[i] * b[i]
+            dv[i] = av[i] * bv[i]
 
 
 @njit(cache=True, parallel=True)
@@ -571,14 +595,15 @@ def softmax_output_backward(prob, label, ograd, grad, ignore_label, use_ignore, 
 
 @njit(cache=True)
 def _reg_bwd(out, label, ograd, grad, kind, scale, use_ograd, accumulate, lo, hi):
-    for i in range(lo, hi):
-        g = regression_diff(out[i], label[i], kind) * scale
+    os, ls, ogs, gs = out[lo:hi], label[lo:hi], ograd[lo:hi], grad[lo:hi]
+    for i in range(os.size):
+        g = regression_diff(os[i], ls[i], kind) * scale
         if use_ograd:
-            g *= ograd[i]
+            g *= ogs[i]
         if accumulate:
-            grad[i] += g
+            gs[i] += g
         else:
-            grad[i] = g
+            gs[i] = g
 
 
 @njit(cache=True, parallel=True)
@@ -627,8 +652,9 @@ def count_greater(x, thresh):
 
 @njit(cache=True)
 def _sl1_fwd(x, out, sigma2, lo, hi):
-    for i in range(lo, hi):
-        out[i] = smooth_l1_value(x[i], sigma2)
+    xs, os = x[lo:hi], out[lo:hi]
+    for i in range(xs.size):
+        os[i] = smooth_l1_value(xs[i], sigma2)
 
 
 @njit(cache=True, parallel=True)
@@ -640,12 +666,13 @@ def _sl1_fwd_par(x, out, sigma2, n, nchunks):
 
 @njit(cache=True)
 def _sl1_bwd(x, dy, dx, sigma2, accumulate, lo, hi):
-    for i in range(lo, hi):
-        g = dy[i] * smooth_l1_slope(x[i], sigma2)
+    xs, dys, dxs = x[lo:hi], dy[lo:hi], dx[lo:hi]
+    for i in range(xs.size):
+        g = dys[i] * smooth_l1_slope(xs[i], sigma2)
         if accumulate:
-            dx[i] += g
+            dxs[i] += g
         else:
-            dx[i] = g
+            dxs[i] = g
 
 
 @njit(cache=True, parallel=True)
