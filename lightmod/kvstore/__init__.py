@@ -2,5 +2,6 @@
 the optimizer (``create('local' | 'device' | 'nccl' | ...)``, ``KVStoreBase.register``)."""
 from .base import KVStoreBase, create  # noqa: F401
 from .kvstore import KVStore  # noqa: F401
+from . import dist  # noqa: F401  (registers the MPI stores: dist_sync, dist_device_sync, ...)
 
 __all__ = ["create", "KVStoreBase", "KVStore"]

@@ -98,6 +98,18 @@ def _parse_data_desc(data_names, label_names, data_shapes, label_shapes):
     return data_shapes, label_shapes
 
 
+def _distributed_kvstore(module):
+    """The kvstore ``module`` trains with when it runs on several workers (lightmod's MPI store,
+    which offers the fit hooks), else None. Looks into BucketingModule / SequentialModule."""
+    candidates = [module, getattr(module, '_curr_module', None)]
+    candidates += list(getattr(module, '_modules', None) or [])
+    for candidate in candidates:
+        kv = getattr(candidate, '_kvstore', None)
+        if kv is not None and hasattr(kv, '_sync_params_from_rank0') and kv.num_workers > 1:
+            return kv
+    return None
+
+
 def _call_all(callbacks, *args):
     """Call every callback in turn; return True if any of them asked to stop training.
 
@@ -248,6 +260,10 @@ class BaseModule:
         callbacks, scores ``eval_data`` (``Epoch[e] Validation-<metric>=<v>``) and resets
         ``train_data``. A callback raising :class:`~lightmod.fit_callbacks.StopTraining` ends
         training after the current epoch's bookkeeping.
+
+        With a distributed kvstore on several workers, batch-end and epoch-end callbacks and
+        the epoch log lines run on rank 0 only, rank 0's stop decision holds for all workers,
+        and parameters are re-broadcast from rank 0 at the end of every epoch.
         """
         if num_epoch is None:
             raise ValueError("fit(): please specify number of epochs (num_epoch)")
@@ -265,6 +281,8 @@ class BaseModule:
             eval_metric = metric.create(eval_metric)
         if eval_data is not None and not isinstance(validation_metric, metric.EvalMetric):
             validation_metric = metric.create(validation_metric)
+        dist_kv = _distributed_kvstore(self)
+        chief = dist_kv is None or dist_kv.rank == 0
 
         for epoch in range(begin_epoch, num_epoch):
             tic = time.time()
@@ -296,24 +314,32 @@ class BaseModule:
                 if end_of_batch:
                     # the epoch summary, taken before the last batch's callbacks run
                     eval_name_vals = eval_metric.get_global_name_value()
-                if batch_end_callback is not None:
+                if batch_end_callback is not None and chief:
                     stop |= _call_all(batch_end_callback, BatchEndParam(
                         epoch=epoch, nbatch=nbatch, eval_metric=eval_metric, locals=locals()))
-                    if stop and not end_of_batch:
-                        end_of_batch = True
-                        eval_name_vals = eval_metric.get_global_name_value()
+                if dist_kv is not None:
+                    # rank 0's word holds; also catches workers with epochs of unequal length
+                    stop = dist_kv._agree_to_stop(stop, last_batch=end_of_batch)
+                if stop and not end_of_batch:
+                    end_of_batch = True
+                    eval_name_vals = eval_metric.get_global_name_value()
                 nbatch += 1
 
-            for name, val in eval_name_vals:
-                self.logger.info('Epoch[%d] Train-%s=%f', epoch, name, val)
             toc = time.time()
-            self.logger.info('Epoch[%d] Time cost=%.3f', epoch, (toc - tic))
+            if chief:
+                for name, val in eval_name_vals:
+                    self.logger.info('Epoch[%d] Train-%s=%f', epoch, name, val)
+                self.logger.info('Epoch[%d] Time cost=%.3f', epoch, (toc - tic))
 
-            # sync parameters (and aux states) across devices
+            # sync parameters (and aux states) across devices, and across workers from rank 0
             arg_params_, aux_params_ = self.get_params()
+            if dist_kv is not None:
+                dist_kv._sync_params_from_rank0(arg_params_, aux_params_)
             self.set_params(arg_params_, aux_params_)
 
-            stop |= _call_all(epoch_end_callback, epoch, self.symbol, arg_params_, aux_params_)
+            if chief:
+                stop |= _call_all(epoch_end_callback, epoch, self.symbol, arg_params_,
+                                  aux_params_)
 
             if eval_data is not None:
                 try:
@@ -323,10 +349,13 @@ class BaseModule:
                 except StopTraining:
                     stop = True
                     res = validation_metric.get_name_value()
-                for name, val in res:
-                    self.logger.info('Epoch[%d] Validation-%s=%f', epoch, name, val)
+                if chief:
+                    for name, val in res:
+                        self.logger.info('Epoch[%d] Validation-%s=%f', epoch, name, val)
 
             train_data.reset()
+            if dist_kv is not None:
+                stop = dist_kv._agree_to_stop(stop)
             if stop:
                 self.logger.info('Epoch[%d] a callback asked to stop training', epoch)
                 break
