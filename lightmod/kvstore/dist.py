@@ -22,7 +22,7 @@ file spreads the ranks over machines); every MPI rank is one worker.
   and the job is aborted at exit. With more than one worker an uncaught exception on any rank
   aborts the whole job right away (as ``python -m mpi4py`` does).
 * numba's CPU threads per rank default to the machine's cores divided by the ranks on that
-  machine, unless ``NUMBA_NUM_THREADS`` is set.
+  machine, unless ``NUMBA_NUM_THREADS`` or ``LIGHTMOD_NUM_THREADS`` is set.
 
 ``dist_async`` is refused: asynchronous updates need a parameter server, which lightmod does not
 have. The Module layer calls ``_sync_params_from_rank0`` and ``_agree_to_stop`` from ``fit``.
@@ -208,12 +208,17 @@ def _default_numba_threads(local_ranks):
 
 
 def _set_numba_threads(local_ranks):
-    """numba's CPU thread count for this rank, unless the user chose one (NUMBA_NUM_THREADS).
-    Returns the count in effect."""
+    """numba's CPU thread count for this rank, unless the user chose one (NUMBA_NUM_THREADS or
+    LIGHTMOD_NUM_THREADS). Returns the count in effect.
+
+    The count also becomes LIGHTMOD_NUM_THREADS, the cap of lightmod's CPU thread policy
+    (kernels/threads.py), which otherwise would let every rank grow to all the machine's cores
+    (it reads the cap when the first kernel runs, normally after the store is created)."""
     import numba
-    if os.environ.get("NUMBA_NUM_THREADS"):
+    if os.environ.get("NUMBA_NUM_THREADS") or os.environ.get("LIGHTMOD_NUM_THREADS"):
         return numba.get_num_threads()
     threads = min(_default_numba_threads(local_ranks), numba.config.NUMBA_NUM_THREADS)
+    os.environ["LIGHTMOD_NUM_THREADS"] = str(threads)
     numba.set_num_threads(threads)
     return threads
 

@@ -31,7 +31,7 @@ def main(out_dir):
     results = {}
 
     # numba threads: the cores shared out among the ranks on this machine
-    if not os.environ.get("NUMBA_NUM_THREADS"):
+    if not os.environ.get("NUMBA_NUM_THREADS") and not os.environ.get("LIGHTMOD_NUM_THREADS"):
         import numba
         expect = max(1, min(len(os.sched_getaffinity(0)), (os.cpu_count() or 1) // size))
         assert numba.get_num_threads() == expect, (numba.get_num_threads(), expect)
