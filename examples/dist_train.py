@@ -65,7 +65,8 @@ def main():
 
     acc = dict(mod.score(val, "acc"))["accuracy"]
     if kv.rank == 0:
-        print("validation accuracy: %.4f (%d workers)" % (acc, kv.num_workers))
+        print("validation accuracy: %.4f (%d worker%s)"
+              % (acc, kv.num_workers, "s" if kv.num_workers > 1 else ""))
     # the parameters are the same on every worker, so every worker sees the same accuracy
     if acc < args.min_accuracy:
         raise SystemExit("worker %d: accuracy %.4f is below %.2f"

@@ -2,7 +2,8 @@
 ``mpiexec -n 2`` (skipped only when mpi4py / mpiexec are not installed: the 'mpi' extra).
 
 * kvstore operations across 2 workers (init from rank 0, sums, optimizer, states, 2-bit
-  compression with per-worker residuals, fit hooks) checked against numpy in the workers;
+  compression with per-worker residuals, fit hooks) checked against numpy in the workers,
+  also with values on gpu(0) (CUDA simulator);
 * 2 workers x batch b give the parameters of 1 worker x batch 2b (float32 tolerance), and
   the same bits on both ranks; fit's callbacks run on rank 0 only;
 * a rank that dies or hangs makes the job end with an error within the timeout, and the last
@@ -83,6 +84,15 @@ def test_kvstore_operations_single_worker_without_mpiexec(tmp_path):
     rc, out, _ = python(os.path.join(DIST, "kv_ops.py"), str(tmp_path))
     assert rc == 0, out[-4000:]
     assert (tmp_path / "rank0.ok").read_text() == "0 of 1\n"
+
+
+@needs_mpi
+def test_device_store_keeps_values_on_the_gpu(tmp_path):
+    # gpu(0) through numba's CUDA simulator: device-side sums and updates, host-side allreduce
+    rc, out, _ = mpiexec(2, os.path.join(DIST, "kv_gpu.py"), str(tmp_path),
+                         NUMBA_ENABLE_CUDASIM="1")
+    assert rc == 0, out[-4000:]
+    assert (tmp_path / "rank0.ok").exists() and (tmp_path / "rank1.ok").exists(), out[-4000:]
 
 
 # ---------------------------------------------------------------------------------------------
