@@ -327,6 +327,9 @@ class KVStoreDist(KVStore):
         np.copyto(buf, merged._host_view(), casting="unsafe")
         what = "the gradient sum of key %r" % (key,)
         if self._dist_compression is not None:
+            if merged.stype != "default":
+                raise MXNetError("gradient compression does not support %s values (key %r)"
+                                 % (merged.stype, key))
             self._compressed_sum(key, buf, what)
         else:
             self._coll.allreduce_sum(buf, what)
@@ -355,9 +358,6 @@ class KVStoreDist(KVStore):
 
     def _compressed_sum(self, key, buf, what):
         from .. import kernels
-        if self._store[key].stype != "default":
-            raise MXNetError("gradient compression does not support %s values (key %r)"
-                             % (self._store[key].stype, key))
         residual, sent = self._dist_residuals.get(key, (None, None))
         if residual is None or residual.shape != buf.shape or residual.dtype != buf.dtype:
             residual, sent = np.zeros_like(buf), np.zeros_like(buf)

@@ -124,6 +124,23 @@ def main(out_dir):
             np.testing.assert_allclose(out.asnumpy(), expect, rtol=1e-6, atol=1e-6)
         results["compressed_" + kv_type] = out.asnumpy()
 
+    # compression refuses row_sparse gradients (on every worker, before any communication)
+    try:
+        kvc.push(9, mx.nd.zeros(SHAPE).tostype("row_sparse"))
+        raise AssertionError("compressed row_sparse push went through")
+    except MXNetError as err:
+        assert "row_sparse" in str(err), err
+
+    # float16 values are summed in float32 and stored as float16; float64 stays float64
+    for key, dtype in ((13, np.float16), (15, np.float64)):
+        kv.init(key, mx.nd.zeros(SHAPE, dtype=dtype))
+        kv.push(key, mx.nd.array(grad_of(rank, 40), dtype=dtype))
+        typed = mx.nd.zeros(SHAPE, dtype=dtype)
+        kv.pull(key, out=typed)
+        assert typed.dtype == dtype
+        expect = sum(grad_of(r, 40).astype(dtype).astype(np.float32) for r in range(size))
+        np.testing.assert_allclose(typed.asnumpy(), expect.astype(dtype), rtol=1e-3)
+
     # row_sparse_pull reads the (identical) stored value
     kv.init(11, mx.nd.array(np.arange(15, dtype=np.float32).reshape(SHAPE) * (rank + 1)))
     rsp = mx.nd.zeros(SHAPE).tostype("row_sparse")
