@@ -19,8 +19,7 @@ gains.
 import numpy as np
 from numba import njit, uint64
 
-__all__ = ["copy_run", "copy_run_strided", "add_run", "add_run_strided", "fill_run",
-           "conv_empty", "conv_fill", "conv_gemm", "conv_add", "conv_cast_into", "im2col", "col2im",
+__all__ = ["conv_empty", "conv_fill", "conv_gemm", "conv_add", "conv_cast_into", "im2col", "col2im",
            "rows_to_batch", "batch_to_rows", "channel_sum", "add_channel_bias"]
 
 

@@ -12,3 +12,6 @@ from .optimizer import *  # noqa: F401,F403,E402
 from .tensor import *  # noqa: F401,F403,E402
 from .reduce import *  # noqa: F401,F403,E402
 from .rnn import *  # noqa: F401,F403,E402
+from .conv import *  # noqa: F401,F403,E402
+from .pooling import *  # noqa: F401,F403,E402
+from .norm import *  # noqa: F401,F403,E402
