@@ -267,3 +267,13 @@ def test_save_is_atomic(tmp_path, monkeypatch):
     umask = os.umask(0)
     os.umask(umask)
     assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask    # like open(): not forced 0600
+
+
+def test_zero_dim_arrays_survive_a_resave(tmp_path):
+    loaded = mx.nd.load(os.path.join(PARAMS, "mx_np_shape_v3.params"))
+    assert loaded[1].shape == ()
+    path = str(tmp_path / "v3.params")
+    mx.nd.save(path, loaded)
+    again = mx.nd.load(path)
+    assert again[1].shape == () and again[1].asnumpy() == 1
+    np.testing.assert_array_equal(again[0].asnumpy(), loaded[0].asnumpy())

@@ -76,7 +76,7 @@ def full(shape, value, dtype):
 
 
 def from_host(arr, dtype=None):
-    return cuda.to_device(np.ascontiguousarray(arr, dtype=dtype))
+    return cuda.to_device(np.asarray(arr, dtype=dtype, order="C"))
 
 
 def to_host(arr):
@@ -90,7 +90,7 @@ def copy(dst, src):
         return
     if not is_device_array(src):
         host = np.broadcast_to(np.asarray(src), tuple(dst.shape))
-        dst.copy_to_device(np.ascontiguousarray(host, dtype=dst.dtype))
+        dst.copy_to_device(np.asarray(host, dtype=dst.dtype, order="C"))
         return
     if tuple(src.shape) == tuple(dst.shape) and src.dtype == dst.dtype:
         dst.copy_to_device(src)

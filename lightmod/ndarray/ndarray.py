@@ -78,7 +78,7 @@ def _alloc(shape, dtype, ctx, fill=None):
 def _to_ctx_buffer(host, ctx):
     """Put a numpy array onto ctx as a fresh backend buffer (a copy)."""
     if ctx.device_typeid == 2:
-        return _device_kernels(ctx).from_host(np.ascontiguousarray(host))
+        return _device_kernels(ctx).from_host(np.asarray(host, order="C"))
     return np.array(host, copy=True, order="C")
 
 
@@ -492,9 +492,6 @@ class NDArray:
         return self._inplace(other, "raise", "broadcast_power", "_power_scalar")
 
     # --- misc ---------------------------------------------------------------------------------
-    def attach_grad(self, grad_req="write", stype=None):
-        raise MXNetError("autograd is not part of lightmod (Module API only)")
-
     def norm(self, *args, **kwargs):
         return _op("norm", self, *args, **kwargs)
 

@@ -34,7 +34,7 @@ def _emit(host, ctx, dtype, out, like=None):
         out[:] = host.astype(out.dtype)
         return out
     ctx = _as_ctx(ctx)
-    host = np.ascontiguousarray(host, dtype=dtype_np(dtype))
+    host = np.asarray(host, dtype=dtype_np(dtype), order="C")
     return NDArray(_to_ctx_buffer(host, ctx), ctx)
 
 

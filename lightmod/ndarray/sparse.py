@@ -104,7 +104,7 @@ def _default_dtype(src, dtype):
 
 def _make(host, stype, ctx):
     ctx = _as_ctx(ctx)
-    return NDArray(_to_ctx_buffer(np.ascontiguousarray(host), ctx), ctx, stype)
+    return NDArray(_to_ctx_buffer(host, ctx), ctx, stype)
 
 
 def csr_matrix(arg1, shape=None, ctx=None, dtype=None):

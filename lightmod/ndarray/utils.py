@@ -60,7 +60,7 @@ def _record(arr):
     """The bytes of one NDArray record (V2)."""
     if not isinstance(arr, NDArray):
         raise TypeError("save only accepts NDArrays, got %s" % type(arr).__name__)
-    host = np.ascontiguousarray(arr._host_view())
+    host = np.asarray(arr._host_view(), order="C")
     stype = _STYPE_CODE[arr.stype]
     ctx = arr.context
     flag = _type_flag(host.dtype)
@@ -72,14 +72,15 @@ def _record(arr):
     else:
         values, cols, indptr = arr._parts()
         aux = [indptr.astype(np.int64), cols.astype(np.int64)]
-    parts = [struct.pack("<Ii", V2_MAGIC, stype)]
+    # A 0-d array (only loaded from np-shape files) needs V3: in V2, ndim 0 means "no array".
+    parts = [struct.pack("<Ii", V3_MAGIC if host.ndim == 0 else V2_MAGIC, stype)]
     if stype != 0:
         parts.append(_shape_bytes(values.shape))
     parts.append(_shape_bytes(host.shape))
     parts.append(struct.pack("<iii", ctx.device_typeid, ctx.device_id, flag))
     for a in aux:
         parts.append(struct.pack("<i", _type_flag(a.dtype)) + _shape_bytes(a.shape))
-    parts.append(np.ascontiguousarray(values, dtype=host.dtype).tobytes())
+    parts.append(np.asarray(values, dtype=host.dtype, order="C").tobytes())
     for a in aux:
         parts.append(a.tobytes())
     return b"".join(parts)
@@ -199,9 +200,13 @@ class _Reader:
         return np.dtype(DTYPE_MX_TO_NP[flag])
 
     def values(self, dtype, shape, what):
-        count = 1
+        count, span = 1, 1
         for d in shape:
             count *= d
+            span *= max(d, 1)
+        if span >= 1 << 62:
+            # an empty shape like (0, 2**62) still cannot be represented
+            raise self.fail("%s shape %s is too large" % (what, shape))
         itemsize = 2 if dtype == "bfloat16" else dtype.itemsize
         raw = self.take(count * itemsize, what)
         if dtype == "bfloat16":
@@ -255,13 +260,16 @@ def _read_record(r):
     aux = []
     for i in range(nad):
         aux_dtype = r.dtype("aux type flag")
-        aux.append((aux_dtype, r.shape("aux shape")))
+        aux_shape = r.shape("aux shape")
+        if aux_shape is None or len(aux_shape) != 1:
+            raise r.fail("aux shape %s is not 1-d" % (aux_shape,))
+        aux.append((aux_dtype, aux_shape))
     ctx = _target_context(dev_type, dev_id)
     if stype == 0:
         host = r.values(dtype, shape, "values")
         return NDArray(_to_ctx_buffer(host, ctx), ctx)
-    if storage_shape is None or any(a[1] is None for a in aux):
-        raise r.fail("sparse record without storage or aux shapes")
+    if storage_shape is None:
+        raise r.fail("sparse record without a storage shape")
     if int(np.prod(storage_shape)) == 0 and nad:
         # MXNet may write (0,) before the array is ready: derive it from the aux shapes
         storage_shape = ((aux[0][1][0],) + tuple(shape[1:]) if stype == 1
@@ -276,7 +284,7 @@ def _read_record(r):
                      "sparse arrays" % (_STYPE_NAME[stype], shape))
     try:
         dense = np.zeros(shape, dtype=values.dtype)
-    except MemoryError:
+    except (MemoryError, ValueError):
         raise r.fail("no memory for a dense %s array of shape %s"
                      % (_STYPE_NAME[stype], shape)) from None
     try:
@@ -293,7 +301,7 @@ def _read_record(r):
                 raise ValueError("inconsistent csr parts")
             rowids = np.repeat(np.arange(shape[0]), np.diff(indptr))
             dense[rowids, cols] = values.reshape(-1)
-    except (ValueError, IndexError) as err:
+    except (ValueError, IndexError, TypeError) as err:
         raise r.fail("inconsistent sparse record (%s)" % err) from None
     return NDArray(_to_ctx_buffer(dense, ctx), ctx, _STYPE_NAME[stype])
 
