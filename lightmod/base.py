@@ -67,3 +67,32 @@ def dtype_np(dtype):
         return np.dtype(dtype)
     except TypeError:
         raise MXNetError("unknown dtype %r" % (dtype,)) from None
+
+
+def atomic_write(fname, data):
+    """Write ``data`` (bytes or str) to ``fname`` so that it is never seen half-written.
+
+    The bytes go to a temporary file in the same directory (created with O_EXCL and mode 0o666,
+    so the user's umask applies as for a plain ``open``), are flushed to disk, and the file is
+    renamed over ``fname``. A crash leaves either the old file or the new one.
+    """
+    import os
+    import uuid
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    fname = os.fspath(fname)
+    directory = os.path.dirname(os.path.abspath(fname))
+    tmp = os.path.join(directory, ".%s.%s.tmp" % (os.path.basename(fname), uuid.uuid4().hex))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, fname)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -11,7 +11,6 @@
 """
 import logging
 import os
-import tempfile
 from collections import namedtuple
 
 import numpy as np
@@ -33,33 +32,6 @@ _LOCAL_KVSTORE_MAX_UPDATE_SIZE = 1024 * 1024 * 16
 # ---------------------------------------------------------------------------------------------
 # atomic file writes
 # ---------------------------------------------------------------------------------------------
-def _atomic_write(fname, data):
-    """Write ``data`` (bytes or str) to ``fname`` through a temporary file and a rename."""
-    if isinstance(data, str):
-        data = data.encode("utf-8")
-    fname = os.fspath(fname)
-    directory = os.path.dirname(os.path.abspath(fname))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(fname) + ".",
-                               suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fout:
-            fout.write(data)
-            fout.flush()
-            os.fsync(fout.fileno())
-        os.replace(tmp, fname)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
-def _save_symbol(symbol, fname, remove_amp_cast=True):
-    """``symbol.save(fname)`` made atomic: the JSON goes through :func:`_atomic_write`."""
-    _atomic_write(fname, symbol.tojson(remove_amp_cast=remove_amp_cast))
-
-
 def _params_save_dict(arg_params, aux_params):
     save_dict = {'arg:%s' % k: v.as_in_context(cpu()) for k, v in arg_params.items()}
     save_dict.update({'aux:%s' % k: v.as_in_context(cpu()) for k, v in aux_params.items()})
@@ -72,7 +44,7 @@ def _params_save_dict(arg_params, aux_params):
 def save_checkpoint(prefix, epoch, symbol, arg_params, aux_params, remove_amp_cast=True):
     """Write ``prefix-symbol.json`` (unless ``symbol`` is None) and ``prefix-%04d.params``."""
     if symbol is not None:
-        _save_symbol(symbol, '%s-symbol.json' % prefix, remove_amp_cast=remove_amp_cast)
+        symbol.save('%s-symbol.json' % prefix, remove_amp_cast=remove_amp_cast)
     param_name = '%s-%04d.params' % (prefix, epoch)
     nd.save(param_name, _params_save_dict(arg_params, aux_params))
     logging.info('Saved checkpoint to "%s"', param_name)

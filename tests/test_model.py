@@ -8,6 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 import lightmod as mx
 from lightmod import model
+from lightmod.base import atomic_write
 from lightmod.module.executor_group import _split_input_slice
 
 
@@ -165,19 +166,19 @@ def test_load_params_empty_file_warns(tmp_path, caplog):
 def test_atomic_write_interrupted_keeps_old_file(tmp_path, monkeypatch):
     """A save that fails half way leaves the previous file intact and no temporary behind."""
     fname = str(tmp_path / "x-symbol.json")
-    model._atomic_write(fname, "old contents")
+    atomic_write(fname, "old contents")
 
     def broken_replace(src, dst):
         raise KeyboardInterrupt("power cut")
 
-    monkeypatch.setattr(model.os, "replace", broken_replace)
+    monkeypatch.setattr(os, "replace", broken_replace)
     with pytest.raises(KeyboardInterrupt):
-        model._atomic_write(fname, "new contents" * 1000)
+        atomic_write(fname, "new contents" * 1000)
     monkeypatch.undo()
     with open(fname) as f:
         assert f.read() == "old contents"
     assert os.listdir(tmp_path) == ["x-symbol.json"]
-    model._atomic_write(fname, b"bytes too")
+    atomic_write(fname, b"bytes too")
     with open(fname, "rb") as f:
         assert f.read() == b"bytes too"
 
@@ -210,3 +211,23 @@ def test_multiple_callbacks():
     model._multiple_callbacks(lambda x: seen.append(("c", x)), 2)
     model._multiple_callbacks(None, 3)
     assert seen == [("a", 1), ("b", 1), ("c", 2)]
+
+
+def test_checkpoint_files_are_written_atomically_with_normal_permissions(tmp_path):
+    """Every checkpoint file goes through one atomic writer that honours the umask."""
+    import os
+    import lightmod as mx
+    from lightmod.base import atomic_write
+    data = mx.sym.Variable("data")
+    net = mx.sym.FullyConnected(data, num_hidden=2, name="fc")
+    prefix = str(tmp_path / "ck")
+    net.save(prefix + "-symbol.json")
+    mx.nd.save(prefix + "-0001.params", {"arg:fc_weight": mx.nd.ones((2, 3))})
+    old = os.umask(0o022)
+    try:
+        atomic_write(prefix + ".txt", "x")
+        for name in ("-symbol.json", "-0001.params", ".txt"):
+            mode = os.stat(prefix + name).st_mode & 0o777
+            assert mode == 0o644, (name, oct(mode))
+    finally:
+        os.umask(old)

@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from ..base import MXNetError
+from ..base import MXNetError, atomic_write
 from ..context import Context
 from ..ndarray import NDArray
 from .base import KVStoreBase
@@ -378,8 +378,7 @@ class KVStoreDist(KVStore):
         if self._updater is None or not hasattr(self._updater, "get_states"):
             raise MXNetError("save_optimizer_states: this kvstore has no optimizer "
                              "(call set_optimizer first)")
-        from ..model import _atomic_write
-        _atomic_write(fname, self._updater.get_states(dump_optimizer))
+        atomic_write(fname, self._updater.get_states(dump_optimizer))
 
     # --- hooks for Module.fit --------------------------------------------------------------------
     def _sync_params_from_rank0(self, arg_params=None, aux_params=None):

@@ -12,7 +12,7 @@ Row-sparse values are dense-backed NDArrays whose ``stype`` is 'row_sparse'.
 """
 import numpy as np
 
-from ..base import MXNetError, string_types
+from ..base import MXNetError, atomic_write, string_types
 from ..context import Context
 from ..ndarray import NDArray, zeros
 from .. import optimizer as opt
@@ -280,8 +280,7 @@ class KVStore(KVStoreBase):
         if self._updater is None or not hasattr(self._updater, "get_states"):
             raise MXNetError("save_optimizer_states: this kvstore has no optimizer "
                              "(call set_optimizer first)")
-        with open(fname, "wb") as fout:
-            fout.write(self._updater.get_states(dump_optimizer))
+        atomic_write(fname, self._updater.get_states(dump_optimizer))
 
     def load_optimizer_states(self, fname):
         """Load states written by save_optimizer_states (here or by MXNet)."""

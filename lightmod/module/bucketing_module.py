@@ -15,7 +15,7 @@ from .. import context as ctx
 from .. import ndarray as nd
 from .. import symbol as sym
 from ..initializer import Uniform
-from ..model import _save_symbol, load_params
+from ..model import load_params
 from ..name import NameManager
 from .base_module import BaseModule, _check_input_names, _check_lifecycle
 from .module import Module
@@ -317,8 +317,8 @@ class BucketingModule(BaseModule):
         self.save_params(param_name)
         for bucket_key in self._buckets:
             symbol, _, _ = self._sym_gen(bucket_key)
-            _save_symbol(symbol, "%s-%s-symbol.json" % (prefix, bucket_key),
-                         remove_amp_cast=remove_amp_cast)
+            symbol.save("%s-%s-symbol.json" % (prefix, bucket_key),
+                        remove_amp_cast=remove_amp_cast)
         nd.save("%s.buckets" % prefix, nd.array(list(self._buckets.keys()), dtype=np.int32))
 
     @staticmethod

@@ -13,10 +13,10 @@ import warnings
 from .. import context as ctx
 from .. import ndarray as nd
 from .. import optimizer as opt
-from ..base import NotBoundError
+from ..base import NotBoundError, atomic_write
 from ..initializer import InitDesc, Uniform
 from ..io import DataDesc
-from ..model import (_atomic_write, _create_kvstore, _initialize_kvstore, _save_symbol,
+from ..model import (_create_kvstore, _initialize_kvstore,
                      _update_params, _update_params_on_kvstore, load_checkpoint)
 from ..ndarray import zeros
 from .base_module import BaseModule, _check_input_names, _check_lifecycle, _parse_data_desc
@@ -127,7 +127,7 @@ class Module(BaseModule):
     def save_checkpoint(self, prefix, epoch, save_optimizer_states=False, remove_amp_cast=True):
         """Write ``prefix-symbol.json``, ``prefix-%04d.params`` and, if asked, the optimizer
         states ``prefix-%04d.states``. Each file is replaced atomically."""
-        _save_symbol(self._symbol, '%s-symbol.json' % prefix, remove_amp_cast=remove_amp_cast)
+        self._symbol.save('%s-symbol.json' % prefix, remove_amp_cast=remove_amp_cast)
         param_name = '%s-%04d.params' % (prefix, epoch)
         self.save_params(param_name)
         logging.info('Saved checkpoint to "%s"', param_name)
@@ -514,9 +514,9 @@ class Module(BaseModule):
                 # the states live elsewhere (a distributed store's servers)
                 self._kvstore.save_optimizer_states(fname)
                 return
-            _atomic_write(fname, updater.get_states(dump_optimizer=False))
+            atomic_write(fname, updater.get_states(dump_optimizer=False))
         else:
-            _atomic_write(fname, self._updater.get_states())
+            atomic_write(fname, self._updater.get_states())
 
     def load_optimizer_states(self, fname):
         """Read optimizer states written by :meth:`save_optimizer_states`."""

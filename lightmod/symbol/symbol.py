@@ -15,7 +15,7 @@ import warnings
 
 import numpy as np
 
-from ..base import MXNetError, DTYPE_NP_TO_MX, string_types
+from ..base import MXNetError, DTYPE_NP_TO_MX, atomic_write, string_types
 from .. import attribute as _attribute
 from .. import name as _name
 from ..context import current_context
@@ -543,8 +543,8 @@ class Symbol:
     def save(self, fname, remove_amp_cast=True):
         if not isinstance(fname, string_types):
             raise TypeError("fname must be a string")
-        with open(fname, "w", encoding="utf-8") as f:
-            f.write(self.tojson(remove_amp_cast))
+        # written atomically: a crash never leaves a half-written -symbol.json
+        atomic_write(fname, self.tojson(remove_amp_cast))
 
     def debug_str(self):
         """A readable listing of the graph (outputs, variables, operators and attributes)."""
