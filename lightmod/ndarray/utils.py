@@ -18,11 +18,10 @@ offset instead of returning a partial result.
 """
 import os
 import struct
-import uuid
 
 import numpy as np
 
-from ..base import MXNetError, DTYPE_MX_TO_NP, DTYPE_NP_TO_MX
+from ..base import MXNetError, DTYPE_MX_TO_NP, DTYPE_NP_TO_MX, atomic_write
 from ..context import Context
 from .ndarray import NDArray, _to_ctx_buffer
 
@@ -118,24 +117,7 @@ def save(fname, data):
     else:
         raise ValueError("data needs to either be a NDArray, dict of str, NDArray pairs "
                          "or a list of NDarrays.")
-    payload = encode_list(arrays, names)
-    fname = os.fspath(fname)
-    directory = os.path.dirname(os.path.abspath(fname))
-    tmp = os.path.join(directory, ".%s.%s.tmp" % (os.path.basename(fname), uuid.uuid4().hex))
-    # O_EXCL: never clobber another writer's temp file; mode 0o666 lets the umask apply
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, fname)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic_write(fname, encode_list(arrays, names))
 
 
 def save_raw_bytes(arr):
