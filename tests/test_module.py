@@ -51,9 +51,6 @@ def params_np(mod):
 
 
 # --- data layouts, dtypes, contexts (test_module_dtype / layout / input_grads / ctx_group) ----
-@pytest.mark.xfail(raises=NotImplementedError, strict=False,
-                   reason="the CPU Activation kernel has no float16 path yet (numba has no "
-                          "float16 arithmetic; needs staging through float32)")
 def test_module_dtype_fp16_with_tnc_layout():
     dshape = (3, 8, 7)
     sym = mx.sym.Activation(mx.sym.Variable("data"), act_type="relu", __layout__="TNC")
