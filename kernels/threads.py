@@ -23,8 +23,8 @@ The policy
   own CPU time; elsewhere, the 1-minute load average minus this process's CPU rate. With
   ``free = cpus - others``, the kernels use ``max(1, min(cap, int(free + 0.25)))`` threads: a
   thread only for a core that is (nearly) free, i.e. on a 2-core machine two threads while the
-  others keep at most a quarter of a core busy, one thread beyond. The first decision, before any interval was measured, uses the load
-  average alone.
+  others keep at most a quarter of a core busy, one thread beyond. The first decision,
+  before any interval was measured, uses the load average alone.
 * The choice is applied only when it changes: ``numba.set_num_threads`` (numba keeps the count
   per calling thread, so it is applied in each thread that runs kernels) and
   ``openblas_set_num_threads`` on numpy's bundled OpenBLAS (process-wide; found through ctypes,
@@ -32,9 +32,17 @@ The policy
 * Independently, kernels run serially below their own work thresholds (``PARALLEL_MIN`` in
   each ``kernels/cpu`` file), where waking threads costs more than it saves.
 
-Who calls it: the executor once per forward pass on CPU contexts, and the FullyConnected /
-activation kernels (so imperative ``nd`` calls follow the policy too); ``refresh()`` costs a
-clock read between looks.
+Who calls it: the executor once per forward pass on CPU contexts, the FullyConnected kernels
+and the nn launchers before a parallel loop (so imperative ``nd`` calls follow the policy too);
+``refresh()`` costs a clock read between looks. Kernels of other families follow it through
+numba's thread count; their launchers can ask ``refresh() > 1`` before choosing a ``prange``
+loop.
+
+Limits: a CPU quota of a container (cgroup ``cpu.max``) is not seen, only the affinity set
+(as numba and OpenBLAS themselves see the machine); with several threads chosen, OpenBLAS's
+workers still spin for a while after each product, which numba's threads may meet on the same
+cores (the nn kernels keep element-wise work below 2^17 elements serial, so an MLP step
+overlaps nothing).
 
 Numerics do not depend on the choice: OpenBLAS splits a product over rows / columns of the
 result, never along the summed dimension, and the element-wise loops compute each element the
