@@ -9,13 +9,13 @@ which keeps float32 results within rounding of MXNet's. Gradient requests are pa
 """
 import math
 
-from numba import njit, prange
+from numba import njit, prange, uint64
 
 __all__ = ["req_code", "bn_forward", "bn_backward", "bn_update_moving", "instance_norm_forward",
            "instance_norm_backward", "row_norm_forward", "row_norm_backward",
            "param_grad_columns", "lrn_forward", "lrn_backward"]
 
-PARALLEL_MIN = 1 << 14
+PARALLEL_MIN = 1 << 18
 _REQ = {"null": 0, "write": 1, "add": 2}
 
 
@@ -33,24 +33,67 @@ def _store(dst, i, value, code):
 
 
 # ---------------------------------------------------------------------------------------------
-# BatchNorm: statistics per channel c of x (outer, C, inner)
+# Runs of flat arrays with unsigned offsets (vectorised by LLVM; see kernels/cpu/conv.py). The
+# sums are float64 with fastmath so they vectorise too (reassociated: the rounding differs
+# from a sequential sum by far less than float32's).
+# ---------------------------------------------------------------------------------------------
+@njit(cache=True, inline="always", fastmath=True)
+def _run_sum(src, s, n):
+    s = uint64(s)
+    acc = 0.0
+    for i in range(uint64(n)):
+        acc += src[s + i]
+    return acc
+
+
+@njit(cache=True, inline="always", fastmath=True)
+def _run_sq_dev(src, s, n, mean):
+    s = uint64(s)
+    acc = 0.0
+    for i in range(uint64(n)):
+        d = src[s + i] - mean
+        acc += d * d
+    return acc
+
+
+@njit(cache=True, inline="always", fastmath=True)
+def _run_dot_dev(a, b, s, n, mean):
+    """sum of a[i] * (b[i] - mean) over a run."""
+    s = uint64(s)
+    acc = 0.0
+    for i in range(uint64(n)):
+        acc += a[s + i] * (b[s + i] - mean)
+    return acc
+
+
+@njit(cache=True, inline="always")
+def _run_affine(dst, src, s, n, scale, shift, accumulate):
+    s = uint64(s)
+    if accumulate:
+        for i in range(uint64(n)):
+            dst[s + i] += src[s + i] * scale + shift
+    else:
+        for i in range(uint64(n)):
+            dst[s + i] = src[s + i] * scale + shift
+
+
+# ---------------------------------------------------------------------------------------------
+# BatchNorm: statistics per channel c of x (outer, C, inner), flattened; the elements of
+# channel c are `outer` runs of `inner` contiguous elements
 # ---------------------------------------------------------------------------------------------
 @njit(cache=True)
-def _bn_forward_channel(x, y, gamma, beta, mean_out, invstd_out, var_out, moving_mean,
+def _bn_forward_channel(x, y, dims, gamma, beta, mean_out, invstd_out, var_out, moving_mean,
                         moving_var, eps, batch_stats, fix_gamma, c):
-    outer, C, inner = x.shape
+    outer, C, inner = dims
     if batch_stats:
         s = 0.0
         for o in range(outer):
-            for i in range(inner):
-                s += x[o, c, i]
+            s += _run_sum(x, (o * C + c) * inner, inner)
         count = outer * inner
         mean = s / count
         ss = 0.0
         for o in range(outer):
-            for i in range(inner):
-                d = x[o, c, i] - mean
-                ss += d * d
+            ss += _run_sq_dev(x, (o * C + c) * inner, inner, mean)
         var = ss / count
         var_out[c] = var
     else:
@@ -60,26 +103,25 @@ def _bn_forward_channel(x, y, gamma, beta, mean_out, invstd_out, var_out, moving
     mean_out[c] = mean
     invstd_out[c] = invstd
     g = 1.0 if fix_gamma else float(gamma[c])
-    scale = g * invstd
-    shift = float(beta[c]) - mean * scale
+    scale = x.dtype.type(g * invstd)
+    shift = x.dtype.type(float(beta[c]) - mean * g * invstd)
     for o in range(outer):
-        for i in range(inner):
-            y[o, c, i] = x[o, c, i] * scale + shift
+        _run_affine(y, x, (o * C + c) * inner, inner, scale, shift, False)
 
 
 @njit(cache=True)
-def _bn_forward_serial(x, y, gamma, beta, mean_out, invstd_out, var_out, moving_mean,
+def _bn_forward_serial(x, y, dims, gamma, beta, mean_out, invstd_out, var_out, moving_mean,
                        moving_var, eps, batch_stats, fix_gamma):
-    for c in range(x.shape[1]):
-        _bn_forward_channel(x, y, gamma, beta, mean_out, invstd_out, var_out, moving_mean,
+    for c in range(dims[1]):
+        _bn_forward_channel(x, y, dims, gamma, beta, mean_out, invstd_out, var_out, moving_mean,
                             moving_var, eps, batch_stats, fix_gamma, c)
 
 
 @njit(cache=True, parallel=True)
-def _bn_forward_parallel(x, y, gamma, beta, mean_out, invstd_out, var_out, moving_mean,
+def _bn_forward_parallel(x, y, dims, gamma, beta, mean_out, invstd_out, var_out, moving_mean,
                          moving_var, eps, batch_stats, fix_gamma):
-    for c in prange(x.shape[1]):
-        _bn_forward_channel(x, y, gamma, beta, mean_out, invstd_out, var_out, moving_mean,
+    for c in prange(dims[1]):
+        _bn_forward_channel(x, y, dims, gamma, beta, mean_out, invstd_out, var_out, moving_mean,
                             moving_var, eps, batch_stats, fix_gamma, c)
 
 
@@ -91,8 +133,8 @@ def bn_forward(x, y, gamma, beta, mean_out, invstd_out, var_out, moving_mean, mo
     moving statistics. mean_out / invstd_out receive the statistics used (MXNet's hidden
     outputs: the mean and 1 / sqrt(var + eps)). fix_gamma uses 1 for gamma.
     """
-    args = (x, y, gamma, beta, mean_out, invstd_out, var_out, moving_mean, moving_var,
-            float(eps), bool(batch_stats), bool(fix_gamma))
+    args = (x.reshape(-1), y.reshape(-1), x.shape, gamma, beta, mean_out, invstd_out, var_out,
+            moving_mean, moving_var, float(eps), bool(batch_stats), bool(fix_gamma))
     if x.size >= PARALLEL_MIN and x.shape[1] > 1:
         _bn_forward_parallel(*args)
     else:
@@ -100,18 +142,17 @@ def bn_forward(x, y, gamma, beta, mean_out, invstd_out, var_out, moving_mean, mo
 
 
 @njit(cache=True)
-def _bn_backward_channel(x, dy, dx, gamma, mean_in, invstd_in, dgamma, dbeta, batch_stats,
+def _bn_backward_channel(x, dy, dx, dims, gamma, mean_in, invstd_in, dgamma, dbeta, batch_stats,
                          fix_gamma, req_x, req_g, req_b, c):
-    outer, C, inner = x.shape
+    outer, C, inner = dims
     mean = float(mean_in[c])
     invstd = float(invstd_in[c])
     sdy = 0.0
     sdyx = 0.0
     for o in range(outer):
-        for i in range(inner):
-            g = float(dy[o, c, i])
-            sdy += g
-            sdyx += g * (x[o, c, i] - mean)
+        base = (o * C + c) * inner
+        sdy += _run_sum(dy, base, inner)
+        sdyx += _run_dot_dev(dy, x, base, inner, mean)
     sdyx *= invstd  # sum of dy * xhat
     _store(dgamma, c, 0.0 if fix_gamma else sdyx, req_g)
     _store(dbeta, c, sdy, req_b)
@@ -121,47 +162,46 @@ def _bn_backward_channel(x, dy, dx, gamma, mean_in, invstd_in, dgamma, dbeta, ba
     scale = gm * invstd
     if batch_stats:
         count = outer * inner
-        mdy = sdy / count
+        # dx = scale * (dy - mean(dy) - xhat * mean(dy * xhat)) = a * dy + b * x + shift
         mdyx = sdyx / count
-        for o in range(outer):
-            for i in range(inner):
-                xhat = (x[o, c, i] - mean) * invstd
-                v = scale * (dy[o, c, i] - mdy - xhat * mdyx)
-                if req_x == 2:
-                    dx[o, c, i] += v
-                else:
-                    dx[o, c, i] = v
+        a = x.dtype.type(scale)
+        b = x.dtype.type(-scale * mdyx * invstd)
+        shift = x.dtype.type(scale * (mean * mdyx * invstd - sdy / count))
     else:
-        for o in range(outer):
-            for i in range(inner):
-                v = scale * dy[o, c, i]
-                if req_x == 2:
-                    dx[o, c, i] += v
-                else:
-                    dx[o, c, i] = v
+        a = x.dtype.type(scale)
+        b = x.dtype.type(0)
+        shift = x.dtype.type(0)
+    for o in range(outer):
+        base = uint64((o * C + c) * inner)
+        if req_x == 2:
+            for i in range(uint64(inner)):
+                dx[base + i] += a * dy[base + i] + b * x[base + i] + shift
+        else:
+            for i in range(uint64(inner)):
+                dx[base + i] = a * dy[base + i] + b * x[base + i] + shift
 
 
 @njit(cache=True)
-def _bn_backward_serial(x, dy, dx, gamma, mean_in, invstd_in, dgamma, dbeta, batch_stats,
+def _bn_backward_serial(x, dy, dx, dims, gamma, mean_in, invstd_in, dgamma, dbeta, batch_stats,
                         fix_gamma, req_x, req_g, req_b):
-    for c in range(x.shape[1]):
-        _bn_backward_channel(x, dy, dx, gamma, mean_in, invstd_in, dgamma, dbeta, batch_stats,
-                             fix_gamma, req_x, req_g, req_b, c)
+    for c in range(dims[1]):
+        _bn_backward_channel(x, dy, dx, dims, gamma, mean_in, invstd_in, dgamma, dbeta,
+                             batch_stats, fix_gamma, req_x, req_g, req_b, c)
 
 
 @njit(cache=True, parallel=True)
-def _bn_backward_parallel(x, dy, dx, gamma, mean_in, invstd_in, dgamma, dbeta, batch_stats,
-                          fix_gamma, req_x, req_g, req_b):
-    for c in prange(x.shape[1]):
-        _bn_backward_channel(x, dy, dx, gamma, mean_in, invstd_in, dgamma, dbeta, batch_stats,
-                             fix_gamma, req_x, req_g, req_b, c)
+def _bn_backward_parallel(x, dy, dx, dims, gamma, mean_in, invstd_in, dgamma, dbeta,
+                          batch_stats, fix_gamma, req_x, req_g, req_b):
+    for c in prange(dims[1]):
+        _bn_backward_channel(x, dy, dx, dims, gamma, mean_in, invstd_in, dgamma, dbeta,
+                             batch_stats, fix_gamma, req_x, req_g, req_b, c)
 
 
 def bn_backward(x, dy, dx, gamma, mean, invstd, dgamma, dbeta, batch_stats, fix_gamma, req_x,
                 req_g, req_b):
     """Gradients of bn_forward; absent gradients may be passed as any array with req 0."""
-    args = (x, dy, dx, gamma, mean, invstd, dgamma, dbeta, bool(batch_stats), bool(fix_gamma),
-            req_x, req_g, req_b)
+    args = (x.reshape(-1), dy.reshape(-1), dx.reshape(-1), x.shape, gamma, mean, invstd, dgamma,
+            dbeta, bool(batch_stats), bool(fix_gamma), req_x, req_g, req_b)
     if x.size >= PARALLEL_MIN and x.shape[1] > 1:
         _bn_backward_parallel(*args)
     else:
