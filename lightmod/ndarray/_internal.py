@@ -1,5 +1,5 @@
 """``nd._internal``: every operator by its registered name or alias (``_plus_scalar`` ...)."""
-from ._namespace import lazy_getattr, lazy_dir
+from ..operator.frontend import namespace_hooks as _namespace_hooks
+from .register import find_function as _find_function
 
-__getattr__ = lazy_getattr(__name__, ("",))
-__dir__ = lazy_dir(__name__, ("",))
+__getattr__, __dir__ = _namespace_hooks(__name__, ("",), _find_function)

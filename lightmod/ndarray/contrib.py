@@ -1,5 +1,5 @@
 """``nd.contrib``: the operators registered as ``_contrib_<name>``."""
-from ._namespace import lazy_getattr, lazy_dir
+from ..operator.frontend import namespace_hooks as _namespace_hooks
+from .register import find_function as _find_function
 
-__getattr__ = lazy_getattr(__name__, ("_contrib_",))
-__dir__ = lazy_dir(__name__, ("_contrib_",))
+__getattr__, __dir__ = _namespace_hooks(__name__, ("_contrib_",), _find_function)

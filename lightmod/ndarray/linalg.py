@@ -1,5 +1,5 @@
 """``nd.linalg``: the operators registered as ``_linalg_<name>``."""
-from ._namespace import lazy_getattr, lazy_dir
+from ..operator.frontend import namespace_hooks as _namespace_hooks
+from .register import find_function as _find_function
 
-__getattr__ = lazy_getattr(__name__, ("_linalg_",))
-__dir__ = lazy_dir(__name__, ("_linalg_",))
+__getattr__, __dir__ = _namespace_hooks(__name__, ("_linalg_",), _find_function)

@@ -14,12 +14,10 @@ import numpy as np
 
 from ..base import MXNetError
 from ..context import Context, current_context
-from ..operator import registry
+from ..operator import frontend, registry
 from .ndarray import NDArray, _alloc, _device_kernels
 
 __all__ = ["invoke", "op_function", "find_function"]
-
-_FUNCTIONS = {}
 
 
 def _get_op(op):
@@ -170,24 +168,6 @@ def _describe(names, shapes):
 # ---------------------------------------------------------------------------------------------
 # generated functions
 # ---------------------------------------------------------------------------------------------
-def find_function(name):
-    """The nd function of operator ``name`` (name or alias), or None if no such op exists."""
-    fn = _FUNCTIONS.get(name)
-    if fn is None:
-        op = registry.find(name)
-        if op is None:
-            return None
-        fn = _FUNCTIONS[name] = _make_function(op, name)
-    return fn
-
-
-def op_function(name):
-    fn = find_function(name)
-    if fn is None:
-        raise MXNetError("Cannot find operator '%s' in the registry" % (name,))
-    return fn
-
-
 def _is_input_value(x):
     return isinstance(x, NDArray) or x is None
 
@@ -264,22 +244,11 @@ def _make_function(op, public_name):
 
     function.__name__ = public_name
     function.__qualname__ = public_name
-    function.__doc__ = _docstring(op, public_name)
+    function.__doc__ = frontend.docstring(op, public_name, "NDArray", "",
+                                          ["out : NDArray, optional (the output to write)"])
     return function
 
 
-def _docstring(op, public_name):
-    lines = ["%s: the %s operator on NDArrays." % (public_name, op.name), "",
-             "Parameters", "----------"]
-    if op.variadic is not None:
-        lines.append("*data : NDArray (%s is set from their number)" % op.variadic)
-    else:
-        for n in op.inputs:
-            lines.append("%s : NDArray" % n)
-    for n, decl in op.params.items():
-        if op.variadic is not None and n == op.variadic:
-            continue
-        default = "required" if decl.required else "optional, default=%r" % (decl.default,)
-        lines.append("%s : %s, %s" % (n, decl.describe(), default))
-    lines.append("out : NDArray, optional (the output to write)")
-    return "\n".join(lines)
+_FUNCTIONS = frontend.FunctionTable(_make_function)
+find_function = _FUNCTIONS.find     # the nd function of an operator name or alias, or None
+op_function = _FUNCTIONS.get        # the same, MXNetError for an unknown name

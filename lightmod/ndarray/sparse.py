@@ -13,7 +13,8 @@ import numpy as np
 from ..base import MXNetError, dtype_np
 from . import ndarray as _nd
 from .ndarray import NDArray, _as_ctx, _as_shape, _to_ctx_buffer
-from ._namespace import lazy_getattr, lazy_dir
+from ..operator.frontend import namespace_hooks as _namespace_hooks
+from .register import find_function as _find_function
 
 __all__ = ["BaseSparseNDArray", "CSRNDArray", "RowSparseNDArray", "csr_matrix",
            "row_sparse_array", "zeros", "empty", "array"]
@@ -201,5 +202,4 @@ def array(source_array, ctx=None, dtype=None):
     return csr_matrix(source_array, ctx=ctx, dtype=dtype)
 
 
-__getattr__ = lazy_getattr(__name__, ("_sparse_", ""))
-__dir__ = lazy_dir(__name__, ("_sparse_", ""))
+__getattr__, __dir__ = _namespace_hooks(__name__, ("_sparse_", ""), _find_function)

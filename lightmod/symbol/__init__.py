@@ -9,9 +9,10 @@ from .symbol import (Symbol, var, Variable, Group, load, load_json, pow, power, 
                      maximum, minimum, hypot, zeros, ones, full, NotImplementedForSymbol)
 from . import register  # noqa: F401
 from . import contrib, _internal, op, random, linalg, sparse  # noqa: F401
-from ._namespace import lazy_getattr as _lazy_getattr, lazy_dir as _lazy_dir
+from ..operator.frontend import namespace_hooks as _namespace_hooks
+from .register import find_function as _find_function
 
-_op_getattr = _lazy_getattr(__name__, ("",))
+_op_getattr, __dir__ = _namespace_hooks(__name__, ("",), _find_function)
 
 
 def __getattr__(name):
@@ -19,6 +20,3 @@ def __getattr__(name):
     if name.startswith("_"):
         raise AttributeError("module '%s' has no attribute '%s'" % (__name__, name))
     return _op_getattr(name)
-
-
-__dir__ = _lazy_dir(__name__, ("",))

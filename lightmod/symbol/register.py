@@ -8,31 +8,10 @@ the current NameManager with the lower-cased function name as hint (``sym.FullyC
 ``add_n``...) take ``*symbols`` and set their count parameter themselves. Functions are built
 lazily on first use and cached.
 """
-from ..base import MXNetError
-from ..operator import registry
+from ..operator import frontend
 from .symbol import Symbol, create_op_symbol
 
 __all__ = ["find_function", "op_function"]
-
-_FUNCTIONS = {}
-
-
-def find_function(name):
-    """The sym function of operator ``name`` (name or alias), or None if there is no such op."""
-    fn = _FUNCTIONS.get(name)
-    if fn is None:
-        op = registry.find(name)
-        if op is None:
-            return None
-        fn = _FUNCTIONS[name] = _make_function(op, name)
-    return fn
-
-
-def op_function(name):
-    fn = find_function(name)
-    if fn is None:
-        raise MXNetError("Cannot find operator '%s' in the registry" % (name,))
-    return fn
 
 
 def _make_function(op, public_name):
@@ -43,7 +22,10 @@ def _make_function(op, public_name):
         function = _plain_function(op, hint, public_name)
     function.__name__ = public_name
     function.__qualname__ = public_name
-    function.__doc__ = _docstring(op, public_name)
+    function.__doc__ = frontend.docstring(
+        op, public_name, "Symbol", ", optional (a variable '<name>_{input}' when missing)",
+        ["name : str, optional (the node's name; default from the NameManager)",
+         "attr : dict of str to str, optional (extra attributes)"])
     return function
 
 
@@ -114,19 +96,6 @@ def _check_input(slot, value):
                              % (slot, str(value)))
 
 
-def _docstring(op, public_name):
-    lines = ["%s: the %s operator on Symbols." % (public_name, op.name), "",
-             "Parameters", "----------"]
-    if op.variadic is not None:
-        lines.append("*data : Symbol (%s is set from their number)" % op.variadic)
-    else:
-        for n in op.inputs:
-            lines.append("%s : Symbol, optional (a variable '<name>_%s' when missing)" % (n, n))
-    for n, decl in op.params.items():
-        if op.variadic is not None and n == op.variadic:
-            continue
-        default = "required" if decl.required else "optional, default=%r" % (decl.default,)
-        lines.append("%s : %s, %s" % (n, decl.describe(), default))
-    lines.append("name : str, optional (the node's name; default from the NameManager)")
-    lines.append("attr : dict of str to str, optional (extra attributes)")
-    return "\n".join(lines)
+_FUNCTIONS = frontend.FunctionTable(_make_function)
+find_function = _FUNCTIONS.find     # the sym function of an operator name or alias, or None
+op_function = _FUNCTIONS.get        # the same, MXNetError for an unknown name

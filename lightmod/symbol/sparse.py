@@ -1,5 +1,5 @@
 """``mx.sym.sparse``: the ``_sparse_X`` operators (and every operator by name) (generated lazily)."""
-from ._namespace import lazy_getattr as _lazy_getattr, lazy_dir as _lazy_dir
+from ..operator.frontend import namespace_hooks as _namespace_hooks
+from .register import find_function as _find_function
 
-__getattr__ = _lazy_getattr(__name__, ('_sparse_', ''))
-__dir__ = _lazy_dir(__name__, ('_sparse_', ''))
+__getattr__, __dir__ = _namespace_hooks(__name__, ("_sparse_", ""), _find_function)
