@@ -43,15 +43,18 @@ def _install_float16_staging(namespace):
         needs_staging = set()
 
         @functools.wraps(fn)
+        def signature(args):
+            return tuple(a.dtype.char if isinstance(a, np.ndarray) else None for a in args)
+
         def call(*args, **kwargs):
-            key = tuple(a.dtype.char if isinstance(a, np.ndarray) else None for a in args)
-            if key not in needs_staging:
+            # the signature is only built once some float16 call has failed (hot-path cost)
+            if not needs_staging or signature(args) not in needs_staging:
                 try:
                     return fn(*args, **kwargs)
                 except NotImplementedError:  # numba's "float16" lowering error
                     if not any(is_f16(a) for a in args):
                         raise
-                    needs_staging.add(key)
+                    needs_staging.add(signature(args))
             upcast = {}   # one float32 copy per distinct array, so aliased arguments stay aliased
             staged = []
             for a in args:
