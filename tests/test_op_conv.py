@@ -479,3 +479,34 @@ def test_resnet_block_matches_mxnet(train):
                                    atol=1e-6, err_msg=name)
     # fix_gamma (bn2's default) wrote 1 into gamma as MXNet's CPU kernel does
     assert np.all(arrays["bn2_gamma"] == 1)
+
+
+def test_parallel_launchers_match_serial(monkeypatch):
+    """The prange launchers (used on large calls) give the serial kernels' numbers exactly."""
+    from lightmod.kernels.cpu import conv as kconv, pooling as kpool, norm as knorm
+    rng = np.random.default_rng(9)
+    x, w, b = rng.standard_normal((3, 4, 7, 6)), rng.standard_normal((6, 2, 3, 3)), \
+        rng.standard_normal(6)
+    cases = [("Convolution", dict(kernel=(3, 3), num_filter=6, num_group=2, pad=(1, 1)),
+              [x, w, b]),
+             ("Deconvolution", dict(kernel=(3, 3), num_filter=4, stride=(2, 2), no_bias=False),
+              [x, rng.standard_normal((4, 4, 3, 3)), rng.standard_normal(4)]),
+             ("Pooling", dict(kernel=(2, 2), stride=(2, 2)), [x[:, :, :6]]),
+             ("Pooling", dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type="avg"), [x]),
+             ("BatchNorm", dict(fix_gamma=False), [x, rng.standard_normal(4),
+                                                   rng.standard_normal(4), np.zeros(4),
+                                                   np.ones(4)])]
+    results = []
+    for threshold in (0, 1 << 60):
+        for module in (kconv, kpool, knorm):
+            monkeypatch.setattr(module, "PARALLEL_MIN", threshold)
+        run = []
+        for name, attrs, inputs in cases:
+            outs = oh.forward(name, attrs, inputs)[0]
+            head = [np.linspace(-1, 1, outs[0].size).reshape(outs[0].shape)]
+            run.append([outs[0]] + [g for g in oh.backward(name, attrs, inputs, head)
+                                    if g is not None])
+        results.append(run)
+    for par, ser in zip(*results):
+        for a, c in zip(par, ser):
+            np.testing.assert_allclose(a, c, rtol=1e-13, atol=1e-13)

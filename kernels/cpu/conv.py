@@ -10,17 +10,26 @@ runs far faster than one small product per sample.
 
 The kernels index flat (1-D) views of C-contiguous arrays through the ``*_run`` helpers, whose
 offsets and counters are unsigned: numba then drops its negative-index check and LLVM
-vectorises the runs (signed offsets made the same copies 10-15x slower). The
-operators call them on chunks of the batch small enough to stay in the L2 cache, between BLAS
-products (which bring their own threads), so the kernels themselves run serially: on a small
-shared machine, waking a second pool of threads for each cache-sized chunk costs more than it
-gains.
+vectorises the runs (signed offsets made the same copies 10-15x slower). Each kernel works on
+a range of its outer index (column rows, image channels, output planes) so that a ``prange``
+launcher can split large calls over numba's threads (their count follows lightmod's thread
+policy, kernels/threads.py); small calls run serially.
 """
 import numpy as np
-from numba import njit, uint64
+from numba import njit, prange, uint64, get_num_threads
 
-__all__ = ["conv_empty", "conv_fill", "conv_gemm", "conv_add", "conv_cast_into", "im2col", "col2im",
-           "rows_to_batch", "batch_to_rows", "channel_sum", "add_channel_bias"]
+__all__ = ["conv_empty", "conv_fill", "conv_gemm", "conv_add", "conv_cast_into", "im2col",
+           "col2im", "rows_to_batch", "batch_to_rows", "channel_sum", "add_channel_bias"]
+
+# Elements a kernel call must touch before it is split over threads.
+PARALLEL_MIN = 1 << 17
+
+
+def _parts(work, items):
+    """Tasks to split a call into: 1 (serial) for small work or a single thread."""
+    if work < PARALLEL_MIN or items < 2:
+        return 1
+    return min(items, get_num_threads())
 
 
 _DUMMIES = {}
@@ -126,13 +135,13 @@ def _valid_range(off, stride, size, count):
 
 
 @njit(cache=True)
-def _im2col(x, col, dims, g):
+def _im2col(x, col, dims, g, r0, r1):
     nb, C, D, H, W = dims
     KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, OD, OH, OW = g
     O = OD * OH * OW
     width = nb * O
     zero = col.dtype.type(0)
-    for r in range(C * KD * KH * KW):
+    for r in range(r0, r1):
         kw = r % KW
         t = r // KW
         kh = t % KH
@@ -160,52 +169,77 @@ def _im2col(x, col, dims, g):
                     fill_run(col, j0 + hi, zero, OW - hi)
 
 
+@njit(cache=True, parallel=True)
+def _im2col_parallel(x, col, dims, g, rows, parts):
+    for i in prange(parts):
+        _im2col(x, col, dims, g, i * rows // parts, (i + 1) * rows // parts)
+
+
 def im2col(x, col, g):
     """Fill col (C*K, n*O) from x (n, C, D, H, W) for geometry g (see the module docstring)."""
-    _im2col(x.reshape(-1), col.reshape(-1), x.shape, g)
+    rows = col.shape[0]
+    parts = _parts(col.size, rows)
+    if parts > 1:
+        _im2col_parallel(x.reshape(-1), col.reshape(-1), x.shape, g, rows, parts)
+    else:
+        _im2col(x.reshape(-1), col.reshape(-1), x.shape, g, 0, rows)
 
 
 # ---------------------------------------------------------------------------------------------
 # col2im: the adjoint of im2col, summing overlapping windows into the image
 # ---------------------------------------------------------------------------------------------
 @njit(cache=True)
-def _col2im(col, x, dims, g, accumulate):
+def _col2im(col, x, dims, g, accumulate, c0, c1):
+    """Channels [c0, c1) of x: each task owns whole channel planes, so tasks never collide."""
     nb, C, D, H, W = dims
     KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, OD, OH, OW = g
     O = OD * OH * OW
     width = nb * O
-    if not accumulate:
-        fill_run(x, 0, x.dtype.type(0), x.size)
-    for r in range(C * KD * KH * KW):
-        kw = r % KW
-        t = r // KW
-        kh = t % KH
-        t = t // KH
-        kd = t % KD
-        c = t // KD
-        off = kw * DW - PW
-        lo, hi = _valid_range(off, SW, W, OW)
-        for n in range(nb):
-            plane = (n * C + c) * D
-            for od in range(OD):
-                idd = od * SD - PD + kd * DD
-                if idd < 0 or idd >= D:
-                    continue
-                for oh in range(OH):
-                    ih = oh * SH - PH + kh * DH
-                    if ih < 0 or ih >= H:
-                        continue
-                    j0 = r * width + n * O + (od * OH + oh) * OW + lo
-                    xb = ((plane + idd) * H + ih) * W + off + lo * SW
-                    if SW == 1:
-                        add_run(x, xb, col, j0, hi - lo)
-                    else:
-                        add_run_strided(x, xb, SW, col, j0, hi - lo)
+    plane_size = D * H * W
+    zero = x.dtype.type(0)
+    for c in range(c0, c1):
+        if not accumulate:
+            for n in range(nb):
+                fill_run(x, (n * C + c) * plane_size, zero, plane_size)
+        for kd in range(KD):
+            for kh in range(KH):
+                for kw in range(KW):
+                    r = ((c * KD + kd) * KH + kh) * KW + kw
+                    off = kw * DW - PW
+                    lo, hi = _valid_range(off, SW, W, OW)
+                    for n in range(nb):
+                        plane = (n * C + c) * D
+                        for od in range(OD):
+                            idd = od * SD - PD + kd * DD
+                            if idd < 0 or idd >= D:
+                                continue
+                            for oh in range(OH):
+                                ih = oh * SH - PH + kh * DH
+                                if ih < 0 or ih >= H:
+                                    continue
+                                j0 = r * width + n * O + (od * OH + oh) * OW + lo
+                                xb = ((plane + idd) * H + ih) * W + off + lo * SW
+                                if SW == 1:
+                                    add_run(x, xb, col, j0, hi - lo)
+                                else:
+                                    add_run_strided(x, xb, SW, col, j0, hi - lo)
+
+
+@njit(cache=True, parallel=True)
+def _col2im_parallel(col, x, dims, g, accumulate, parts):
+    C = dims[1]
+    for i in prange(parts):
+        _col2im(col, x, dims, g, accumulate, i * C // parts, (i + 1) * C // parts)
 
 
 def col2im(col, x, g, accumulate=False):
     """x (n, C, D, H, W) = (or +=) the sum of col's entries over the windows covering each pixel."""
-    _col2im(col.reshape(-1), x.reshape(-1), x.shape, g, accumulate)
+    C = x.shape[1]
+    parts = _parts(col.size, C)
+    if parts > 1:
+        _col2im_parallel(col.reshape(-1), x.reshape(-1), x.shape, g, accumulate, parts)
+    else:
+        _col2im(col.reshape(-1), x.reshape(-1), x.shape, g, accumulate, 0, C)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -213,20 +247,21 @@ def col2im(col, x, g, accumulate=False):
 # bias work that touches the same elements anyway.
 # ---------------------------------------------------------------------------------------------
 @njit(cache=True)
-def _rows_to_batch(rows, out, dims, bias, has_bias, accumulate):
+def _rows_to_batch(rows, out, dims, bias, has_bias, accumulate, q0, q1):
     nb, F, O = dims
     width = nb * O
-    for n in range(nb):
-        for f in range(F):
-            b = bias[f] if has_bias else out.dtype.type(0)
-            src = uint64(f * width + n * O)
-            dst = uint64((n * F + f) * O)
-            if accumulate:
-                for o in range(uint64(O)):
-                    out[dst + o] += rows[src + o] + b
-            else:
-                for o in range(uint64(O)):
-                    out[dst + o] = rows[src + o] + b
+    for q in range(q0, q1):
+        n = q // F
+        f = q - n * F
+        b = bias[f] if has_bias else out.dtype.type(0)
+        src = uint64(f * width + n * O)
+        dst = uint64(q * O)
+        if accumulate:
+            for o in range(uint64(O)):
+                out[dst + o] += rows[src + o] + b
+        else:
+            for o in range(uint64(O)):
+                out[dst + o] = rows[src + o] + b
 
 
 def rows_to_batch(rows, out, bias=None, accumulate=False):
@@ -234,14 +269,27 @@ def rows_to_batch(rows, out, bias=None, accumulate=False):
     has_bias = bias is not None
     if not has_bias:
         bias = _dummy(out.dtype)
-    _rows_to_batch(rows.reshape(-1), out.reshape(-1), out.shape, bias, has_bias, accumulate)
+    planes = out.shape[0] * out.shape[1]
+    args = (rows.reshape(-1), out.reshape(-1), out.shape, bias, has_bias, accumulate)
+    parts = _parts(out.size, planes)
+    if parts > 1:
+        _rows_to_batch_parallel(*args, planes, parts)
+    else:
+        _rows_to_batch(*args, 0, planes)
+
+
+@njit(cache=True, parallel=True)
+def _rows_to_batch_parallel(rows, out, dims, bias, has_bias, accumulate, planes, parts):
+    for i in prange(parts):
+        _rows_to_batch(rows, out, dims, bias, has_bias, accumulate, i * planes // parts,
+                       (i + 1) * planes // parts)
 
 
 @njit(cache=True)
-def _batch_to_rows(src, rows, dims, db, want_db, db_accumulate):
+def _batch_to_rows(src, rows, dims, db, want_db, db_accumulate, f0, f1):
     nb, F, O = dims
     width = nb * O
-    for f in range(F):
+    for f in range(f0, f1):
         s = 0.0
         for n in range(nb):
             a = uint64((n * F + f) * O)
@@ -265,7 +313,20 @@ def batch_to_rows(src, rows, db=None, db_accumulate=False):
     want_db = db is not None
     if not want_db:
         db = _dummy(src.dtype)
-    _batch_to_rows(src.reshape(-1), rows.reshape(-1), src.shape, db, want_db, db_accumulate)
+    F = src.shape[1]
+    args = (src.reshape(-1), rows.reshape(-1), src.shape, db, want_db, db_accumulate)
+    parts = _parts(src.size, F)
+    if parts > 1:
+        _batch_to_rows_parallel(*args, F, parts)
+    else:
+        _batch_to_rows(*args, 0, F)
+
+
+@njit(cache=True, parallel=True)
+def _batch_to_rows_parallel(src, rows, dims, db, want_db, db_accumulate, F, parts):
+    for i in prange(parts):
+        _batch_to_rows(src, rows, dims, db, want_db, db_accumulate, i * F // parts,
+                       (i + 1) * F // parts)
 
 
 @njit(cache=True)
