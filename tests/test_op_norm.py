@@ -61,7 +61,9 @@ def test_batchnorm_forward_matches_numpy(case, train):
 @given(case=bn_cases())
 def test_batchnorm_gradients_match_numeric(case):
     inputs = _bn_inputs(case)
-    attrs = dict(axis=case["axis"], fix_gamma=case["fix_gamma"], eps=case["eps"],
+    # eps 0.1: with as few as 2 values per channel a tiny eps makes the numeric derivative
+    # ill-conditioned (the forward tests use the real defaults)
+    attrs = dict(axis=case["axis"], fix_gamma=case["fix_gamma"], eps=0.1,
                  use_global_stats=case["use_global_stats"])
     oh.check_grad("BatchNorm", attrs, inputs, wrt=[0, 1, 2], rtol=1e-5, atol=1e-7)
     grads = oh.backward("BatchNorm", attrs, inputs, [np.ones(case["shape"])])
@@ -179,7 +181,7 @@ def test_instance_norm(shape, seed):
         * g.reshape(bshape) + b.reshape(bshape)
     np.testing.assert_allclose(out, ref, rtol=1e-9, atol=1e-9)
     if x.size <= 40:
-        oh.check_grad("InstanceNorm", dict(eps=1e-3), [x, g, b], rtol=1e-5, atol=1e-7)
+        oh.check_grad("InstanceNorm", dict(eps=0.1), [x, g, b], rtol=1e-5, atol=1e-7)
 
 
 @settings(max_examples=15, deadline=None)
@@ -202,7 +204,9 @@ def test_layer_norm(shape, seed, data):
     np.testing.assert_allclose(outs[1], mean, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(outs[2], std, rtol=1e-9)
     if x.size <= 40:
-        oh.check_grad("LayerNorm", dict(axis=axis), [x, g, b], rtol=1e-5, atol=1e-7)
+        # a larger eps keeps rows of 2 nearly-equal values from making the numeric
+        # derivative ill-conditioned
+        oh.check_grad("LayerNorm", dict(axis=axis, eps=0.1), [x, g, b], rtol=1e-5, atol=1e-7)
 
 
 @settings(max_examples=15, deadline=None)
