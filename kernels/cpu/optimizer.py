@@ -2,7 +2,9 @@
 
 Every launcher takes backend arrays of any shape (weight, gradient, states, output; ``out`` may
 be the weight itself) plus the hyper-parameters as Python numbers, and updates the states and
-``out`` in one pass. The math is in ``kernels/optimizer_math.py``, shared with the CUDA half.
+``out`` in one pass. The per-element math (``kernels/optimizer_math.py``) and the launchers
+themselves (``kernels/optimizer_launchers.py``) are shared with the CUDA half; this file has the
+loops and the launch skeleton.
 
 * ``rows``: None for the dense update, or an int64 array of row indices (rows along axis 0):
   the lazy row_sparse update then touches only those rows (``opt_nonzero_rows(grad)`` finds them).
@@ -19,14 +21,9 @@ import numpy as np
 from numba import njit, prange
 
 from .. import optimizer_math as M
+from ..optimizer_launchers import LAUNCHER_NAMES, OptimizerLaunchers
 
-__all__ = ["sgd_update", "sgd_mom_update", "mp_sgd_update", "mp_sgd_mom_update",
-           "nag_mom_update", "mp_nag_mom_update", "adam_update", "rmsprop_update",
-           "rmspropalex_update", "ftrl_update", "ftml_update", "signsgd_update",
-           "signum_update", "lamb_update_phase1", "mp_lamb_update_phase1", "lamb_update_phase2",
-           "mp_lamb_update_phase2", "adagrad_update", "sparse_adagrad_update", "adadelta_update",
-           "adamax_update", "nadam_update", "dcasgd_update", "sgld_update", "quantize_2bit",
-           "opt_l2_norm", "opt_sum_sq", "opt_nonzero_rows"]
+__all__ = [*LAUNCHER_NAMES, "opt_l2_norm", "opt_sum_sq", "opt_nonzero_rows"]
 
 PARALLEL_MIN = 1 << 20
 
@@ -34,17 +31,6 @@ PARALLEL_MIN = 1 << 20
 # ---------------------------------------------------------------------------------------------
 # Launch helpers
 # ---------------------------------------------------------------------------------------------
-def compute_dtype(dtype):
-    """float64 computes in float64; everything else (float32, float16) in float32."""
-    return np.float64 if np.dtype(dtype) == np.float64 else np.float32
-
-
-def cast_scalars(dtype, *values):
-    """MXNet's operator parameters are float32; they reach the kernel cast to its dtype."""
-    t = compute_dtype(dtype)
-    return tuple(t(np.float32(v)) for v in values)
-
-
 def _stage(arrays, written):
     """Flat 1-D views for the kernel; float16 or non-contiguous arrays get float32/contiguous
     copies. Returns (flat arrays, [(original, copy)] to write back afterwards)."""
@@ -503,252 +489,48 @@ def _nonzero_rows(g2d):
     return found[:count]
 
 
-# (serial, prange, rows) loops of each rule
-_SGD = (_sgd_s, _sgd_p, _sgd_rows)
-_SGD_MOM = (_sgd_mom_s, _sgd_mom_p, _sgd_mom_rows)
-_MP_SGD = (_mp_sgd_s, _mp_sgd_p, None)
-_MP_SGD_MOM = (_mp_sgd_mom_s, _mp_sgd_mom_p, None)
-_NAG = (_nag_s, _nag_p, None)
-_MP_NAG = (_mp_nag_s, _mp_nag_p, None)
-_ADAM = (_adam_s, _adam_p, _adam_rows)
-_RMSPROP = (_rmsprop_s, _rmsprop_p, None)
-_RMSPROPALEX = (_rmspropalex_s, _rmspropalex_p, None)
-_FTRL = (_ftrl_s, _ftrl_p, _ftrl_rows)
-_FTML = (_ftml_s, _ftml_p, None)
-_SIGNSGD = (_signsgd_s, _signsgd_p, None)
-_SIGNUM = (_signum_s, _signum_p, None)
-_LAMB1 = (_lamb1_s, _lamb1_p, None)
-_LAMB2 = (_lamb2_s, _lamb2_p, None)
-_MP_LAMB2 = (_mp_lamb2_s, _mp_lamb2_p, None)
-_ADAGRAD = (_adagrad_s, _adagrad_p, None)
-_ADAGRAD_ROWS = (None, None, _adagrad_rows)
-_ADADELTA = (_adadelta_s, _adadelta_p, None)
-_ADAMAX = (_adamax_s, _adamax_p, None)
-_NADAM = (_nadam_s, _nadam_p, None)
-_DCASGD_NOMOM = (_dcasgd_nomom_s, _dcasgd_nomom_p, None)
-_DCASGD = (_dcasgd_s, _dcasgd_p, None)
-_SGLD = (_sgld_s, _sgld_p, None)
-_QUANTIZE_2BIT = (_quantize_2bit_s, _quantize_2bit_p, None)
+def _same_buffer(a, b):
+    return a is b or np.may_share_memory(a, b)
 
 
 # ---------------------------------------------------------------------------------------------
-# Launchers (the kernel-set API; kernels/cuda/optimizer.py has the same signatures)
+# Launchers (the kernel-set API, written once for both halves in kernels/optimizer_launchers.py)
+# with each rule's (serial, prange, rows) loops
 # ---------------------------------------------------------------------------------------------
-def sgd_update(weight, grad, out, lr, wd, rescale_grad, clip_gradient, rows=None):
-    lr, wd, rescale, clip = cast_scalars(weight.dtype, lr, wd, rescale_grad, clip_gradient)
-    decay = lr.dtype.type(1) - lr * wd
-    _launch(_SGD, rows, (weight, grad, out), (2,), (lr, decay, rescale, clip))
+_LAUNCHERS = OptimizerLaunchers(_launch, _same_buffer, dict(
+    sgd=(_sgd_s, _sgd_p, _sgd_rows),
+    sgd_mom=(_sgd_mom_s, _sgd_mom_p, _sgd_mom_rows),
+    mp_sgd=(_mp_sgd_s, _mp_sgd_p, None),
+    mp_sgd_mom=(_mp_sgd_mom_s, _mp_sgd_mom_p, None),
+    nag=(_nag_s, _nag_p, None),
+    mp_nag=(_mp_nag_s, _mp_nag_p, None),
+    adam=(_adam_s, _adam_p, _adam_rows),
+    rmsprop=(_rmsprop_s, _rmsprop_p, None),
+    rmspropalex=(_rmspropalex_s, _rmspropalex_p, None),
+    ftrl=(_ftrl_s, _ftrl_p, _ftrl_rows),
+    ftml=(_ftml_s, _ftml_p, None),
+    signsgd=(_signsgd_s, _signsgd_p, None),
+    signum=(_signum_s, _signum_p, None),
+    lamb1=(_lamb1_s, _lamb1_p, None),
+    lamb2=(_lamb2_s, _lamb2_p, None),
+    mp_lamb2=(_mp_lamb2_s, _mp_lamb2_p, None),
+    adagrad=(_adagrad_s, _adagrad_p, None),
+    adagrad_rows=(None, None, _adagrad_rows),
+    adadelta=(_adadelta_s, _adadelta_p, None),
+    adamax=(_adamax_s, _adamax_p, None),
+    nadam=(_nadam_s, _nadam_p, None),
+    dcasgd_nomom=(_dcasgd_nomom_s, _dcasgd_nomom_p, None),
+    dcasgd=(_dcasgd_s, _dcasgd_p, None),
+    sgld=(_sgld_s, _sgld_p, None),
+    quantize_2bit=(_quantize_2bit_s, _quantize_2bit_p, None),
+))
 
 
-def sgd_mom_update(weight, grad, mom, out, lr, wd, momentum, rescale_grad, clip_gradient,
-                   rows=None):
-    lr, wd, momentum, rescale, clip = cast_scalars(weight.dtype, lr, wd, momentum, rescale_grad,
-                                                   clip_gradient)
-    _launch(_SGD_MOM, rows, (weight, grad, mom, out), (2, 3),
-            (lr, lr * wd, momentum, rescale, clip))
-
-
-def mp_sgd_update(weight, grad, weight32, out, lr, wd, rescale_grad, clip_gradient):
-    lr, wd, rescale, clip = cast_scalars(np.float32, lr, wd, rescale_grad, clip_gradient)
-    decay = np.float32(1) - lr * wd
-    _launch(_MP_SGD, None, (weight32, grad, out), (0, 2),
-            (lr, decay, rescale, clip))
-
-
-def mp_sgd_mom_update(weight, grad, mom, weight32, out, lr, wd, momentum, rescale_grad,
-                      clip_gradient):
-    lr, wd, momentum, rescale, clip = cast_scalars(np.float32, lr, wd, momentum, rescale_grad,
-                                                   clip_gradient)
-    _launch(_MP_SGD_MOM, None, (weight32, grad, mom, out), (0, 2, 3),
-            (lr, lr * wd, momentum, rescale, clip))
-
-
-def nag_mom_update(weight, grad, mom, out, lr, wd, momentum, rescale_grad, clip_gradient):
-    lr, wd, momentum, rescale, clip = cast_scalars(weight.dtype, lr, wd, momentum, rescale_grad,
-                                                   clip_gradient)
-    in_place = out is weight or np.may_share_memory(weight, out)
-    _launch(_NAG, None, (weight, grad, mom, out), (2, 3),
-            (lr, wd, momentum, momentum + momentum.dtype.type(1), rescale, clip, in_place))
-
-
-def mp_nag_mom_update(weight, grad, mom, weight32, out, lr, wd, momentum, rescale_grad,
-                      clip_gradient):
-    lr, wd, momentum, rescale, clip = cast_scalars(np.float32, lr, wd, momentum, rescale_grad,
-                                                   clip_gradient)
-    # MXNet's mixed-precision kernel keeps the new master weight in the variable the decay
-    # term reads, so it always sees the new weight
-    _launch(_MP_NAG, None, (weight32, grad, mom, out), (0, 2, 3),
-            (lr, wd, momentum, momentum + np.float32(1), rescale, clip, True))
-
-
-def adam_update(weight, grad, mean, var, out, lr, wd, beta1, beta2, epsilon, rescale_grad,
-                clip_gradient, rows=None):
-    lr, wd, b1, b2, eps, rescale, clip = cast_scalars(weight.dtype, lr, wd, beta1, beta2,
-                                                      epsilon, rescale_grad, clip_gradient)
-    one = b1.dtype.type(1)
-    _launch(_ADAM, rows, (weight, grad, mean, var, out), (2, 3, 4),
-            (lr, wd, b1, one - b1, b2, one - b2, eps, rescale, clip))
-
-
-def rmsprop_update(weight, grad, n, out, lr, wd, gamma1, epsilon, rescale_grad, clip_gradient,
-                   clip_weights):
-    lr, wd, g1, eps, rescale, clip, clip_w = cast_scalars(
-        weight.dtype, lr, wd, gamma1, epsilon, rescale_grad, clip_gradient, clip_weights)
-    _launch(_RMSPROP, None, (weight, grad, n, out), (2, 3),
-            (lr, wd, g1, g1.dtype.type(1) - g1, eps, rescale, clip, clip_w))
-
-
-def rmspropalex_update(weight, grad, n, g, delta, out, lr, wd, gamma1, gamma2, epsilon,
-                       rescale_grad, clip_gradient, clip_weights):
-    lr, wd, g1, g2, eps, rescale, clip, clip_w = cast_scalars(
-        weight.dtype, lr, wd, gamma1, gamma2, epsilon, rescale_grad, clip_gradient, clip_weights)
-    _launch(_RMSPROPALEX, None, (weight, grad, n, g, delta, out), (2, 3, 4, 5),
-            (lr, wd, g1, g1.dtype.type(1) - g1, g2, eps, rescale, clip, clip_w))
-
-
-def ftrl_update(weight, grad, z, n, out, lr, wd, lamda1, beta, rescale_grad, clip_gradient,
-                rows=None):
-    lr, wd, lamda1, beta, rescale, clip = cast_scalars(weight.dtype, lr, wd, lamda1, beta,
-                                                       rescale_grad, clip_gradient)
-    _launch(_FTRL, rows, (weight, grad, z, n, out), (2, 3, 4),
-            (lr, wd, lamda1, beta, rescale, clip, lr.dtype.type(1)))
-
-
-def ftml_update(weight, grad, d, v, z, out, lr, wd, beta1, beta2, epsilon, t, rescale_grad,
-                clip_grad):
-    lr, wd, b1, b2, eps, rescale, clip = cast_scalars(weight.dtype, lr, wd, beta1, beta2,
-                                                      epsilon, rescale_grad, clip_grad)
-    one = b1.dtype.type(1)
-    bias1, bias2 = one - b1 ** int(t), one - b2 ** int(t)
-    _launch(_FTML, None, (weight, grad, d, v, z, out), (2, 3, 4, 5),
-            (lr, wd, b1, one - b1, b2, one - b2, eps, bias1, bias2, rescale, clip))
-
-
-def signsgd_update(weight, grad, out, lr, wd):
-    lr, wd = cast_scalars(weight.dtype, lr, wd)
-    one = lr.dtype.type(1)
-    _launch(_SIGNSGD, None, (weight, grad, out), (2,), (lr, one - lr * wd, one))
-
-
-def signum_update(weight, grad, mom, out, lr, wd, momentum, wd_lh, rescale_grad, clip_gradient):
-    lr, wd, momentum, wd_lh, rescale, clip = cast_scalars(weight.dtype, lr, wd, momentum, wd_lh,
-                                                          rescale_grad, clip_gradient)
-    one = lr.dtype.type(1)
-    _launch(_SIGNUM, None, (weight, grad, mom, out), (2, 3),
-            (lr, wd, momentum, one - momentum, one - lr * wd_lh, rescale, clip, one))
-
-
-def lamb_update_phase1(weight, grad, mean, var, out, beta1, beta2, epsilon, t, bias_correction,
-                       wd, rescale_grad, clip_gradient):
-    """Writes LAMB's update direction into ``out`` (MXNet's phase-1 output ``g``)."""
-    b1, b2, eps, wd, rescale, clip = cast_scalars(weight.dtype, beta1, beta2, epsilon, wd,
-                                                  rescale_grad, clip_gradient)
-    one = b1.dtype.type(1)
-    if bias_correction:
-        bias1, bias2 = one - b1 ** int(t), one - b2 ** int(t)
-    else:
-        bias1 = bias2 = one
-    _launch(_LAMB1, None, (weight, grad, mean, var, out), (2, 3, 4),
-            (wd, b1, one - b1, b2, one - b2, eps, bias1, bias2, rescale, clip))
-
-
-def mp_lamb_update_phase1(weight, grad, mean, var, weight32, out, beta1, beta2, epsilon, t,
-                          bias_correction, wd, rescale_grad, clip_gradient):
-    """Phase 1 on the float32 master copy (the float16 gradient is read as float32)."""
-    lamb_update_phase1(weight32, grad, mean, var, out, beta1, beta2, epsilon, t,
-                       bias_correction, wd, rescale_grad, clip_gradient)
-
-
-def lamb_trust_lr(lr, r1, r2, lower_bound, upper_bound):
-    """lr times MXNet's trust ratio: r1 (bounded when a bound is >= 0) over r2, or lr alone
-    when either norm is zero. Computed in float32 like MXNet's kernel."""
-    lr, r1, r2 = np.float32(lr), np.float32(r1), np.float32(r2)
-    if lower_bound is not None and lower_bound >= 0:
-        r1 = max(r1, np.float32(lower_bound))
-    if upper_bound is not None and upper_bound >= 0:
-        r1 = min(r1, np.float32(upper_bound))
-    if r1 == 0 or r2 == 0:
-        return lr
-    return lr * (r1 / r2)
-
-
-def lamb_update_phase2(weight, g, r1, r2, out, lr, lower_bound=-1.0, upper_bound=-1.0):
-    (scaled,) = cast_scalars(weight.dtype, lamb_trust_lr(lr, r1, r2, lower_bound, upper_bound))
-    _launch(_LAMB2, None, (weight, g, out), (2,), (scaled,))
-
-
-def mp_lamb_update_phase2(weight, g, r1, r2, weight32, out, lr, lower_bound=-1.0,
-                          upper_bound=-1.0):
-    scaled = lamb_trust_lr(lr, r1, r2, lower_bound, upper_bound)
-    _launch(_MP_LAMB2, None, (weight32, g, out), (0, 2), (scaled,))
-
-
-def adagrad_update(weight, grad, history, out, lr, wd, epsilon, rescale_grad, clip_gradient):
-    lr, wd, eps, rescale, clip = cast_scalars(weight.dtype, lr, wd, epsilon, rescale_grad,
-                                              clip_gradient)
-    _launch(_ADAGRAD, None, (weight, grad, history, out), (2, 3),
-            (lr, wd, eps, rescale, clip))
-
-
-def sparse_adagrad_update(weight, grad, history, out, lr, epsilon, rescale_grad, clip_gradient,
-                          rows):
-    lr, eps, rescale, clip = cast_scalars(weight.dtype, lr, epsilon, rescale_grad, clip_gradient)
-    _launch(_ADAGRAD_ROWS, rows, (weight, grad, history, out), (2, 3),
-            (lr, eps, rescale, clip))
-
-
-def adadelta_update(weight, grad, acc_g, acc_delta, out, wd, rho, epsilon, rescale_grad,
-                    clip_gradient):
-    """AdaDelta; like MXNet it leaves the rescaled gradient in ``grad``."""
-    wd, rho, eps, rescale, clip = cast_scalars(weight.dtype, wd, rho, epsilon, rescale_grad,
-                                               clip_gradient)
-    _launch(_ADADELTA, None, (weight, grad, acc_g, acc_delta, out), (1, 2, 3, 4),
-            (wd, rho, rho.dtype.type(1) - rho, eps, rescale, clip))
-
-
-def adamax_update(weight, grad, m, u, out, lr_t, wd, beta1, beta2, rescale_grad, clip_gradient):
-    lr_t, wd, b1, b2, rescale, clip = cast_scalars(weight.dtype, lr_t, wd, beta1, beta2,
-                                                   rescale_grad, clip_gradient)
-    _launch(_ADAMAX, None, (weight, grad, m, u, out), (2, 3, 4),
-            (lr_t, wd, b1, b1.dtype.type(1) - b1, b2, rescale, clip))
-
-
-def nadam_update(weight, grad, m, v, out, lr, wd, beta1, beta2, epsilon, sched_denom,
-                 sched_next_denom, bias2, momentum_t, momentum_t1, rescale_grad, clip_gradient):
-    (lr, wd, b1, b2, eps, sd, snd, bias2, mom_t, mom_t1, rescale, clip) = cast_scalars(
-        weight.dtype, lr, wd, beta1, beta2, epsilon, sched_denom, sched_next_denom, bias2,
-        momentum_t, momentum_t1, rescale_grad, clip_gradient)
-    one = b1.dtype.type(1)
-    _launch(_NADAM, None, (weight, grad, m, v, out), (2, 3, 4),
-            (lr, wd, b1, one - b1, b2, one - b2, eps, sd, snd, bias2, one - mom_t, mom_t1,
-             rescale, clip))
-
-
-def dcasgd_update(weight, grad, mom, previous, out, lr, wd, momentum, lamda, rescale_grad,
-                  clip_gradient):
-    """DCASGD; ``mom`` is None when momentum is 0 (MXNet keeps no momentum state then)."""
-    neg_lr, wd, momentum, lamda, rescale, clip = cast_scalars(weight.dtype, -lr, wd, momentum,
-                                                              lamda, rescale_grad, clip_gradient)
-    if mom is None:
-        _launch(_DCASGD_NOMOM, None, (weight, grad, previous, out), (2, 3),
-                (neg_lr, wd, lamda, rescale, clip))
-    else:
-        _launch(_DCASGD, None, (weight, grad, mom, previous, out), (2, 3, 4),
-                (neg_lr, wd, momentum, lamda, rescale, clip))
-
-
-def sgld_update(weight, grad, noise, out, lr, wd, rescale_grad, clip_gradient):
-    neg_half_lr, wd, rescale, clip = cast_scalars(weight.dtype, -lr / 2, wd, rescale_grad,
-                                                  clip_gradient)
-    _launch(_SGLD, None, (weight, grad, noise, out), (3,),
-            (neg_half_lr, wd, rescale, clip))
-
-
-def quantize_2bit(grad, residual, out, threshold):
-    """2-bit gradient compression: ``out`` gets the dequantized values (+-threshold or 0)."""
-    (threshold,) = cast_scalars(grad.dtype, threshold)
-    _launch(_QUANTIZE_2BIT, None, (grad, residual, out), (1, 2),
-            (threshold,))
+def __getattr__(name):
+    # the launchers (sgd_update, adam_update ...) are the methods of _LAUNCHERS
+    if name in LAUNCHER_NAMES:
+        return getattr(_LAUNCHERS, name)
+    raise AttributeError("module '%s' has no attribute '%s'" % (__name__, name))
 
 
 def opt_sum_sq(x):

@@ -1,6 +1,6 @@
-"""CUDA optimizer updates: the launchers of ``kernels/cpu/optimizer.py`` (same names and
-signatures) as grid-stride kernels calling the same per-element math
-(``kernels/optimizer_math.py``). One kernel per update rule, one pass over memory.
+"""CUDA optimizer updates: grid-stride kernels calling the per-element math the CPU loops call
+(``kernels/optimizer_math.py``), run by the launchers both halves share
+(``kernels/optimizer_launchers.py``). One kernel per update rule, one pass over memory.
 
 Rows: every kernel walks ``total = len(ids) * row_len`` items; item j is element
 ``ids[j // row_len] * row_len + j % row_len`` (the dense update is ids = [0], row_len = n).
@@ -13,16 +13,10 @@ import numpy as np
 from numba import cuda
 
 from .. import optimizer_math as M
-from ..cpu.optimizer import cast_scalars, lamb_trust_lr
+from ..optimizer_launchers import LAUNCHER_NAMES, OptimizerLaunchers
 from .memory import copy, flat, launch_config
 
-__all__ = ["sgd_update", "sgd_mom_update", "mp_sgd_update", "mp_sgd_mom_update",
-           "nag_mom_update", "mp_nag_mom_update", "adam_update", "rmsprop_update",
-           "rmspropalex_update", "ftrl_update", "ftml_update", "signsgd_update",
-           "signum_update", "lamb_update_phase1", "mp_lamb_update_phase1", "lamb_update_phase2",
-           "mp_lamb_update_phase2", "adagrad_update", "sparse_adagrad_update", "adadelta_update",
-           "adamax_update", "nadam_update", "dcasgd_update", "sgld_update", "quantize_2bit",
-           "opt_l2_norm", "opt_sum_sq", "opt_nonzero_rows"]
+__all__ = [*LAUNCHER_NAMES, "opt_l2_norm", "opt_sum_sq", "opt_nonzero_rows"]
 
 _DENSE_IDS = {}   # device id -> device array [0] (the dense update's single "row")
 
@@ -307,37 +301,6 @@ def _launch(kernel, rows, arrays, written, scalars):
         copy(original, staged)
 
 
-# ---------------------------------------------------------------------------------------------
-# launchers (same signatures as kernels/cpu/optimizer.py)
-# ---------------------------------------------------------------------------------------------
-def sgd_update(weight, grad, out, lr, wd, rescale_grad, clip_gradient, rows=None):
-    lr, wd, rescale, clip = cast_scalars(weight.dtype, lr, wd, rescale_grad, clip_gradient)
-    _launch(_sgd_k, rows, (weight, grad, out), (2,),
-            (lr, lr.dtype.type(1) - lr * wd, rescale, clip))
-
-
-def sgd_mom_update(weight, grad, mom, out, lr, wd, momentum, rescale_grad, clip_gradient,
-                   rows=None):
-    lr, wd, momentum, rescale, clip = cast_scalars(weight.dtype, lr, wd, momentum, rescale_grad,
-                                                   clip_gradient)
-    _launch(_sgd_mom_k, rows, (weight, grad, mom, out), (2, 3),
-            (lr, lr * wd, momentum, rescale, clip))
-
-
-def mp_sgd_update(weight, grad, weight32, out, lr, wd, rescale_grad, clip_gradient):
-    lr, wd, rescale, clip = cast_scalars(np.float32, lr, wd, rescale_grad, clip_gradient)
-    _launch(_mp_sgd_k, None, (weight32, grad, out), (0, 2),
-            (lr, np.float32(1) - lr * wd, rescale, clip))
-
-
-def mp_sgd_mom_update(weight, grad, mom, weight32, out, lr, wd, momentum, rescale_grad,
-                      clip_gradient):
-    lr, wd, momentum, rescale, clip = cast_scalars(np.float32, lr, wd, momentum, rescale_grad,
-                                                   clip_gradient)
-    _launch(_mp_sgd_mom_k, None, (weight32, grad, mom, out), (0, 2, 3),
-            (lr, lr * wd, momentum, rescale, clip))
-
-
 def _same_buffer(a, b):
     if a is b:
         return True
@@ -347,165 +310,24 @@ def _same_buffer(a, b):
         return np.may_share_memory(np.asarray(a), np.asarray(b))
 
 
-def nag_mom_update(weight, grad, mom, out, lr, wd, momentum, rescale_grad, clip_gradient):
-    lr, wd, momentum, rescale, clip = cast_scalars(weight.dtype, lr, wd, momentum, rescale_grad,
-                                                   clip_gradient)
-    _launch(_nag_k, None, (weight, grad, mom, out), (2, 3),
-            (lr, wd, momentum, momentum + momentum.dtype.type(1), rescale, clip,
-             _same_buffer(weight, out)))
+# ---------------------------------------------------------------------------------------------
+# Launchers (the kernel-set API, written once for both halves in kernels/optimizer_launchers.py)
+# with each rule's kernel
+# ---------------------------------------------------------------------------------------------
+_LAUNCHERS = OptimizerLaunchers(_launch, _same_buffer, dict(
+    sgd=_sgd_k, sgd_mom=_sgd_mom_k, mp_sgd=_mp_sgd_k, mp_sgd_mom=_mp_sgd_mom_k, nag=_nag_k,
+    mp_nag=_mp_nag_k, adam=_adam_k, rmsprop=_rmsprop_k, rmspropalex=_rmspropalex_k,
+    ftrl=_ftrl_k, ftml=_ftml_k, signsgd=_signsgd_k, signum=_signum_k, lamb1=_lamb1_k,
+    lamb2=_lamb2_k, mp_lamb2=_mp_lamb2_k, adagrad=_adagrad_k, adagrad_rows=_adagrad_rows_k,
+    adadelta=_adadelta_k, adamax=_adamax_k, nadam=_nadam_k, dcasgd_nomom=_dcasgd_nomom_k,
+    dcasgd=_dcasgd_k, sgld=_sgld_k, quantize_2bit=_quantize_2bit_k))
 
 
-def mp_nag_mom_update(weight, grad, mom, weight32, out, lr, wd, momentum, rescale_grad,
-                      clip_gradient):
-    lr, wd, momentum, rescale, clip = cast_scalars(np.float32, lr, wd, momentum, rescale_grad,
-                                                   clip_gradient)
-    _launch(_mp_nag_k, None, (weight32, grad, mom, out), (0, 2, 3),
-            (lr, wd, momentum, momentum + np.float32(1), rescale, clip, True))
-
-
-def adam_update(weight, grad, mean, var, out, lr, wd, beta1, beta2, epsilon, rescale_grad,
-                clip_gradient, rows=None):
-    lr, wd, b1, b2, eps, rescale, clip = cast_scalars(weight.dtype, lr, wd, beta1, beta2,
-                                                      epsilon, rescale_grad, clip_gradient)
-    one = b1.dtype.type(1)
-    _launch(_adam_k, rows, (weight, grad, mean, var, out), (2, 3, 4),
-            (lr, wd, b1, one - b1, b2, one - b2, eps, rescale, clip))
-
-
-def rmsprop_update(weight, grad, n, out, lr, wd, gamma1, epsilon, rescale_grad, clip_gradient,
-                   clip_weights):
-    lr, wd, g1, eps, rescale, clip, clip_w = cast_scalars(
-        weight.dtype, lr, wd, gamma1, epsilon, rescale_grad, clip_gradient, clip_weights)
-    _launch(_rmsprop_k, None, (weight, grad, n, out), (2, 3),
-            (lr, wd, g1, g1.dtype.type(1) - g1, eps, rescale, clip, clip_w))
-
-
-def rmspropalex_update(weight, grad, n, g, delta, out, lr, wd, gamma1, gamma2, epsilon,
-                       rescale_grad, clip_gradient, clip_weights):
-    lr, wd, g1, g2, eps, rescale, clip, clip_w = cast_scalars(
-        weight.dtype, lr, wd, gamma1, gamma2, epsilon, rescale_grad, clip_gradient, clip_weights)
-    _launch(_rmspropalex_k, None, (weight, grad, n, g, delta, out), (2, 3, 4, 5),
-            (lr, wd, g1, g1.dtype.type(1) - g1, g2, eps, rescale, clip, clip_w))
-
-
-def ftrl_update(weight, grad, z, n, out, lr, wd, lamda1, beta, rescale_grad, clip_gradient,
-                rows=None):
-    lr, wd, lamda1, beta, rescale, clip = cast_scalars(weight.dtype, lr, wd, lamda1, beta,
-                                                       rescale_grad, clip_gradient)
-    _launch(_ftrl_k, rows, (weight, grad, z, n, out), (2, 3, 4),
-            (lr, wd, lamda1, beta, rescale, clip, lr.dtype.type(1)))
-
-
-def ftml_update(weight, grad, d, v, z, out, lr, wd, beta1, beta2, epsilon, t, rescale_grad,
-                clip_grad):
-    lr, wd, b1, b2, eps, rescale, clip = cast_scalars(weight.dtype, lr, wd, beta1, beta2,
-                                                      epsilon, rescale_grad, clip_grad)
-    one = b1.dtype.type(1)
-    _launch(_ftml_k, None, (weight, grad, d, v, z, out), (2, 3, 4, 5),
-            (lr, wd, b1, one - b1, b2, one - b2, eps, one - b1 ** int(t), one - b2 ** int(t),
-             rescale, clip))
-
-
-def signsgd_update(weight, grad, out, lr, wd):
-    lr, wd = cast_scalars(weight.dtype, lr, wd)
-    one = lr.dtype.type(1)
-    _launch(_signsgd_k, None, (weight, grad, out), (2,), (lr, one - lr * wd, one))
-
-
-def signum_update(weight, grad, mom, out, lr, wd, momentum, wd_lh, rescale_grad, clip_gradient):
-    lr, wd, momentum, wd_lh, rescale, clip = cast_scalars(weight.dtype, lr, wd, momentum, wd_lh,
-                                                          rescale_grad, clip_gradient)
-    one = lr.dtype.type(1)
-    _launch(_signum_k, None, (weight, grad, mom, out), (2, 3),
-            (lr, wd, momentum, one - momentum, one - lr * wd_lh, rescale, clip, one))
-
-
-def lamb_update_phase1(weight, grad, mean, var, out, beta1, beta2, epsilon, t, bias_correction,
-                       wd, rescale_grad, clip_gradient):
-    b1, b2, eps, wd, rescale, clip = cast_scalars(weight.dtype, beta1, beta2, epsilon, wd,
-                                                  rescale_grad, clip_gradient)
-    one = b1.dtype.type(1)
-    bias1, bias2 = (one - b1 ** int(t), one - b2 ** int(t)) if bias_correction else (one, one)
-    _launch(_lamb1_k, None, (weight, grad, mean, var, out), (2, 3, 4),
-            (wd, b1, one - b1, b2, one - b2, eps, bias1, bias2, rescale, clip))
-
-
-def mp_lamb_update_phase1(weight, grad, mean, var, weight32, out, beta1, beta2, epsilon, t,
-                          bias_correction, wd, rescale_grad, clip_gradient):
-    lamb_update_phase1(weight32, grad, mean, var, out, beta1, beta2, epsilon, t,
-                       bias_correction, wd, rescale_grad, clip_gradient)
-
-
-def lamb_update_phase2(weight, g, r1, r2, out, lr, lower_bound=-1.0, upper_bound=-1.0):
-    (scaled,) = cast_scalars(weight.dtype, lamb_trust_lr(lr, r1, r2, lower_bound, upper_bound))
-    _launch(_lamb2_k, None, (weight, g, out), (2,), (scaled,))
-
-
-def mp_lamb_update_phase2(weight, g, r1, r2, weight32, out, lr, lower_bound=-1.0,
-                          upper_bound=-1.0):
-    scaled = lamb_trust_lr(lr, r1, r2, lower_bound, upper_bound)
-    _launch(_mp_lamb2_k, None, (weight32, g, out), (0, 2), (scaled,))
-
-
-def adagrad_update(weight, grad, history, out, lr, wd, epsilon, rescale_grad, clip_gradient):
-    lr, wd, eps, rescale, clip = cast_scalars(weight.dtype, lr, wd, epsilon, rescale_grad,
-                                              clip_gradient)
-    _launch(_adagrad_k, None, (weight, grad, history, out), (2, 3), (lr, wd, eps, rescale, clip))
-
-
-def sparse_adagrad_update(weight, grad, history, out, lr, epsilon, rescale_grad, clip_gradient,
-                          rows):
-    lr, eps, rescale, clip = cast_scalars(weight.dtype, lr, epsilon, rescale_grad, clip_gradient)
-    _launch(_adagrad_rows_k, rows, (weight, grad, history, out), (2, 3), (lr, eps, rescale, clip))
-
-
-def adadelta_update(weight, grad, acc_g, acc_delta, out, wd, rho, epsilon, rescale_grad,
-                    clip_gradient):
-    wd, rho, eps, rescale, clip = cast_scalars(weight.dtype, wd, rho, epsilon, rescale_grad,
-                                               clip_gradient)
-    _launch(_adadelta_k, None, (weight, grad, acc_g, acc_delta, out), (1, 2, 3, 4),
-            (wd, rho, rho.dtype.type(1) - rho, eps, rescale, clip))
-
-
-def adamax_update(weight, grad, m, u, out, lr_t, wd, beta1, beta2, rescale_grad, clip_gradient):
-    lr_t, wd, b1, b2, rescale, clip = cast_scalars(weight.dtype, lr_t, wd, beta1, beta2,
-                                                   rescale_grad, clip_gradient)
-    _launch(_adamax_k, None, (weight, grad, m, u, out), (2, 3, 4),
-            (lr_t, wd, b1, b1.dtype.type(1) - b1, b2, rescale, clip))
-
-
-def nadam_update(weight, grad, m, v, out, lr, wd, beta1, beta2, epsilon, sched_denom,
-                 sched_next_denom, bias2, momentum_t, momentum_t1, rescale_grad, clip_gradient):
-    (lr, wd, b1, b2, eps, sd, snd, bias2, mom_t, mom_t1, rescale, clip) = cast_scalars(
-        weight.dtype, lr, wd, beta1, beta2, epsilon, sched_denom, sched_next_denom, bias2,
-        momentum_t, momentum_t1, rescale_grad, clip_gradient)
-    one = b1.dtype.type(1)
-    _launch(_nadam_k, None, (weight, grad, m, v, out), (2, 3, 4),
-            (lr, wd, b1, one - b1, b2, one - b2, eps, sd, snd, bias2, one - mom_t, mom_t1,
-             rescale, clip))
-
-
-def dcasgd_update(weight, grad, mom, previous, out, lr, wd, momentum, lamda, rescale_grad,
-                  clip_gradient):
-    neg_lr, wd, momentum, lamda, rescale, clip = cast_scalars(weight.dtype, -lr, wd, momentum,
-                                                              lamda, rescale_grad, clip_gradient)
-    if mom is None:
-        _launch(_dcasgd_nomom_k, None, (weight, grad, previous, out), (2, 3),
-                (neg_lr, wd, lamda, rescale, clip))
-    else:
-        _launch(_dcasgd_k, None, (weight, grad, mom, previous, out), (2, 3, 4),
-                (neg_lr, wd, momentum, lamda, rescale, clip))
-
-
-def sgld_update(weight, grad, noise, out, lr, wd, rescale_grad, clip_gradient):
-    neg_half_lr, wd, rescale, clip = cast_scalars(weight.dtype, -lr / 2, wd, rescale_grad,
-                                                  clip_gradient)
-    _launch(_sgld_k, None, (weight, grad, noise, out), (3,), (neg_half_lr, wd, rescale, clip))
-
-
-def quantize_2bit(grad, residual, out, threshold):
-    (threshold,) = cast_scalars(grad.dtype, threshold)
-    _launch(_quantize_2bit_k, None, (grad, residual, out), (1, 2), (threshold,))
+def __getattr__(name):
+    # the launchers (sgd_update, adam_update ...) are the methods of _LAUNCHERS
+    if name in LAUNCHER_NAMES:
+        return getattr(_LAUNCHERS, name)
+    raise AttributeError("module '%s' has no attribute '%s'" % (__name__, name))
 
 
 def opt_sum_sq(x):
