@@ -74,6 +74,22 @@ def _as_list(index, weight, grad, state):
     return [index], [weight], [grad], [state]
 
 
+_FLOAT16_WARNING = ("Accumulating with float16 in optimizer can lead to poor accuracy or slow "
+                    "convergence. Consider using multi_precision=True option of the %s")
+
+
+def _state_and_master_copy(optimizer, index, weight, name):
+    """``create_state_multi_precision`` of SGD, NAG and LARS: ``(state, float32 master copy)``
+    for a float16 weight with ``multi_precision`` (the base class puts the master first);
+    ``name`` ends the float16 warning ("SGD optimizer")."""
+    if optimizer.multi_precision and weight.dtype == numpy.float16:
+        master = weight.astype(numpy.float32)
+        return (optimizer.create_state(index, master), master)
+    if weight.dtype == numpy.float16 and not optimizer.multi_precision:
+        warnings.warn(_FLOAT16_WARNING % name)
+    return optimizer.create_state(index, weight)
+
+
 # ---------------------------------------------------------------------------------------------
 # the base class
 # ---------------------------------------------------------------------------------------------
@@ -273,9 +289,7 @@ class Optimizer:
             master = weight.astype(numpy.float32)
             return (master,) + (self.create_state(index, master),)
         if weight.dtype == numpy.float16 and not self.multi_precision:
-            warnings.warn("Accumulating with float16 in optimizer can lead to poor accuracy or "
-                          "slow convergence. Consider using multi_precision=True option of the "
-                          "optimizer")
+            warnings.warn(_FLOAT16_WARNING % "optimizer")
         return self.create_state(index, weight)
 
     def update(self, index, weight, grad, state):
@@ -319,19 +333,24 @@ def _cast_into(src, dst):
 # ---------------------------------------------------------------------------------------------
 # SGD family
 # ---------------------------------------------------------------------------------------------
-def _sgd_step(k, weight, grad, mom, weight32, lr, wd, momentum, rescale, clip, rows):
-    """One weight of SGD: plain/momentum, float32 master copy or not, lazy rows or dense."""
+def _sgd_step(weight, grad, state, multi_precision, lr, wd, momentum, rescale, clip, lazy):
+    """One weight of SGD: plain/momentum (``state`` the momentum or None), float32 master copy
+    or not (``multi_precision``: ``state`` is ``(momentum or None, master)``), lazy rows of a
+    row_sparse gradient (``lazy``, without master copy) or dense."""
+    k = _kernels(weight)
     w, g = weight._data, grad._data
-    if weight32 is not None:
+    if multi_precision:
+        mom, weight32 = state
         if mom is not None:
             k.mp_sgd_mom_update(w, g, mom._data, weight32._data, w, lr, wd, momentum, rescale,
                                 clip)
         else:
             k.mp_sgd_update(w, g, weight32._data, w, lr, wd, rescale, clip)
-    elif mom is not None:
-        k.sgd_mom_update(w, g, mom._data, w, lr, wd, momentum, rescale, clip, rows)
+    elif state is not None:
+        k.sgd_mom_update(w, g, state._data, w, lr, wd, momentum, rescale, clip,
+                         _rows(k, grad, lazy))
     else:
-        k.sgd_update(w, g, w, lr, wd, rescale, clip, rows)
+        k.sgd_update(w, g, w, lr, wd, rescale, clip, _rows(k, grad, lazy))
 
 
 @register
@@ -352,14 +371,7 @@ class SGD(Optimizer):
         self.aggregate_num = int(os.getenv("MXNET_OPTIMIZER_AGGREGATION_SIZE", "4"))
 
     def create_state_multi_precision(self, index, weight):
-        if self.multi_precision and weight.dtype == numpy.float16:
-            master = weight.astype(numpy.float32)
-            return (self.create_state(index, master), master)
-        if weight.dtype == numpy.float16 and not self.multi_precision:
-            warnings.warn("Accumulating with float16 in optimizer can lead to poor accuracy or "
-                          "slow convergence. Consider using multi_precision=True option of the "
-                          "SGD optimizer")
-        return self.create_state(index, weight)
+        return _state_and_master_copy(self, index, weight, "SGD optimizer")
 
     def create_state(self, index, weight):
         if self.momentum != 0.0:
@@ -377,13 +389,8 @@ class SGD(Optimizer):
         momentum = self.momentum if self.momentum > 0 else 0.0
         clip = _op_clip(self.clip_gradient)
         for weight, grad, state, lr, wd in zip(weights, grads, states, lrs, wds):
-            k = _kernels(weight)
-            if multi_precision:
-                _sgd_step(k, weight, grad, state[0], state[1], lr, wd, momentum,
-                          self.rescale_grad, clip, None)
-            else:
-                _sgd_step(k, weight, grad, state, None, lr, wd, momentum, self.rescale_grad,
-                          clip, _rows(k, grad, self.lazy_update))
+            _sgd_step(weight, grad, state, multi_precision, lr, wd, momentum, self.rescale_grad,
+                      clip, self.lazy_update)
 
     def update(self, index, weight, grad, state):
         self._update_impl(index, weight, grad, state, multi_precision=False)
@@ -409,14 +416,7 @@ class NAG(Optimizer):
         self.momentum = momentum
 
     def create_state_multi_precision(self, index, weight):
-        if self.multi_precision and weight.dtype == numpy.float16:
-            master = weight.astype(numpy.float32)
-            return (self.create_state(index, master), master)
-        if weight.dtype == numpy.float16 and not self.multi_precision:
-            warnings.warn("Accumulating with float16 in optimizer can lead to poor accuracy or "
-                          "slow convergence. Consider using multi_precision=True option of the "
-                          "NAG optimizer")
-        return self.create_state(index, weight)
+        return _state_and_master_copy(self, index, weight, "NAG optimizer")
 
     def create_state(self, index, weight):
         if self.momentum != 0.0:
@@ -554,14 +554,7 @@ class LARS(Optimizer):
         self.wd_mult.update(args_wd_mult)
 
     def create_state_multi_precision(self, index, weight):
-        if self.multi_precision and weight.dtype == numpy.float16:
-            master = weight.astype(numpy.float32)
-            return (self.create_state(index, master), master)
-        if weight.dtype == numpy.float16 and not self.multi_precision:
-            warnings.warn("Accumulating with float16 in optimizer can lead to poor accuracy or "
-                          "slow convergence. Consider using multi_precision=True option of the "
-                          "SGD optimizer")
-        return self.create_state(index, weight)
+        return _state_and_master_copy(self, index, weight, "SGD optimizer")
 
     def create_state(self, index, weight):
         if self.momentum != 0.0:
@@ -624,13 +617,8 @@ class LARS(Optimizer):
                    for i, w, g, lr, wd in zip(indices, weights, grads, lrs, wds)]
             lazy = self.lazy_update
         for weight, grad, state, lr, wd in zip(weights, grads, states, lrs, wds):
-            k = _kernels(weight)
-            if multi_precision:
-                _sgd_step(k, weight, grad, state[0], state[1], lr, wd, momentum,
-                          self.rescale_grad, clip, None)
-            else:
-                _sgd_step(k, weight, grad, state, None, lr, wd, momentum, self.rescale_grad,
-                          clip, _rows(k, grad, lazy))
+            _sgd_step(weight, grad, state, multi_precision, lr, wd, momentum, self.rescale_grad,
+                      clip, lazy)
 
     def update(self, index, weight, grad, state):
         self._update_impl(index, weight, grad, state, multi_precision=False)
@@ -676,9 +664,7 @@ class LBSGD(Optimizer):
                                  stype=weight.stype)
             return (momentum, master)
         if weight.dtype == numpy.float16 and not self.multi_precision:
-            warnings.warn("Accumulating with float16 in optimizer can lead to poor accuracy or "
-                          "slow convergence. Consider using multi_precision=True option of the "
-                          "SGD optimizer")
+            warnings.warn(_FLOAT16_WARNING % "SGD optimizer")
         if self.momentum != 0.0:
             return zeros(weight.shape, weight.context, dtype=weight.dtype, stype=weight.stype)
         return None
@@ -749,12 +735,8 @@ class LBSGD(Optimizer):
             lr = lr * lbmult
             momentum = self.momentum if self.momentum > 0 else 0.0
             clip = _op_clip(self.clip_gradient)
-            if isinstance(state, (list, tuple)):
-                _sgd_step(k, weight, grad, state[0], state[1], lr, wd, momentum,
-                          self.rescale_grad, clip, None)
-            else:
-                _sgd_step(k, weight, grad, state, None, lr, wd, momentum, self.rescale_grad,
-                          clip, None)
+            _sgd_step(weight, grad, state, isinstance(state, (list, tuple)), lr, wd, momentum,
+                      self.rescale_grad, clip, False)
             self._reset_cum_gradient(index)
         else:
             k.sgd_update(w, grad._data, w, 0.0, wd, 1.0, -1.0)
