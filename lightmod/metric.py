@@ -411,6 +411,27 @@ class _BinaryClassificationMetrics:
         self.global_true_negatives = 0
 
 
+def _binary_update(metric, stats, average, labels, preds, score):
+    """``update`` of F1 and MCC: count the batch into ``stats`` (a
+    _BinaryClassificationMetrics), then 'macro' adds this update's ``score(stats, use_global)``
+    as one instance and clears the counts, 'micro' reports the pooled score times the pooled
+    number of samples."""
+    labels, preds = check_label_shapes(labels, preds, True)
+    for label, pred in zip(labels, preds):
+        stats.update_binary_stats(label, pred)
+    if average == "macro":
+        metric.sum_metric += score(stats, False)
+        metric.global_sum_metric += score(stats, True)
+        metric.num_inst += 1
+        metric.global_num_inst += 1
+        stats.reset_stats()
+    else:
+        metric.sum_metric = score(stats, False) * stats.total_examples
+        metric.global_sum_metric = score(stats, True) * stats.global_total_examples
+        metric.num_inst = stats.total_examples
+        metric.global_num_inst = stats.global_total_examples
+
+
 @register
 class F1(EvalMetric):
     """Binary F1 score of argmax predictions. ``average='macro'`` averages the per-update
@@ -424,21 +445,9 @@ class F1(EvalMetric):
                          has_global_stats=True, average=average)
 
     def update(self, labels, preds):
-        labels, preds = check_label_shapes(labels, preds, True)
-        for label, pred in zip(labels, preds):
-            self.metrics.update_binary_stats(label, pred)
-        if self.average == "macro":
-            self.sum_metric += self.metrics.fscore
-            self.global_sum_metric += self.metrics.global_fscore
-            self.num_inst += 1
-            self.global_num_inst += 1
-            self.metrics.reset_stats()
-        else:
-            self.sum_metric = self.metrics.fscore * self.metrics.total_examples
-            self.global_sum_metric = (self.metrics.global_fscore
-                                      * self.metrics.global_total_examples)
-            self.num_inst = self.metrics.total_examples
-            self.global_num_inst = self.metrics.global_total_examples
+        _binary_update(self, self.metrics, self.average, labels, preds,
+                       lambda stats, use_global: stats.global_fscore if use_global
+                       else stats.fscore)
 
     def reset(self):
         self.sum_metric = 0.0
@@ -464,21 +473,8 @@ class MCC(EvalMetric):
                          has_global_stats=True, average=average)
 
     def update(self, labels, preds):
-        labels, preds = check_label_shapes(labels, preds, True)
-        for label, pred in zip(labels, preds):
-            self._metrics.update_binary_stats(label, pred)
-        if self._average == "macro":
-            self.sum_metric += self._metrics.matthewscc()
-            self.global_sum_metric += self._metrics.matthewscc(use_global=True)
-            self.num_inst += 1
-            self.global_num_inst += 1
-            self._metrics.reset_stats()
-        else:
-            self.sum_metric = self._metrics.matthewscc() * self._metrics.total_examples
-            self.global_sum_metric = (self._metrics.matthewscc(use_global=True)
-                                      * self._metrics.global_total_examples)
-            self.num_inst = self._metrics.total_examples
-            self.global_num_inst = self._metrics.global_total_examples
+        _binary_update(self, self._metrics, self._average, labels, preds,
+                       _BinaryClassificationMetrics.matthewscc)
 
     def reset(self):
         self.sum_metric = 0.0
@@ -548,15 +544,18 @@ class Perplexity(EvalMetric):
         return (self.name, math.exp(self.global_sum_metric / self.global_num_inst))
 
 
-def _as_columns(label, pred):
-    """Labels and predictions as numpy, 1-D arrays turned into (n, 1) columns."""
-    label = _as_numpy(label)
-    pred = _as_numpy(pred)
-    if label.ndim == 1:
-        label = label.reshape(label.shape[0], 1)
-    if pred.ndim == 1:
-        pred = pred.reshape(pred.shape[0], 1)
-    return label, pred
+def _add_per_pair(metric, labels, preds, error):
+    """``update`` of MAE, MSE and RMSE: each (label, prediction) pair adds
+    ``error(label, pred)`` as one instance; 1-D arrays are taken as (n, 1) columns."""
+    labels, preds = check_label_shapes(labels, preds, True)
+    for label, pred in zip(labels, preds):
+        label = _as_numpy(label)
+        pred = _as_numpy(pred)
+        if label.ndim == 1:
+            label = label.reshape(label.shape[0], 1)
+        if pred.ndim == 1:
+            pred = pred.reshape(pred.shape[0], 1)
+        metric._add(float(error(label, pred)), 1)
 
 
 @register
@@ -568,10 +567,7 @@ class MAE(EvalMetric):
                          has_global_stats=True)
 
     def update(self, labels, preds):
-        labels, preds = check_label_shapes(labels, preds, True)
-        for label, pred in zip(labels, preds):
-            label, pred = _as_columns(label, pred)
-            self._add(float(numpy.abs(label - pred).mean()), 1)
+        _add_per_pair(self, labels, preds, lambda label, pred: numpy.abs(label - pred).mean())
 
 
 @register
@@ -583,10 +579,7 @@ class MSE(EvalMetric):
                          has_global_stats=True)
 
     def update(self, labels, preds):
-        labels, preds = check_label_shapes(labels, preds, True)
-        for label, pred in zip(labels, preds):
-            label, pred = _as_columns(label, pred)
-            self._add(float(((label - pred) ** 2.0).mean()), 1)
+        _add_per_pair(self, labels, preds, lambda label, pred: ((label - pred) ** 2.0).mean())
 
 
 @register
@@ -598,10 +591,7 @@ class RMSE(EvalMetric):
                          has_global_stats=True)
 
     def update(self, labels, preds):
-        labels, preds = check_label_shapes(labels, preds, True)
-        for label, pred in zip(labels, preds):
-            label, pred = _as_columns(label, pred)
-            self._add(float(numpy.sqrt(((label - pred) ** 2.0).mean())), 1)
+        _add_per_pair(self, labels, preds, lambda label, pred: numpy.sqrt(((label - pred) ** 2.0).mean()))
 
 
 def _picked_log_loss(label, pred, eps):
