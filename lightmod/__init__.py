@@ -11,11 +11,11 @@ from . import context
 from .context import Context, cpu, gpu, cpu_pinned, current_context, num_gpus
 from . import random
 # --- submodules (one line per part; keep the order: later parts import earlier ones) ---
+from . import ndarray, ndarray as nd  # noqa: E402
 from .compat import install_as_mxnet
 from . import visualization
 from . import visualization as viz
 from . import profiler
-from . import ndarray, ndarray as nd  # noqa: E402
 from . import io
 from . import initializer
 from . import initializer as init
@@ -37,3 +37,4 @@ from . import module as mod
 from . import monitor
 from . import monitor as mon
 from . import rnn
+from . import test_utils

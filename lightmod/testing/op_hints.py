@@ -1,0 +1,249 @@
+"""Hints for operators whose valid inputs the registry declaration cannot express.
+
+:func:`lightmod.testing.operators.op_cases` derives cases from each declaration; an operator
+listed here adds what the declaration lacks -- the data ranks it takes, a strategy for a
+parameter whose valid values depend on the data shape, shapes of inputs inference cannot
+imply, values for index/label inputs, or the reason a numeric gradient does not apply.
+Keep entries few and explain each; an operator without an entry must work from its
+declaration alone.
+
+Hint fields
+-----------
+ndims : (lo, hi)
+    Rank range of the first input (default 1..4).
+max_side : int
+    Largest dim of the first input (default 4).
+params : {name: f(ndim, data_shape) -> strategy}
+    Parameter strategies that depend on the data shape.
+shapes : f(draw, p, data_shape) -> {input name: shape}
+    Shapes of inputs the op's inference cannot fill from the first input.
+broadcast : bool
+    Inputs not implied by inference get shapes that broadcast against the first input.
+values : {input name: f(rng, shape, p, shapes) -> array}
+    Values for inputs with a domain (indices, labels, positive numbers).
+no_grad_inputs : tuple
+    Inputs whose gradient is not checked (indices, labels).
+fix_attrs : f(draw, op, ndim, data_shape) -> {param: value}
+    Parameters that must be drawn together (counts that must agree).
+no_grad : str or f(p) -> str or None
+    Why the numeric gradient check does not apply (for these parameters).
+random : str or f(p) -> str or None
+    Why the outputs are random (for these parameters): only shapes are compared then.
+tol : (rtol, atol)
+    Tolerances of the numeric gradient check (float64).
+forward_train : bool
+    Run forward with is_train=True in the gradient checks (default True).
+finite : bool
+    Whether outputs must be finite.
+"""
+import numpy as np
+from hypothesis import strategies as st
+
+__all__ = ["Hint", "HINTS"]
+
+
+class Hint:
+    """What one operator needs beyond its declaration (see the module docstring)."""
+
+    def __init__(self, ndims=None, max_side=4, params=None, shapes=None, broadcast=False,
+                 values=None, no_grad_inputs=(), no_grad=None, random=None,
+                 fix_attrs=None, tol=(1e-5, 1e-8), forward_train=True, finite=True):
+        self.ndims = ndims
+        self.max_side = max_side
+        self.params = params or {}
+        self.shapes = shapes
+        self.broadcast = broadcast
+        self.values = values or {}
+        self.no_grad_inputs = tuple(no_grad_inputs)
+        self.no_grad = no_grad
+        self.random = random
+        self.fix_attrs = fix_attrs
+        self.tol = tol
+        self.forward_train = forward_train
+        self.finite = finite
+
+    def reason(self, field, p):
+        """The ``no_grad``/``random`` reason for parsed parameters ``p`` (None: none)."""
+        value = getattr(self, field)
+        return value(p) if callable(value) else value
+
+
+# --- value makers ------------------------------------------------------------------------------
+def _positive(rng, shape, p, shapes):
+    return rng.uniform(0.5, 2.0, shape)
+
+
+def _off_integers(rng, shape, p, shapes):
+    """Values at least 0.1 away from any multiple of 0.5 (rounding ops are flat there)."""
+    return rng.integers(-3, 3, shape) + rng.uniform(0.1, 0.4, shape) * rng.choice([1, 2], shape)
+
+
+def _above_one(rng, shape, p, shapes):
+    return rng.uniform(1.0, 2.0, shape)
+
+
+def _indices_below(count, offset=0):
+    """Integers in [offset, count(p, shapes)) (index inputs are float arrays in MXNet)."""
+    def make(rng, shape, p, shapes):
+        return rng.integers(offset, count(p, shapes), shape).astype(np.float64)
+    return make
+
+
+def _class_labels(rng, shape, p, shapes):
+    data = shapes["data"]
+    classes = data[1] if (p.get("multi_output") or p.get("preserve_shape") is False
+                          and len(data) > 2 and p.get("multi_output")) else data[-1]
+    return rng.integers(0, classes, shape).astype(np.float64)
+
+
+def _booleans(rng, shape, p, shapes):
+    return rng.integers(0, 2, shape).astype(np.float64)
+
+
+# --- shape-dependent parameters ----------------------------------------------------------------
+def _reshape_target(ndim, data_shape):
+    """A target with the data's size: its factors regrouped, maybe with one -1 or 0."""
+    size = int(np.prod(data_shape))
+    factors = [f for f in range(1, size + 1) if size % f == 0]
+
+    def build(first, special):
+        rest = size // first
+        target = [first, rest]
+        if special == "minus1":
+            target[1] = -1
+        elif special == "zero" and len(data_shape) >= 2 and data_shape[1] == rest:
+            target[1] = 0
+        return tuple(target)
+    return st.builds(build, st.sampled_from(factors), st.sampled_from(["plain", "minus1", "zero"]))
+
+
+def _divisor_of_axis1(ndim, data_shape):
+    return st.sampled_from([n for n in range(1, data_shape[1] + 1) if data_shape[1] % n == 0])
+
+
+def _broadcast_target(ndim, data_shape):
+    """Where the data has a 1, any size; elsewhere the data's own size (or 0 = keep)."""
+    return st.tuples(*[st.integers(1, 3) if d == 1 else st.sampled_from([d, 0])
+                       for d in data_shape])
+
+
+def _leaky_relu_no_grad(p):
+    if p.act_type == "rrelu":
+        return "rrelu draws a random slope per element in training"
+    if p.act_type == "selu":
+        # lightmod reproduces MXNet's values, which are not the derivative for x < 0
+        return "MXNet 1.9.1's selu backward is not the derivative for negative inputs"
+    return None
+
+
+def _spatial_pads(ndim, data_shape):
+    """No padding of batch and channel, 0..1 before and after each spatial axis."""
+    return st.lists(st.integers(0, 1), min_size=2 * (ndim - 2), max_size=2 * (ndim - 2)).map(
+        lambda pads: (0, 0, 0, 0) + tuple(pads))
+
+
+def _multi_update_counts(draw, op, ndim, data_shape):
+    """num_arrays follows from num_weights (and lrs/wds have one entry per weight)."""
+    weights = draw(st.integers(1, 2))
+    attrs = {"num_weights": weights,
+             "num_arrays": weights * len(op.per_weight) + (2 if op.preloaded else 0)}
+    if "lrs" in op.params:
+        attrs["lrs"] = tuple(draw(st.lists(st.sampled_from([0.1, 0.5]), min_size=weights,
+                                           max_size=weights)))
+        attrs["wds"] = tuple(draw(st.lists(st.sampled_from([0.0, 0.01]), min_size=weights,
+                                           max_size=weights)))
+    return attrs
+
+
+HINTS = {
+    # Data must be NC + 1..3 spatial dims; the kernel strategy follows the rank.
+    "Convolution": Hint(ndims=(3, 4)),
+    "Deconvolution": Hint(ndims=(3, 4)),
+    "Pooling": Hint(ndims=(3, 4)),
+    "Crop": Hint(ndims=(4, 4)),
+    "UpSampling": Hint(ndims=(4, 4)),
+    # 2-D data with one row per sample and channels on axis 1
+    "BatchNorm": Hint(ndims=(2, 4), tol=(1e-4, 1e-7), values={"moving_var": _positive}),
+    "InstanceNorm": Hint(ndims=(3, 4), tol=(1e-4, 1e-7)),
+    "LRN": Hint(ndims=(4, 4)),
+    "Reshape": Hint(ndims=(1, 3), params={"shape": _reshape_target}),
+    "SliceChannel": Hint(ndims=(2, 4), params={"num_outputs": _divisor_of_axis1,
+                                               "axis": lambda n, s: st.just(1)}),
+    "broadcast_to": Hint(params={"shape": _broadcast_target}),
+    # Dropout in training mode draws a new mask for every forward pass
+    "Dropout": Hint(no_grad="the training-mode mask is random, so finite differences of two "
+                            "forward passes compare different masks",
+                    random=lambda p: "mode='always' drops at inference too"
+                    if p.mode == "always" else None),
+    # BlockGrad's whole point is a zero gradient where finite differences see the identity
+    "BlockGrad": Hint(no_grad="BlockGrad stops the gradient by design"),
+    # Rounding and sign are flat almost everywhere; keep the data off their jumps
+    "floor": Hint(values={"data": _off_integers}),
+    "ceil": Hint(values={"data": _off_integers}),
+    "round": Hint(values={"data": _off_integers}),
+    "rint": Hint(values={"data": _off_integers}),
+    "trunc": Hint(values={"data": _off_integers}),
+    "fix": Hint(values={"data": _off_integers}),
+    # Logarithms, roots and powers need positive data
+    "log": Hint(values={"data": _positive}),
+    "log2": Hint(values={"data": _positive}),
+    "log10": Hint(values={"data": _positive}),
+    "sqrt": Hint(values={"data": _positive}),
+    "rsqrt": Hint(values={"data": _positive}),
+    "_power": Hint(values={"lhs": _positive}),
+    "broadcast_power": Hint(broadcast=True, values={"lhs": _positive}),
+    "_power_scalar": Hint(values={"data": _positive}),
+    # Index and label inputs
+    # the output (and weight) dtype is the dtype parameter: float64 makes it differentiable
+    "Embedding": Hint(values={"data": _indices_below(lambda p, s: p.input_dim)},
+                      params={"dtype": lambda n, s: st.sampled_from(["float64", "float32"])},
+                      no_grad_inputs=("data",)),
+    "one_hot": Hint(values={"indices": _indices_below(lambda p, s: p.depth)},
+                    no_grad_inputs=("indices",)),
+    "take": Hint(values={"indices": _indices_below(lambda p, s: s["a"][p.axis])},
+                 no_grad_inputs=("indices",)),
+    # pick on 1-D data infers an index/output shape of () where MXNet 1.9.1 has (1,): 1-D
+    # data is left out here and pinned by an xfail test in tests/test_registry_ops_property.py
+    "pick": Hint(ndims=(2, 4), values={"index": _indices_below(
+        lambda p, s: s["data"][p.axis if p.axis is not None else -1])},
+        no_grad_inputs=("index",)),
+    "SoftmaxOutput": Hint(values={"label": _class_labels}, no_grad_inputs=("label",)),
+    "softmax_cross_entropy": Hint(ndims=(2, 2), values={"label": _indices_below(
+        lambda p, s: s["data"][1])}, no_grad_inputs=("label",)),
+    "where": Hint(values={"condition": _booleans}, no_grad_inputs=("condition",)),
+    # with use_length, the length input holds counts in 1..axis size; 1-D data would need a
+    # length of shape (1,), which lightmod infers as () (pinned like pick's)
+    "softmax": Hint(ndims=(2, 4), values={"length": _indices_below(
+        lambda p, s: s["data"][p.axis] + 1, offset=1)}, no_grad_inputs=("length",)),
+    "Pad": Hint(ndims=(4, 4), params={"pad_width": _spatial_pads}),
+    "LeakyReLU": Hint(no_grad=_leaky_relu_no_grad),
+    "RNN": Hint(ndims=(3, 3), max_side=3, tol=(1e-4, 1e-7),
+                values={"sequence_length": _indices_below(lambda p, s: s["data"][0],
+                                                          offset=1)},
+                no_grad_inputs=("sequence_length",),
+                no_grad=lambda p: "dropout between layers is random in training"
+                if p.p > 0 and p.num_layers > 1 else None),
+    # optimizer states under a square root must be positive
+    "adam_update": Hint(values={"var": _positive}),
+    "lamb_update_phase1": Hint(values={"var": _positive}),
+    "mp_lamb_update_phase1": Hint(values={"var": _positive}),
+    "rmsprop_update": Hint(values={"n": _positive}),
+    "rmspropalex_update": Hint(values={"n": _above_one}),
+    "ftml_update": Hint(values={"v": _positive}),
+    "ftrl_update": Hint(values={"n": _positive}),
+    "_sparse_adagrad_update": Hint(values={"history": _positive}),
+    "multi_lars": Hint(values={"weights_sum_sq": _positive, "grads_sum_sq": _positive}),
+}
+
+# every broadcast_* binary op: the second operand broadcasts against the first
+for _name in ("add", "sub", "mul", "div", "mod", "maximum", "minimum", "hypot", "equal",
+              "not_equal", "greater", "greater_equal", "lesser", "lesser_equal", "logical_and",
+              "logical_or", "logical_xor"):
+    HINTS.setdefault("broadcast_" + _name, Hint(broadcast=True))
+
+# the multi-tensor SGD family: every member takes num_weights groups of arrays
+for _name in ("multi_sgd_update", "multi_sgd_mom_update", "multi_mp_sgd_update",
+              "multi_mp_sgd_mom_update", "preloaded_multi_sgd_update",
+              "preloaded_multi_sgd_mom_update", "preloaded_multi_mp_sgd_update",
+              "preloaded_multi_mp_sgd_mom_update"):
+    HINTS[_name] = Hint(fix_attrs=_multi_update_counts)
