@@ -309,7 +309,8 @@ def _batch_to_rows(src, rows, dims, db, want_db, db_accumulate, f0, f1):
 
 
 def batch_to_rows(src, rows, db=None, db_accumulate=False):
-    """rows (F, n*O) = src (n, F, O) rearranged; when db is given also db[f] (+)= sum of channel f."""
+    """rows (F, n*O) = src (n, F, O) rearranged; when db is given also db[f] (+)= the sum of
+    channel f."""
     want_db = db is not None
     if not want_db:
         db = _dummy(src.dtype)

@@ -215,7 +215,8 @@ def channel_sum(src, out, accumulate=False):
 
 
 def batch_to_rows(src, rows, db=None, db_accumulate=False):
-    """rows (F, n*O) = src (n, F, O) rearranged; when db is given also db[f] (+)= sum of channel f."""
+    """rows (F, n*O) = src (n, F, O) rearranged; when db is given also db[f] (+)= the sum of
+    channel f."""
     sf = _flat(src)
     _batch_to_rows_k[launch_config(sf.size)](sf, _flat(rows), tuple(src.shape))
     if db is not None:
