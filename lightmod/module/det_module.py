@@ -11,9 +11,8 @@ import logging
 from .. import context as ctx
 from .. import profiler
 from ..fit_callbacks import StopTraining
-from ..model import load_checkpoint
 from .base_module import _call_all
-from .module import Module
+from .module import Module, _from_checkpoint
 
 __all__ = ["DetModule"]
 
@@ -59,14 +58,7 @@ class DetModule(Module):
     @staticmethod
     def load(prefix, epoch, load_optimizer_states=False, **kwargs):
         """A DetModule from a checkpoint (see :meth:`Module.load`)."""
-        sym, args, auxs = load_checkpoint(prefix, epoch)
-        mod = DetModule(symbol=sym, **kwargs)
-        mod._arg_params = args
-        mod._aux_params = auxs
-        mod.params_initialized = True
-        if load_optimizer_states:
-            mod._preload_opt_states = '%s-%04d.states' % (prefix, epoch)
-        return mod
+        return _from_checkpoint(DetModule, prefix, epoch, load_optimizer_states, kwargs)
 
     def fit(self, train_data, eval_data=None, eval_metric='acc', epoch_end_callback=None,
             batch_end_callback=None, profile=False, **kwargs):

@@ -25,6 +25,20 @@ from .executor_group import DataParallelExecutorGroup
 __all__ = ["Module"]
 
 
+def _from_checkpoint(module_class, prefix, epoch, load_optimizer_states, kwargs):
+    """``load`` of Module and its subclasses: ``module_class(symbol=<prefix-symbol.json>,
+    **kwargs)`` holding the parameters of ``prefix-%04d.params`` as initialised ones, and
+    reading ``prefix-%04d.states`` in ``init_optimizer`` when ``load_optimizer_states``."""
+    sym, args, auxs = load_checkpoint(prefix, epoch)
+    mod = module_class(symbol=sym, **kwargs)
+    mod._arg_params = args
+    mod._aux_params = auxs
+    mod.params_initialized = True
+    if load_optimizer_states:
+        mod._preload_opt_states = '%s-%04d.states' % (prefix, epoch)
+    return mod
+
+
 class Module(BaseModule):
     """A module over one Symbol.
 
@@ -115,14 +129,7 @@ class Module(BaseModule):
         ``load_optimizer_states`` the ``prefix-%04d.states`` file is read when
         ``init_optimizer`` runs. ``kwargs`` go to the Module constructor.
         """
-        sym, args, auxs = load_checkpoint(prefix, epoch)
-        mod = Module(symbol=sym, **kwargs)
-        mod._arg_params = args
-        mod._aux_params = auxs
-        mod.params_initialized = True
-        if load_optimizer_states:
-            mod._preload_opt_states = '%s-%04d.states' % (prefix, epoch)
-        return mod
+        return _from_checkpoint(Module, prefix, epoch, load_optimizer_states, kwargs)
 
     def save_checkpoint(self, prefix, epoch, save_optimizer_states=False, remove_amp_cast=True):
         """Write ``prefix-symbol.json``, ``prefix-%04d.params`` and, if asked, the optimizer
