@@ -9,10 +9,11 @@ output gradient back and multiplies it by the per-element derivative from
 go to BLAS through ``np.matmul``.
 """
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from .. import scalar_tensor as S
 from ..scalar import strided_offset
+from .jit import serial_and_parallel
 
 __all__ = ["reduce_axes", "reduce_axes_backward", "arg_reduce", "matmul_batched"]
 
@@ -105,8 +106,9 @@ def _reduce_grad_impl(gin, gout, x, y, head, hstrides, last, lstride, kind, coun
                 gin[i0 + t] = gout[o] * S.reduce_grad(kind, x[i0 + t], y[o], count)
 
 
-_reduce_grad_serial = njit(cache=True, error_model="numpy")(_reduce_grad_impl)
-_reduce_grad_parallel = njit(cache=True, error_model="numpy", parallel=True)(_reduce_grad_impl)
+_reduce_grad_serial, _reduce_grad_parallel = serial_and_parallel(_reduce_grad_impl,
+                                                                  error_model="numpy")
+
 
 def reduce_axes_backward(gin, gout, data, out, cshape, raxes, kind, req):
     """gin (req) gout broadcast over the reduced axes times d out / d data (per element)."""

@@ -12,6 +12,7 @@ import numba
 from numba import njit, prange
 
 from ..scalar_tensor import resolve_index
+from .jit import serial_and_parallel
 
 __all__ = ["strided_gather", "strided_scatter", "indices_in_range", "take_forward",
            "take_backward", "pick_forward", "pick_backward", "one_hot_forward",
@@ -118,8 +119,7 @@ def _take_impl(out, data, idx, outer, n, inner, wrap):
             out[dst + t] = data[src + t]
 
 
-_take_serial = njit(cache=True)(_take_impl)
-_take_parallel = njit(cache=True, parallel=True)(_take_impl)
+_take_serial, _take_parallel = serial_and_parallel(_take_impl)
 
 
 def _take_grad_rows_impl(grad, gout, idx, outer, n, inner, wrap):
@@ -146,8 +146,8 @@ def _take_grad_cols_impl(grad, gout, idx, n, inner, wrap, chunks):
                 grad[dst + t] += gout[src + t]
 
 
-_take_grad_rows_serial = njit(cache=True)(_take_grad_rows_impl)
-_take_grad_rows_parallel = njit(cache=True, parallel=True)(_take_grad_rows_impl)
+_take_grad_rows_serial, _take_grad_rows_parallel = serial_and_parallel(
+    _take_grad_rows_impl)
 _take_grad_cols_parallel = njit(cache=True, parallel=True)(_take_grad_cols_impl)
 
 
@@ -196,10 +196,8 @@ def _pick_grad_impl(grad, gout, idx, n, inner, wrap):
         grad[(o * n + resolve_index(idx[r], n, wrap)) * inner + t] += gout[r]
 
 
-_pick_serial = njit(cache=True)(_pick_impl)
-_pick_parallel = njit(cache=True, parallel=True)(_pick_impl)
-_pick_grad_serial = njit(cache=True)(_pick_grad_impl)
-_pick_grad_parallel = njit(cache=True, parallel=True)(_pick_grad_impl)
+_pick_serial, _pick_parallel = serial_and_parallel(_pick_impl)
+_pick_grad_serial, _pick_grad_parallel = serial_and_parallel(_pick_grad_impl)
 
 
 def pick_forward(out, data, idx, outer, n, inner, wrap):
@@ -235,8 +233,7 @@ def _one_hot_impl(out, idx, depth, on, off):
             out[base + d] = on if d == j else off
 
 
-_one_hot_serial = njit(cache=True)(_one_hot_impl)
-_one_hot_parallel = njit(cache=True, parallel=True)(_one_hot_impl)
+_one_hot_serial, _one_hot_parallel = serial_and_parallel(_one_hot_impl)
 
 
 def one_hot_forward(out, idx, depth, on_value, off_value):
@@ -275,10 +272,8 @@ def _where_grad_impl(gx, gy, cond, g, inner, want_x, add_x, want_y, add_y):
                 gy[i] = v
 
 
-_where_serial = njit(cache=True)(_where_impl)
-_where_parallel = njit(cache=True, parallel=True)(_where_impl)
-_where_grad_serial = njit(cache=True)(_where_grad_impl)
-_where_grad_parallel = njit(cache=True, parallel=True)(_where_grad_impl)
+_where_serial, _where_parallel = serial_and_parallel(_where_impl)
+_where_grad_serial, _where_grad_parallel = serial_and_parallel(_where_grad_impl)
 
 
 def where_forward(out, cond, x, y, inner):
@@ -349,10 +344,8 @@ def _rank_grad_impl(grad, gout, ranks, n, inner, k, add):
             grad[i] = v
 
 
-_rank_select_serial = njit(cache=True)(_rank_select_impl)
-_rank_select_parallel = njit(cache=True, parallel=True)(_rank_select_impl)
-_rank_grad_serial = njit(cache=True)(_rank_grad_impl)
-_rank_grad_parallel = njit(cache=True, parallel=True)(_rank_grad_impl)
+_rank_select_serial, _rank_select_parallel = serial_and_parallel(_rank_select_impl)
+_rank_grad_serial, _rank_grad_parallel = serial_and_parallel(_rank_grad_impl)
 
 
 def rank_select(values, indices, data, ranks, outer, n, inner, k):
