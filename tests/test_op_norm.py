@@ -221,7 +221,8 @@ def test_l2_normalization(shape, mode, seed):
     ref = x / np.sqrt((x * x).sum(axis=red, keepdims=True) + 1e-10)
     np.testing.assert_allclose(out, ref, rtol=1e-9, atol=1e-12)
     if x.size <= 40:
-        oh.check_grad("L2Normalization", dict(mode=mode), [x], rtol=1e-5, atol=1e-7)
+        # atol 1e-6: gradients of order 1e-7 are at the numeric derivative's noise floor
+        oh.check_grad("L2Normalization", dict(mode=mode), [x], rtol=1e-5, atol=1e-6)
 
 
 @settings(max_examples=10, deadline=None)
