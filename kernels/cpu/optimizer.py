@@ -22,6 +22,7 @@ from numba import njit, prange
 
 from .. import optimizer_math as M
 from ..optimizer_launchers import LAUNCHER_NAMES, OptimizerLaunchers
+from .jit import serial_and_parallel
 
 __all__ = [*LAUNCHER_NAMES, "opt_l2_norm", "opt_sum_sq", "opt_nonzero_rows"]
 
@@ -66,18 +67,17 @@ def _launch(kernels, rows, arrays, written, scalars):
 
 
 # ---------------------------------------------------------------------------------------------
-# The loops. Each rule has a serial and a prange version of the same dense loop; the rules with a
-# lazy row_sparse update also have a rows loop (``ids``: rows of ``row_len`` elements). The dense
-# loops index from range(n) so numba knows the index is non-negative and vectorises them.
+# The loops. Each rule's dense loop is written once with prange and compiled serial and
+# parallel (``_dense_loops``); the rules with a lazy row_sparse update also have a rows loop
+# (``ids``: rows of ``row_len`` elements). The dense loops index from range(n) (prange(n)) so
+# numba knows the index is non-negative and vectorises them.
 # ---------------------------------------------------------------------------------------------
-@njit(cache=True, error_model="numpy")
-def _sgd_s(w, g, out, lr, decay, rescale, clip_gradient):
-    for i in range(w.size):
-        out[i] = M.sgd(w[i], g[i], lr, decay, rescale, clip_gradient)
+def _dense_loops(loop):
+    """The (serial, prange) dispatchers of a rule's dense loop."""
+    return serial_and_parallel(loop, error_model="numpy")
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
-def _sgd_p(w, g, out, lr, decay, rescale, clip_gradient):
+def _sgd(w, g, out, lr, decay, rescale, clip_gradient):
     for i in prange(w.size):
         out[i] = M.sgd(w[i], g[i], lr, decay, rescale, clip_gradient)
 
@@ -90,15 +90,7 @@ def _sgd_rows(ids, row_len, w, g, out, lr, decay, rescale, clip_gradient):
             out[i] = M.sgd(w[i], g[i], lr, decay, rescale, clip_gradient)
 
 
-@njit(cache=True, error_model="numpy")
-def _sgd_mom_s(w, g, m, out, lr, lr_wd, momentum, rescale, clip_gradient):
-    for i in range(w.size):
-        out[i], m[i] = M.sgd_mom(w[i], g[i], m[i], lr, lr_wd, momentum, rescale,
-                                 clip_gradient)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _sgd_mom_p(w, g, m, out, lr, lr_wd, momentum, rescale, clip_gradient):
+def _sgd_mom(w, g, m, out, lr, lr_wd, momentum, rescale, clip_gradient):
     for i in prange(w.size):
         out[i], m[i] = M.sgd_mom(w[i], g[i], m[i], lr, lr_wd, momentum, rescale,
                                  clip_gradient)
@@ -113,63 +105,27 @@ def _sgd_mom_rows(ids, row_len, w, g, m, out, lr, lr_wd, momentum, rescale, clip
                                      clip_gradient)
 
 
-@njit(cache=True, error_model="numpy")
-def _mp_sgd_s(w32, g, out, lr, decay, rescale, clip_gradient):
-    for i in range(w32.size):
-        w32[i] = M.sgd(w32[i], g[i], lr, decay, rescale, clip_gradient)
-        out[i] = w32[i]
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _mp_sgd_p(w32, g, out, lr, decay, rescale, clip_gradient):
+def _mp_sgd(w32, g, out, lr, decay, rescale, clip_gradient):
     for i in prange(w32.size):
         w32[i] = M.sgd(w32[i], g[i], lr, decay, rescale, clip_gradient)
         out[i] = w32[i]
 
 
-@njit(cache=True, error_model="numpy")
-def _mp_sgd_mom_s(w32, g, m, out, lr, lr_wd, momentum, rescale, clip_gradient):
-    for i in range(w32.size):
-        w32[i], m[i] = M.sgd_mom(w32[i], g[i], m[i], lr, lr_wd, momentum, rescale,
-                                 clip_gradient)
-        out[i] = w32[i]
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _mp_sgd_mom_p(w32, g, m, out, lr, lr_wd, momentum, rescale, clip_gradient):
+def _mp_sgd_mom(w32, g, m, out, lr, lr_wd, momentum, rescale, clip_gradient):
     for i in prange(w32.size):
         w32[i], m[i] = M.sgd_mom(w32[i], g[i], m[i], lr, lr_wd, momentum, rescale,
                                  clip_gradient)
         out[i] = w32[i]
 
 
-@njit(cache=True, error_model="numpy")
-def _nag_s(w, g, m, out, lr, wd, momentum, momentum1, rescale, clip_gradient,
-           in_place):
-    for i in range(w.size):
-        out[i], m[i] = M.nag_mom(w[i], g[i], m[i], lr, wd, momentum, momentum1, rescale,
-                                 clip_gradient, in_place)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _nag_p(w, g, m, out, lr, wd, momentum, momentum1, rescale, clip_gradient,
+def _nag(w, g, m, out, lr, wd, momentum, momentum1, rescale, clip_gradient,
            in_place):
     for i in prange(w.size):
         out[i], m[i] = M.nag_mom(w[i], g[i], m[i], lr, wd, momentum, momentum1, rescale,
                                  clip_gradient, in_place)
 
 
-@njit(cache=True, error_model="numpy")
-def _mp_nag_s(w32, g, m, out, lr, wd, momentum, momentum1, rescale,
-              clip_gradient, in_place):
-    for i in range(w32.size):
-        w32[i], m[i] = M.nag_mom(w32[i], g[i], m[i], lr, wd, momentum, momentum1, rescale,
-                                 clip_gradient, in_place)
-        out[i] = w32[i]
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _mp_nag_p(w32, g, m, out, lr, wd, momentum, momentum1, rescale,
+def _mp_nag(w32, g, m, out, lr, wd, momentum, momentum1, rescale,
               clip_gradient, in_place):
     for i in prange(w32.size):
         w32[i], m[i] = M.nag_mom(w32[i], g[i], m[i], lr, wd, momentum, momentum1, rescale,
@@ -177,16 +133,7 @@ def _mp_nag_p(w32, g, m, out, lr, wd, momentum, momentum1, rescale,
         out[i] = w32[i]
 
 
-@njit(cache=True, error_model="numpy")
-def _adam_s(w, g, mean, var, out, lr, wd, b1, omb1, b2, omb2, eps, rescale,
-            clip_gradient):
-    for i in range(w.size):
-        out[i], mean[i], var[i] = M.adam(w[i], g[i], mean[i], var[i], lr, wd, b1, omb1,
-                                         b2, omb2, eps, rescale, clip_gradient)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _adam_p(w, g, mean, var, out, lr, wd, b1, omb1, b2, omb2, eps, rescale,
+def _adam(w, g, mean, var, out, lr, wd, b1, omb1, b2, omb2, eps, rescale,
             clip_gradient):
     for i in prange(w.size):
         out[i], mean[i], var[i] = M.adam(w[i], g[i], mean[i], var[i], lr, wd, b1, omb1,
@@ -203,33 +150,14 @@ def _adam_rows(ids, row_len, w, g, mean, var, out, lr, wd, b1, omb1, b2, omb2, e
                                              b2, omb2, eps, rescale, clip_gradient)
 
 
-@njit(cache=True, error_model="numpy")
-def _rmsprop_s(w, g, st_n, out, lr, wd, g1, omg1, eps, rescale, clip_gradient,
-               clip_weights):
-    for i in range(w.size):
-        out[i], st_n[i] = M.rmsprop(w[i], g[i], st_n[i], lr, wd, g1, omg1, eps, rescale,
-                                    clip_gradient, clip_weights)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _rmsprop_p(w, g, st_n, out, lr, wd, g1, omg1, eps, rescale, clip_gradient,
+def _rmsprop(w, g, st_n, out, lr, wd, g1, omg1, eps, rescale, clip_gradient,
                clip_weights):
     for i in prange(w.size):
         out[i], st_n[i] = M.rmsprop(w[i], g[i], st_n[i], lr, wd, g1, omg1, eps, rescale,
                                     clip_gradient, clip_weights)
 
 
-@njit(cache=True, error_model="numpy")
-def _rmspropalex_s(w, g, st_n, st_g, delta, out, lr, wd, g1, omg1, g2, eps,
-                   rescale, clip_gradient, clip_weights):
-    for i in range(w.size):
-        out[i], st_n[i], st_g[i], delta[i] = M.rmspropalex(
-            w[i], g[i], st_n[i], st_g[i], delta[i], lr, wd, g1, omg1, g2, eps, rescale,
-            clip_gradient, clip_weights)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _rmspropalex_p(w, g, st_n, st_g, delta, out, lr, wd, g1, omg1, g2, eps,
+def _rmspropalex(w, g, st_n, st_g, delta, out, lr, wd, g1, omg1, g2, eps,
                    rescale, clip_gradient, clip_weights):
     for i in prange(w.size):
         out[i], st_n[i], st_g[i], delta[i] = M.rmspropalex(
@@ -237,16 +165,7 @@ def _rmspropalex_p(w, g, st_n, st_g, delta, out, lr, wd, g1, omg1, g2, eps,
             clip_gradient, clip_weights)
 
 
-@njit(cache=True, error_model="numpy")
-def _ftrl_s(w, g, z, st_n, out, lr, wd, lamda1, beta, rescale, clip_gradient,
-            one):
-    for i in range(w.size):
-        out[i], z[i], st_n[i] = M.ftrl(w[i], g[i], z[i], st_n[i], lr, wd, lamda1, beta,
-                                       rescale, clip_gradient, one)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _ftrl_p(w, g, z, st_n, out, lr, wd, lamda1, beta, rescale, clip_gradient,
+def _ftrl(w, g, z, st_n, out, lr, wd, lamda1, beta, rescale, clip_gradient,
             one):
     for i in prange(w.size):
         out[i], z[i], st_n[i] = M.ftrl(w[i], g[i], z[i], st_n[i], lr, wd, lamda1, beta,
@@ -263,17 +182,7 @@ def _ftrl_rows(ids, row_len, w, g, z, st_n, out, lr, wd, lamda1, beta, rescale, 
                                            rescale, clip_gradient, one)
 
 
-@njit(cache=True, error_model="numpy")
-def _ftml_s(w, g, d, v, z, out, lr, wd, b1, omb1, b2, omb2, eps, bias1, bias2,
-            rescale, clip_gradient):
-    for i in range(w.size):
-        out[i], d[i], v[i], z[i] = M.ftml(w[i], g[i], d[i], v[i], z[i], lr, wd, b1, omb1,
-                                          b2, omb2, eps, bias1, bias2, rescale,
-                                          clip_gradient)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _ftml_p(w, g, d, v, z, out, lr, wd, b1, omb1, b2, omb2, eps, bias1, bias2,
+def _ftml(w, g, d, v, z, out, lr, wd, b1, omb1, b2, omb2, eps, bias1, bias2,
             rescale, clip_gradient):
     for i in prange(w.size):
         out[i], d[i], v[i], z[i] = M.ftml(w[i], g[i], d[i], v[i], z[i], lr, wd, b1, omb1,
@@ -281,45 +190,19 @@ def _ftml_p(w, g, d, v, z, out, lr, wd, b1, omb1, b2, omb2, eps, bias1, bias2,
                                           clip_gradient)
 
 
-@njit(cache=True, error_model="numpy")
-def _signsgd_s(w, g, out, lr, decay, one):
-    for i in range(w.size):
-        out[i] = M.signsgd(w[i], g[i], lr, decay, one)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _signsgd_p(w, g, out, lr, decay, one):
+def _signsgd(w, g, out, lr, decay, one):
     for i in prange(w.size):
         out[i] = M.signsgd(w[i], g[i], lr, decay, one)
 
 
-@njit(cache=True, error_model="numpy")
-def _signum_s(w, g, m, out, lr, wd, momentum, omm, decay_lh, rescale,
-              clip_gradient, one):
-    for i in range(w.size):
-        out[i], m[i] = M.signum(w[i], g[i], m[i], lr, wd, momentum, omm, decay_lh, rescale,
-                                clip_gradient, one)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _signum_p(w, g, m, out, lr, wd, momentum, omm, decay_lh, rescale,
+def _signum(w, g, m, out, lr, wd, momentum, omm, decay_lh, rescale,
               clip_gradient, one):
     for i in prange(w.size):
         out[i], m[i] = M.signum(w[i], g[i], m[i], lr, wd, momentum, omm, decay_lh, rescale,
                                 clip_gradient, one)
 
 
-@njit(cache=True, error_model="numpy")
-def _lamb1_s(w, g, mean, var, out, wd, b1, omb1, b2, omb2, eps, bias1, bias2,
-             rescale, clip_gradient):
-    for i in range(w.size):
-        out[i], mean[i], var[i] = M.lamb_phase1(w[i], g[i], mean[i], var[i], wd, b1, omb1,
-                                                b2, omb2, eps, bias1, bias2, rescale,
-                                                clip_gradient)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _lamb1_p(w, g, mean, var, out, wd, b1, omb1, b2, omb2, eps, bias1, bias2,
+def _lamb1(w, g, mean, var, out, wd, b1, omb1, b2, omb2, eps, bias1, bias2,
              rescale, clip_gradient):
     for i in prange(w.size):
         out[i], mean[i], var[i] = M.lamb_phase1(w[i], g[i], mean[i], var[i], wd, b1, omb1,
@@ -327,40 +210,18 @@ def _lamb1_p(w, g, mean, var, out, wd, b1, omb1, b2, omb2, eps, bias1, bias2,
                                                 clip_gradient)
 
 
-@njit(cache=True, error_model="numpy")
-def _lamb2_s(w, direction, out, scaled_lr):
-    for i in range(w.size):
-        out[i] = M.lamb_phase2(w[i], direction[i], scaled_lr)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _lamb2_p(w, direction, out, scaled_lr):
+def _lamb2(w, direction, out, scaled_lr):
     for i in prange(w.size):
         out[i] = M.lamb_phase2(w[i], direction[i], scaled_lr)
 
 
-@njit(cache=True, error_model="numpy")
-def _mp_lamb2_s(w32, direction, out, scaled_lr):
-    for i in range(w32.size):
-        w32[i] = M.lamb_phase2(w32[i], direction[i], scaled_lr)
-        out[i] = w32[i]
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _mp_lamb2_p(w32, direction, out, scaled_lr):
+def _mp_lamb2(w32, direction, out, scaled_lr):
     for i in prange(w32.size):
         w32[i] = M.lamb_phase2(w32[i], direction[i], scaled_lr)
         out[i] = w32[i]
 
 
-@njit(cache=True, error_model="numpy")
-def _adagrad_s(w, g, h, out, lr, wd, eps, rescale, clip_gradient):
-    for i in range(w.size):
-        out[i], h[i] = M.adagrad(w[i], g[i], h[i], lr, wd, eps, rescale, clip_gradient)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _adagrad_p(w, g, h, out, lr, wd, eps, rescale, clip_gradient):
+def _adagrad(w, g, h, out, lr, wd, eps, rescale, clip_gradient):
     for i in prange(w.size):
         out[i], h[i] = M.adagrad(w[i], g[i], h[i], lr, wd, eps, rescale, clip_gradient)
 
@@ -373,104 +234,46 @@ def _adagrad_rows(ids, row_len, w, g, h, out, lr, eps, rescale, clip_gradient):
             out[i], h[i] = M.adagrad_rows(w[i], g[i], h[i], lr, eps, rescale, clip_gradient)
 
 
-@njit(cache=True, error_model="numpy")
-def _adadelta_s(w, g, acc_g, acc_d, out, wd, rho, omr, eps, rescale,
-                clip_gradient):
-    for i in range(w.size):
-        out[i], acc_g[i], acc_d[i], g[i] = M.adadelta(w[i], g[i], acc_g[i], acc_d[i], wd,
-                                                      rho, omr, eps, rescale, clip_gradient)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _adadelta_p(w, g, acc_g, acc_d, out, wd, rho, omr, eps, rescale,
+def _adadelta(w, g, acc_g, acc_d, out, wd, rho, omr, eps, rescale,
                 clip_gradient):
     for i in prange(w.size):
         out[i], acc_g[i], acc_d[i], g[i] = M.adadelta(w[i], g[i], acc_g[i], acc_d[i], wd,
                                                       rho, omr, eps, rescale, clip_gradient)
 
 
-@njit(cache=True, error_model="numpy")
-def _adamax_s(w, g, m, u, out, lr_t, wd, b1, omb1, b2, rescale, clip_gradient):
-    for i in range(w.size):
-        out[i], m[i], u[i] = M.adamax(w[i], g[i], m[i], u[i], lr_t, wd, b1, omb1, b2,
-                                      rescale, clip_gradient)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _adamax_p(w, g, m, u, out, lr_t, wd, b1, omb1, b2, rescale, clip_gradient):
+def _adamax(w, g, m, u, out, lr_t, wd, b1, omb1, b2, rescale, clip_gradient):
     for i in prange(w.size):
         out[i], m[i], u[i] = M.adamax(w[i], g[i], m[i], u[i], lr_t, wd, b1, omb1, b2,
                                       rescale, clip_gradient)
 
 
-@njit(cache=True, error_model="numpy")
-def _nadam_s(w, g, m, v, out, lr, wd, b1, omb1, b2, omb2, eps, sd, snd, bias2,
-             ommt, mt1, rescale, clip_gradient):
-    for i in range(w.size):
-        out[i], m[i], v[i] = M.nadam(w[i], g[i], m[i], v[i], lr, wd, b1, omb1, b2, omb2,
-                                     eps, sd, snd, bias2, ommt, mt1, rescale, clip_gradient)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _nadam_p(w, g, m, v, out, lr, wd, b1, omb1, b2, omb2, eps, sd, snd, bias2,
+def _nadam(w, g, m, v, out, lr, wd, b1, omb1, b2, omb2, eps, sd, snd, bias2,
              ommt, mt1, rescale, clip_gradient):
     for i in prange(w.size):
         out[i], m[i], v[i] = M.nadam(w[i], g[i], m[i], v[i], lr, wd, b1, omb1, b2, omb2,
                                      eps, sd, snd, bias2, ommt, mt1, rescale, clip_gradient)
 
 
-@njit(cache=True, error_model="numpy")
-def _dcasgd_s(w, g, m, prev, out, neg_lr, wd, momentum, lamda, rescale,
-              clip_gradient):
-    for i in range(w.size):
-        out[i], m[i], prev[i] = M.dcasgd(w[i], g[i], m[i], prev[i], neg_lr, wd, momentum,
-                                         lamda, rescale, clip_gradient)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _dcasgd_p(w, g, m, prev, out, neg_lr, wd, momentum, lamda, rescale,
+def _dcasgd(w, g, m, prev, out, neg_lr, wd, momentum, lamda, rescale,
               clip_gradient):
     for i in prange(w.size):
         out[i], m[i], prev[i] = M.dcasgd(w[i], g[i], m[i], prev[i], neg_lr, wd, momentum,
                                          lamda, rescale, clip_gradient)
 
 
-@njit(cache=True, error_model="numpy")
-def _dcasgd_nomom_s(w, g, prev, out, neg_lr, wd, lamda, rescale, clip_gradient):
-    for i in range(w.size):
-        zero = w[i] - w[i]
-        out[i], _, prev[i] = M.dcasgd(w[i], g[i], zero, prev[i], neg_lr, wd, zero, lamda,
-                                      rescale, clip_gradient)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _dcasgd_nomom_p(w, g, prev, out, neg_lr, wd, lamda, rescale, clip_gradient):
+def _dcasgd_nomom(w, g, prev, out, neg_lr, wd, lamda, rescale, clip_gradient):
     for i in prange(w.size):
         zero = w[i] - w[i]
         out[i], _, prev[i] = M.dcasgd(w[i], g[i], zero, prev[i], neg_lr, wd, zero, lamda,
                                       rescale, clip_gradient)
 
 
-@njit(cache=True, error_model="numpy")
-def _sgld_s(w, g, noise, out, neg_half_lr, wd, rescale, clip_gradient):
-    for i in range(w.size):
-        out[i] = M.sgld(w[i], g[i], noise[i], neg_half_lr, wd, rescale, clip_gradient)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _sgld_p(w, g, noise, out, neg_half_lr, wd, rescale, clip_gradient):
+def _sgld(w, g, noise, out, neg_half_lr, wd, rescale, clip_gradient):
     for i in prange(w.size):
         out[i] = M.sgld(w[i], g[i], noise[i], neg_half_lr, wd, rescale, clip_gradient)
 
 
-@njit(cache=True, error_model="numpy")
-def _quantize_2bit_s(g, residual, out, threshold):
-    for i in range(g.size):
-        out[i], residual[i] = M.quantize_2bit(g[i], residual[i], threshold)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _quantize_2bit_p(g, residual, out, threshold):
+def _quantize_2bit(g, residual, out, threshold):
     for i in prange(g.size):
         out[i], residual[i] = M.quantize_2bit(g[i], residual[i], threshold)
 
@@ -498,31 +301,31 @@ def _same_buffer(a, b):
 # with each rule's (serial, prange, rows) loops
 # ---------------------------------------------------------------------------------------------
 _LAUNCHERS = OptimizerLaunchers(_launch, _same_buffer, dict(
-    sgd=(_sgd_s, _sgd_p, _sgd_rows),
-    sgd_mom=(_sgd_mom_s, _sgd_mom_p, _sgd_mom_rows),
-    mp_sgd=(_mp_sgd_s, _mp_sgd_p, None),
-    mp_sgd_mom=(_mp_sgd_mom_s, _mp_sgd_mom_p, None),
-    nag=(_nag_s, _nag_p, None),
-    mp_nag=(_mp_nag_s, _mp_nag_p, None),
-    adam=(_adam_s, _adam_p, _adam_rows),
-    rmsprop=(_rmsprop_s, _rmsprop_p, None),
-    rmspropalex=(_rmspropalex_s, _rmspropalex_p, None),
-    ftrl=(_ftrl_s, _ftrl_p, _ftrl_rows),
-    ftml=(_ftml_s, _ftml_p, None),
-    signsgd=(_signsgd_s, _signsgd_p, None),
-    signum=(_signum_s, _signum_p, None),
-    lamb1=(_lamb1_s, _lamb1_p, None),
-    lamb2=(_lamb2_s, _lamb2_p, None),
-    mp_lamb2=(_mp_lamb2_s, _mp_lamb2_p, None),
-    adagrad=(_adagrad_s, _adagrad_p, None),
+    sgd=(*_dense_loops(_sgd), _sgd_rows),
+    sgd_mom=(*_dense_loops(_sgd_mom), _sgd_mom_rows),
+    mp_sgd=(*_dense_loops(_mp_sgd), None),
+    mp_sgd_mom=(*_dense_loops(_mp_sgd_mom), None),
+    nag=(*_dense_loops(_nag), None),
+    mp_nag=(*_dense_loops(_mp_nag), None),
+    adam=(*_dense_loops(_adam), _adam_rows),
+    rmsprop=(*_dense_loops(_rmsprop), None),
+    rmspropalex=(*_dense_loops(_rmspropalex), None),
+    ftrl=(*_dense_loops(_ftrl), _ftrl_rows),
+    ftml=(*_dense_loops(_ftml), None),
+    signsgd=(*_dense_loops(_signsgd), None),
+    signum=(*_dense_loops(_signum), None),
+    lamb1=(*_dense_loops(_lamb1), None),
+    lamb2=(*_dense_loops(_lamb2), None),
+    mp_lamb2=(*_dense_loops(_mp_lamb2), None),
+    adagrad=(*_dense_loops(_adagrad), None),
     adagrad_rows=(None, None, _adagrad_rows),
-    adadelta=(_adadelta_s, _adadelta_p, None),
-    adamax=(_adamax_s, _adamax_p, None),
-    nadam=(_nadam_s, _nadam_p, None),
-    dcasgd_nomom=(_dcasgd_nomom_s, _dcasgd_nomom_p, None),
-    dcasgd=(_dcasgd_s, _dcasgd_p, None),
-    sgld=(_sgld_s, _sgld_p, None),
-    quantize_2bit=(_quantize_2bit_s, _quantize_2bit_p, None),
+    adadelta=(*_dense_loops(_adadelta), None),
+    adamax=(*_dense_loops(_adamax), None),
+    nadam=(*_dense_loops(_nadam), None),
+    dcasgd_nomom=(*_dense_loops(_dcasgd_nomom), None),
+    dcasgd=(*_dense_loops(_dcasgd), None),
+    sgld=(*_dense_loops(_sgld), None),
+    quantize_2bit=(*_dense_loops(_quantize_2bit), None),
 ))
 
 
