@@ -24,7 +24,6 @@ def for_context(ctx):
     if ctx.device_typeid == 2:
         from . import cuda_support
         cuda_support.require(ctx.device_id)
-        from . import cuda
-        return cuda
+        return cuda_support.kernel_set(ctx.device_id)
     from . import cpu
     return cpu

@@ -1,0 +1,357 @@
+"""Every registered operator and every optimizer runs on gpu(0) and agrees with cpu(0).
+
+Run under NUMBA_ENABLE_CUDASIM=1 (or on a GPU). The operator list is the registry itself, so
+a newly registered operator is covered automatically: it runs with two (2, 3) float32 inputs
+per declared input unless ``CASES`` below says otherwise, and an operator those defaults do
+not fit fails here until it gets a case. For each case:
+
+* forward through ``mx.nd.op.<op>`` on NDArrays of both devices, seeded alike for the random
+  operators: same outputs, same in-place updates of the inputs (aux states, optimizer weights
+  and states);
+* the training forward and backward through the registry on both kernel sets with the same
+  head gradients: same input gradients.
+
+The optimizers are the registry of ``mx.optimizer`` (``Optimizer.opt_registry``), each run
+for two steps with its weight, gradient and states on either device.
+"""
+import zlib
+
+import numpy as np
+import pytest
+
+import lightmod as mx
+import ophelpers as oh
+from lightmod.kernels import cuda_support
+from lightmod.operator import registry
+
+pytestmark = [pytest.mark.cuda,
+              pytest.mark.skipif(not (cuda_support.simulator_enabled()
+                                      or cuda_support.num_gpus() > 0),
+                                 reason="needs a GPU or NUMBA_ENABLE_CUDASIM=1")]
+
+CPU, GPU = mx.cpu(0), mx.gpu(0)
+
+
+# ---------------------------------------------------------------------------------------------
+# input descriptions: shape plus how to fill it
+# ---------------------------------------------------------------------------------------------
+class In:
+    """One input: ``kind`` is 'signed' (uniform in [-1, 1]), 'positive' ([0.5, 1.5]),
+    'index' (integers in [0, high) stored as float32), 'mask' (0/1) or 'half' (float16)."""
+
+    def __init__(self, shape, kind="signed", high=None):
+        self.shape, self.kind, self.high = tuple(shape), kind, high
+
+    def make(self, rng):
+        if self.kind == "index":
+            return rng.integers(0, self.high, self.shape).astype(np.float32)
+        if self.kind == "mask":
+            return rng.integers(0, 2, self.shape).astype(np.float32)
+        if self.kind == "positive":
+            return rng.uniform(0.5, 1.5, self.shape).astype(np.float32)
+        values = rng.uniform(-1, 1, self.shape)
+        return values.astype(np.float16 if self.kind == "half" else np.float32)
+
+
+def S(*shape):
+    return In(shape)
+
+
+def P(*shape):
+    return In(shape, "positive")
+
+
+def Idx(high, *shape):
+    return In(shape, "index", high)
+
+
+def H(*shape):
+    return In(shape, "half")
+
+
+DEFAULT_SHAPE = (2, 3)
+# operators whose inputs must be positive for their values to be meaningful
+POSITIVE = {"log", "log10", "log2", "log1p", "sqrt", "rsqrt", "_power", "broadcast_power",
+            "_power_scalar", "_rpower_scalar", "nanprod", "prod", "_mod", "_rmod_scalar",
+            "broadcast_mod", "_mod_scalar"}
+
+OPT = dict(lr=0.1, wd=0.01)
+MOM = dict(lr=0.1, wd=0.01, momentum=0.9)
+
+# name -> list of (attrs, inputs); None inputs are inferred from the others
+CASES = {
+    "Activation": [({"act_type": "tanh"}, [S(2, 3)]),
+                   ({"act_type": "softrelu"}, [S(2, 3)])],
+    "BatchNorm": [({"fix_gamma": False}, [S(2, 3, 2), P(3), S(3), S(3), P(3)])],
+    "Cast": [({"dtype": "float64"}, [S(2, 3)]), ({"dtype": "int32"}, [S(2, 3)])],
+    "Concat": [({"num_args": 2, "dim": 1}, [S(2, 3), S(2, 2)])],
+    "Convolution": [({"kernel": (2, 2), "num_filter": 2, "pad": (1, 0)},
+                     [S(1, 2, 3, 3), None, None])],
+    "Crop": [({"num_args": 1, "h_w": (2, 2), "offset": (1, 0)}, [S(1, 1, 3, 4)])],
+    "Deconvolution": [({"kernel": (2, 2), "num_filter": 2, "stride": (2, 1)},
+                       [S(1, 2, 2, 3), None])],
+    "Dropout": [({"p": 0.5}, [S(4, 5)])],
+    "Embedding": [({"input_dim": 5, "output_dim": 3}, [Idx(5, 2, 3), None])],
+    "Flatten": [({}, [S(2, 3, 2)])],
+    "FullyConnected": [({"num_hidden": 3}, [S(2, 4), None, None]),
+                       ({"num_hidden": 2, "no_bias": True, "flatten": False},
+                        [S(2, 2, 3), None])],
+    "InstanceNorm": [({}, [S(2, 3, 4), None, None])],
+    "L2Normalization": [({"mode": "channel"}, [S(2, 3, 2)])],
+    "LRN": [({"nsize": 3}, [S(1, 4, 2, 2)])],
+    "LayerNorm": [({}, [S(2, 5), None, None])],
+    "LeakyReLU": [({"act_type": "leaky", "slope": 0.3}, [S(2, 3)]),
+                  ({"act_type": "prelu"}, [S(2, 3, 2), P(3)]),
+                  ({"act_type": "elu"}, [S(2, 3)]),
+                  ({"act_type": "rrelu"}, [S(2, 3)])],
+    "LogisticRegressionOutput": [({}, [S(2, 3), In((2, 3), "mask")])],
+    "Pad": [({"mode": "constant", "pad_width": (0, 0, 0, 0, 1, 1, 2, 0), "constant_value": 1},
+             [S(1, 1, 2, 3)]),
+            ({"mode": "reflect", "pad_width": (0, 0, 0, 0, 1, 1, 2, 2)}, [S(1, 1, 3, 3)])],
+    "Pooling": [({"kernel": (2, 2), "pool_type": "max", "stride": (1, 1)}, [S(1, 2, 3, 3)]),
+                ({"kernel": (2, 2), "pool_type": "avg", "pad": (1, 1), "stride": (2, 2)},
+                 [S(1, 1, 3, 3)])],
+    "RNN": [({"state_size": 2, "num_layers": 1, "mode": "lstm", "state_outputs": True},
+             [S(2, 2, 3), None, None, None])],
+    "Reshape": [({"shape": (3, -1)}, [S(2, 3)])],
+    "SliceChannel": [({"num_outputs": 3, "axis": 1}, [S(2, 3)])],
+    "SoftmaxOutput": [({"normalization": "batch"}, [S(2, 3), Idx(3, 2)])],
+    "SwapAxis": [({"dim1": 0, "dim2": 2}, [S(2, 3, 2)])],
+    "UpSampling": [({"scale": 2, "sample_type": "nearest", "num_args": 1}, [S(1, 1, 2, 2)])],
+    "_full": [({"shape": (2, 3), "value": 2.5}, [])],
+    "_ones": [({"shape": (2, 3)}, [])],
+    "_zeros": [({"shape": (2, 3)}, [])],
+    "_sparse_adagrad_update": [({"lr": 0.1, "epsilon": 1e-7}, [S(2, 3), S(2, 3), P(2, 3)])],
+    "adam_update": [({"lr": 0.01, "wd": 0.01}, [S(2, 3), S(2, 3), S(2, 3), P(2, 3)])],
+    "add_n": [({"num_args": 3}, [S(2, 3), S(2, 3), S(2, 3)])],
+    "argsort": [({"axis": 1, "is_ascend": False}, [S(2, 3)])],
+    "batch_dot": [({"transpose_b": True}, [S(2, 2, 3), S(2, 4, 3)])],
+    "broadcast_axis": [({"axis": 0, "size": 2}, [S(1, 3)])],
+    "broadcast_like": [({}, [S(1, 3), S(2, 3)])],
+    "broadcast_to": [({"shape": (2, 3)}, [S(1, 3)])],
+    "clip": [({"a_min": -0.5, "a_max": 0.5}, [S(2, 3)])],
+    "dot": [({}, [S(2, 3), S(3, 2)]), ({"transpose_a": True}, [S(3, 2), S(3, 2)])],
+    "expand_dims": [({"axis": 1}, [S(2, 3)])],
+    "ftml_update": [({"lr": 0.05, "t": 1, "wd": 0.01}, [S(2, 3), S(2, 3), S(2, 3), P(2, 3),
+                                                         S(2, 3)])],
+    "ftrl_update": [({"lr": 0.1, "wd": 0.01}, [S(2, 3), S(2, 3), S(2, 3), P(2, 3)])],
+    "lamb_update_phase1": [({"t": 1, "wd": 0.01}, [S(2, 3), S(2, 3), S(2, 3), P(2, 3)])],
+    "lamb_update_phase2": [({"lr": 0.1}, [S(2, 3), S(2, 3), P(1), P(1)])],
+    "max": [({"axis": 1}, [S(2, 3)])],
+    "mean": [({"axis": 0, "keepdims": True}, [S(2, 3)])],
+    "mp_lamb_update_phase1": [({"t": 1, "wd": 0.01}, [H(2, 3), H(2, 3), S(2, 3), P(2, 3),
+                                                      S(2, 3)])],
+    "mp_lamb_update_phase2": [({"lr": 0.1}, [H(2, 3), S(2, 3), P(1), P(1), S(2, 3)])],
+    "mp_nag_mom_update": [(MOM, [H(2, 3), H(2, 3), S(2, 3), S(2, 3)])],
+    "mp_sgd_mom_update": [(MOM, [H(2, 3), H(2, 3), S(2, 3), S(2, 3)])],
+    "mp_sgd_update": [(OPT, [H(2, 3), H(2, 3), S(2, 3)])],
+    "multi_lars": [({"eta": 0.01, "eps": 1e-8, "rescale_grad": 0.5},
+                    [P(2), P(2), P(2), P(2)])],
+    "multi_mp_sgd_mom_update": [({"lrs": (0.1,), "wds": (0.01,), "momentum": 0.9},
+                                 [H(2, 3), H(2, 3), S(2, 3), S(2, 3)])],
+    "multi_mp_sgd_update": [({"lrs": (0.1,), "wds": (0.01,)}, [H(2, 3), H(2, 3), S(2, 3)])],
+    "multi_sgd_mom_update": [({"lrs": (0.1, 0.2), "wds": (0.01, 0.0), "momentum": 0.9,
+                               "num_weights": 2},
+                              [S(2, 3), S(2, 3), S(2, 3), S(4), S(4), S(4)])],
+    "multi_sgd_update": [({"lrs": (0.1,), "wds": (0.01,)}, [S(2, 3), S(2, 3)])],
+    "multi_sum_sq": [({"num_arrays": 2}, [S(2, 3), S(5)])],
+    "nag_mom_update": [(MOM, [S(2, 3), S(2, 3), S(2, 3)])],
+    "norm": [({"ord": 1, "axis": 1}, [S(2, 3)])],
+    "one_hot": [({"depth": 3}, [Idx(4, 2, 2)])],
+    "pick": [({"axis": 1}, [S(2, 3), Idx(3, 2)])],
+    "preloaded_multi_mp_sgd_mom_update": [({"momentum": 0.9}, [H(2, 3), H(2, 3), S(2, 3),
+                                                               S(2, 3), P(1), P(1)])],
+    "preloaded_multi_mp_sgd_update": [({}, [H(2, 3), H(2, 3), S(2, 3), P(1), P(1)])],
+    "preloaded_multi_sgd_mom_update": [({"momentum": 0.9}, [S(2, 3), S(2, 3), S(2, 3), P(1),
+                                                            P(1)])],
+    "preloaded_multi_sgd_update": [({}, [S(2, 3), S(2, 3), P(1), P(1)])],
+    "repeat": [({"repeats": 2, "axis": 1}, [S(2, 3)])],
+    "reverse": [({"axis": 1}, [S(2, 3)])],
+    "rmsprop_update": [({"lr": 0.01, "wd": 0.01}, [S(2, 3), S(2, 3), P(2, 3)])],
+    "rmspropalex_update": [({"lr": 0.01, "wd": 0.01}, [S(2, 3), S(2, 3), P(2, 3), S(2, 3),
+                                                       S(2, 3)])],
+    "sgd_mom_update": [(MOM, [S(2, 3), S(2, 3), S(2, 3)])],
+    "sgd_update": [(OPT, [S(2, 3), S(2, 3)])],
+    "signsgd_update": [(OPT, [S(2, 3), S(2, 3)])],
+    "signum_update": [(MOM, [S(2, 3), S(2, 3), S(2, 3)])],
+    "slice": [({"begin": (0, 1), "end": (2, 3)}, [S(2, 3)])],
+    "slice_axis": [({"axis": 1, "begin": 0, "end": 2}, [S(2, 3)])],
+    "softmax": [({"axis": 1, "temperature": 2.0}, [S(2, 3)])],
+    "softmax_cross_entropy": [({}, [S(2, 3), Idx(3, 2)])],
+    "squeeze": [({}, [S(2, 1, 3)])],
+    "stack": [({"num_args": 2, "axis": 1}, [S(2, 3), S(2, 3)])],
+    "sum": [({"axis": 1}, [S(2, 3)]), ({"axis": (0, 2), "exclude": True}, [S(2, 3, 2)])],
+    "take": [({}, [S(4, 3), Idx(4, 3)])],
+    "tile": [({"reps": (2, 1)}, [S(2, 3)])],
+    "topk": [({"axis": 1, "k": 2, "ret_typ": "both"}, [S(2, 3)])],
+    "where": [({}, [In((2, 3), "mask"), S(2, 3), S(2, 3)])],
+}
+
+
+def default_case(op):
+    """Attributes and inputs for an operator without an entry in CASES."""
+    attrs = {"scalar": 0.5} if "scalar" in op.params else {}
+    p = op.parse(attrs)
+    names = op.list_inputs(p)
+    positive = op.name in POSITIVE
+    if op.name.startswith("broadcast_") and len(names) == 2:
+        shapes = [(2, 3), (1, 3)]          # exercise broadcasting
+    else:
+        shapes = [DEFAULT_SHAPE] * len(names)
+    return attrs, [In(s, "positive" if positive else "signed") for s in shapes]
+
+
+def all_cases():
+    out = []
+    for name in sorted(registry.all_ops()):
+        op = registry.get(name)
+        cases = CASES.get(name) or [default_case(op)]
+        for i, (attrs, inputs) in enumerate(cases):
+            out.append(pytest.param(name, attrs, inputs, id="%s-%d" % (name, i)))
+    return out
+
+
+def test_cases_name_registered_operators():
+    unknown = sorted(set(CASES) - set(registry.all_ops()))
+    assert not unknown, "CASES for operators that are not registered: %s" % unknown
+
+
+# ---------------------------------------------------------------------------------------------
+# running a case on both devices
+# ---------------------------------------------------------------------------------------------
+def _host_inputs(op, p, inputs, rng):
+    """numpy arrays for every input, unknown shapes inferred from the given ones."""
+    names = op.list_inputs(p)
+    assert len(inputs) == len(names), "%s takes inputs %s" % (op.name, names)
+    shapes = [None if x is None else x.shape for x in inputs]
+    if any(s is None for s in shapes):
+        shapes, _ = op.infer_shape(p, shapes)
+    return [(In(shape) if x is None else x).make(rng) for x, shape in zip(inputs, shapes)]
+
+
+def _tolerance(dtype):
+    if np.dtype(dtype) == np.float16:
+        return dict(rtol=2e-3, atol=2e-3)
+    return dict(rtol=1e-4, atol=1e-5)
+
+
+def _assert_close(gpu, cpu, what):
+    assert gpu.dtype == cpu.dtype, "%s: dtype %s on the GPU, %s on the CPU" % (
+        what, gpu.dtype, cpu.dtype)
+    np.testing.assert_allclose(gpu.astype(np.float64), cpu.astype(np.float64),
+                               err_msg=what, **_tolerance(cpu.dtype))
+
+
+def _nd_forward(op, attrs, host, ctx):
+    """Outputs and the inputs afterwards (updated in place by optimizer ops / aux states)."""
+    attrs = dict(attrs)
+    if not host and "ctx" in op.params:
+        attrs["ctx"] = ctx
+    arrays = [mx.nd.array(x, ctx=ctx, dtype=x.dtype) for x in host]
+    mx.random.seed(7)
+    outs = getattr(mx.nd.op, op.name)(*arrays, **attrs)
+    outs = outs if isinstance(outs, (list, tuple)) else [outs]
+    for o in outs:
+        assert o.context == ctx, "%s: output on %s, expected %s" % (op.name, o.context, ctx)
+    return [o.asnumpy() for o in outs], [a.asnumpy() for a in arrays]
+
+
+def _backward(op, attrs, host, heads, req, device):
+    mx.random.seed(7)
+    return oh.backward(op.name, attrs, [x.copy() for x in host], heads, req=req, device=device)
+
+
+@pytest.mark.parametrize("name,attrs,inputs", all_cases())
+def test_operator_on_gpu_matches_cpu(name, attrs, inputs):
+    op = registry.get(name)
+    if op.variadic is not None:
+        attrs = dict(attrs, **{op.variadic: len(inputs)})
+    p = op.parse({k: str(v) for k, v in attrs.items()})
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    host = _host_inputs(op, p, inputs, rng)
+
+    outs_cpu, ins_cpu = _nd_forward(op, attrs, host, CPU)
+    outs_gpu, ins_gpu = _nd_forward(op, attrs, host, GPU)
+    for i, (g, c) in enumerate(zip(outs_gpu, outs_cpu)):
+        _assert_close(g, c, "%s: output %d" % (name, i))
+    for arg, g, c in zip(op.list_inputs(p), ins_gpu, ins_cpu):
+        _assert_close(g, c, "%s: input %s after the call" % (name, arg))
+
+    if not host or not op.has_backward(p):
+        return
+    heads = [rng.uniform(-1, 1, o.shape).astype(o.dtype) for o in outs_cpu]
+    # indices and labels are not differentiable; aux states take no gradient
+    aux = set(op.list_aux(p))
+    req = ["null" if arg in aux or (x is not None and x.kind == "index") else "write"
+           for arg, x in zip(op.list_inputs(p), inputs)]
+    grads_cpu = _backward(op, attrs, host, heads, req, "cpu")
+    grads_gpu = _backward(op, attrs, host, heads, req, "cuda")
+    for arg, g, c in zip(op.list_inputs(p), grads_gpu, grads_cpu):
+        if c is not None:
+            _assert_close(g, c, "%s: gradient of %s" % (name, arg))
+
+
+# ---------------------------------------------------------------------------------------------
+# optimizers
+# ---------------------------------------------------------------------------------------------
+# name -> parameter sets (the registry's defaults when absent); every set also runs with
+# clip_gradient and rescale_grad
+OPTIMIZER_PARAMS = {
+    "sgd": [{"momentum": 0.0}, {"momentum": 0.9},
+            {"momentum": 0.9, "multi_precision": True}],
+    "nag": [{"momentum": 0.0}, {"momentum": 0.9},
+            {"momentum": 0.9, "multi_precision": True}],
+    "ccsgd": [{"momentum": 0.9}],
+    "signum": [{"momentum": 0.0}, {"momentum": 0.9, "wd_lh": 0.01}],
+    "dcasgd": [{"momentum": 0.0}, {"momentum": 0.9}],
+    "rmsprop": [{"centered": False}, {"centered": True}],
+    "adam": [{}, {"lazy_update": False}],
+    "lamb": [{}, {"bias_correction": False, "lower_bound": 0.1, "upper_bound": 2.0}],
+    "lars": [{"momentum": 0.9}],
+    "lbsgd": [{"momentum": 0.9}],
+    "ftml": [{}],
+    "ftrl": [{}],
+    "sgld": [{}],
+}
+
+
+def optimizer_cases():
+    out = []
+    for name in sorted(mx.optimizer.Optimizer.opt_registry):
+        for i, params in enumerate(OPTIMIZER_PARAMS.get(name, [{}])):
+            out.append(pytest.param(name, params, id="%s-%d" % (name, i)))
+    return out
+
+
+def _states(state):
+    """The NDArrays of an optimizer state (None, an NDArray, or nested tuples), as numpy."""
+    if state is None:
+        return []
+    if isinstance(state, (list, tuple)):
+        return [a for s in state for a in _states(s)]
+    return [state.asnumpy()]
+
+
+def _run_optimizer(name, params, ctx, weight, grads):
+    opt = mx.optimizer.create(name, learning_rate=0.05, wd=0.01, rescale_grad=0.5,
+                              clip_gradient=0.8, **params)
+    w = mx.nd.array(weight, ctx=ctx, dtype=weight.dtype)
+    state = opt.create_state_multi_precision(0, w)
+    mx.random.seed(11)                       # SGLD's noise
+    for g in grads:
+        opt.update_multi_precision(0, w, mx.nd.array(g, ctx=ctx, dtype=g.dtype), state)
+    return w.asnumpy(), _states(state)
+
+
+@pytest.mark.parametrize("name,params", optimizer_cases())
+def test_optimizer_on_gpu_matches_cpu(name, params):
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    dtype = np.float16 if params.get("multi_precision") else np.float32
+    weight = rng.uniform(-1, 1, (3, 4)).astype(dtype)
+    grads = [rng.uniform(-2, 2, (3, 4)).astype(dtype) for _ in range(2)]
+    w_cpu, s_cpu = _run_optimizer(name, params, CPU, weight, grads)
+    w_gpu, s_gpu = _run_optimizer(name, params, GPU, weight, grads)
+    _assert_close(w_gpu, w_cpu, "%s: weight" % name)
+    assert len(s_gpu) == len(s_cpu)
+    for i, (g, c) in enumerate(zip(s_gpu, s_cpu)):
+        _assert_close(g, c, "%s: state %d" % (name, i))
