@@ -13,6 +13,7 @@ from numba import njit, prange
 
 from .. import scalar as S
 from ..scalar import BINARY_CODES, UNARY_CODES
+from .jit import serial_and_parallel
 
 __all__ = ["empty", "zeros", "full", "fill", "copy", "from_host", "to_host",
            "broadcast_plan", "elemwise_unary", "elemwise_unary_backward", "elemwise_binary",
@@ -276,16 +277,12 @@ def _binary_parallel(code, a, b, out):
         _binary_block(code, a, b, out, blk * BLOCK, min(n, (blk + 1) * BLOCK))
 
 
-@njit(cache=True, error_model="numpy")
-def _bcast_serial(code, a, b, out, shape, sa, sb):
-    for i in range(out.size):
-        out[i] = S.binary(code, a[S.strided_offset(i, shape, sa)], b[S.strided_offset(i, shape, sb)])
-
-
-@njit(cache=True, error_model="numpy", parallel=True)
-def _bcast_parallel(code, a, b, out, shape, sa, sb):
+def _bcast(code, a, b, out, shape, sa, sb):
     for i in prange(out.size):
         out[i] = S.binary(code, a[S.strided_offset(i, shape, sa)], b[S.strided_offset(i, shape, sb)])
+
+
+_bcast_serial, _bcast_parallel = serial_and_parallel(_bcast, error_model="numpy")
 
 
 @njit(cache=True, error_model="numpy")
@@ -305,24 +302,16 @@ def _binary_grad_one(code, which, x, other, g, j, keep, red, nred, so, sother):
     return s
 
 
-@njit(cache=True, error_model="numpy")
-def _binary_grad_serial(code, which, x, other, g, dx, keep, red, nred, so, sother, acc):
-    for j in range(dx.size):
-        v = _binary_grad_one(code, which, x, other, g, j, keep, red, nred, so, sother)
-        if acc:
-            dx[j] += v
-        else:
-            dx[j] = v
-
-
-@njit(cache=True, error_model="numpy", parallel=True)
-def _binary_grad_parallel(code, which, x, other, g, dx, keep, red, nred, so, sother, acc):
+def _binary_grad(code, which, x, other, g, dx, keep, red, nred, so, sother, acc):
     for j in prange(dx.size):
         v = _binary_grad_one(code, which, x, other, g, j, keep, red, nred, so, sother)
         if acc:
             dx[j] += v
         else:
             dx[j] = v
+
+
+_binary_grad_serial, _binary_grad_parallel = serial_and_parallel(_binary_grad, error_model="numpy")
 
 
 @njit(inline="always")
@@ -365,21 +354,7 @@ def _scalar_parallel(code, x, s, out, reverse):
         _scalar_block(code, x, s, out, reverse, blk * BLOCK, min(n, (blk + 1) * BLOCK))
 
 
-@njit(cache=True, error_model="numpy")
-def _scalar_grad_serial(code, x, s, g, dx, reverse, acc):
-    for i in range(x.size):
-        if reverse:
-            v = g[i] * S.binary_grad_rhs(code, s, x[i])
-        else:
-            v = g[i] * S.binary_grad_lhs(code, x[i], s)
-        if acc:
-            dx[i] += v
-        else:
-            dx[i] = v
-
-
-@njit(cache=True, error_model="numpy", parallel=True)
-def _scalar_grad_parallel(code, x, s, g, dx, reverse, acc):
+def _scalar_grad(code, x, s, g, dx, reverse, acc):
     for i in prange(x.size):
         if reverse:
             v = g[i] * S.binary_grad_rhs(code, s, x[i])
@@ -391,36 +366,27 @@ def _scalar_grad_parallel(code, x, s, g, dx, reverse, acc):
             dx[i] = v
 
 
-@njit(cache=True, error_model="numpy")
-def _clip_serial(x, lo, hi, out):
-    for i in range(x.size):
-        out[i] = S.clip(x[i], lo, hi)
+_scalar_grad_serial, _scalar_grad_parallel = serial_and_parallel(_scalar_grad, error_model="numpy")
 
 
-@njit(cache=True, error_model="numpy", parallel=True)
-def _clip_parallel(x, lo, hi, out):
+def _clip(x, lo, hi, out):
     for i in prange(x.size):
         out[i] = S.clip(x[i], lo, hi)
 
 
-@njit(cache=True, error_model="numpy")
-def _clip_grad_serial(x, lo, hi, g, dx, acc):
-    for i in range(x.size):
-        v = g[i] * S.clip_grad(x[i], lo, hi)
-        if acc:
-            dx[i] += v
-        else:
-            dx[i] = v
+_clip_serial, _clip_parallel = serial_and_parallel(_clip, error_model="numpy")
 
 
-@njit(cache=True, error_model="numpy", parallel=True)
-def _clip_grad_parallel(x, lo, hi, g, dx, acc):
+def _clip_grad(x, lo, hi, g, dx, acc):
     for i in prange(x.size):
         v = g[i] * S.clip_grad(x[i], lo, hi)
         if acc:
             dx[i] += v
         else:
             dx[i] = v
+
+
+_clip_grad_serial, _clip_grad_parallel = serial_and_parallel(_clip_grad, error_model="numpy")
 
 
 # ---------------------------------------------------------------------------------------------
