@@ -21,7 +21,8 @@ says what each call must do, following MXNet 1.9.1 (MXNET_SEMANTICS sections 0 a
 * ``get_params`` returns the device values; a checkpoint loaded into a new Module computes
   the same, optimizer state included (the machine continues with the loaded module).
 
-Use it as ``TestModule = ModuleStateMachine.TestCase`` with ``settings`` of your choice.
+Use it as ``TestModule = ModuleStateMachine.TestCase`` with ``settings`` of your choice;
+``ModuleStateMachine.with_nets(strategy)`` runs the same rules on networks of your own.
 """
 import logging
 import os
@@ -81,6 +82,23 @@ class ModuleStateMachine(RuleBasedStateMachine):
             self.init_params(seed, False, False)
         if start == "training":
             self.init_optimizer(0.1, 0.9, 0.01, False)
+
+    @classmethod
+    def with_nets(cls, nets, configs=None):
+        """A subclass whose networks come from ``nets`` (a strategy of
+        :class:`~lightmod.testing.strategies.ModuleNet`, e.g. ``st.just(ModuleNet(...))`` for
+        your own model) and configurations from ``configs`` (default: module_configs())."""
+        configs = configs if configs is not None else module_configs(grad_reqs=("write", "add"))
+
+        class Machine(cls):
+            @initialize(net=nets, config=configs,
+                        start=st.sampled_from(["training", "initialised", "bound", "fresh"]),
+                        seed=st.integers(0, 2 ** 16))
+            def create(self, net, config, start, seed):
+                cls.create(self, net, config, start, seed)
+
+        Machine.__name__ = Machine.__qualname__ = cls.__name__ + "WithNets"
+        return Machine
 
     def _create(self, net, config):
         self.net = net
@@ -313,12 +331,14 @@ class ModuleStateMachine(RuleBasedStateMachine):
     def train_step(self, seed):
         """forward_backward then update on a batch of the bound size."""
         self.forward(self.batch, True, seed, True)
-        self.update()
+        self.update(sync=False)
 
     @precondition(lambda self: self.module is not None and self.bound
                   and self.params_initialized and self.optimizer is not None)
-    @rule()
-    def update(self):
+    @rule(sync=st.booleans())
+    def update(self, sync=False):
+        """update(); with ``sync``, get_params() right after must show the new values."""
+        before = {k: v.copy() for k, v in self.device.items()}
         self.module.update()
         o = self.optimizer
         source = self.kv if self.update_on_kvstore else self.device
@@ -335,6 +355,14 @@ class ModuleStateMachine(RuleBasedStateMachine):
         if self.update_on_kvstore:
             self.kv = {k: v.copy() for k, v in actual.items()}
         self.dirty = True
+        if sync:
+            moved = [n for n in new if np.abs(new[n] - before[n]).max() > 1e-4]
+            synced = {k: v.asnumpy() for k, v in self.module.get_params()[0].items()}
+            for name in moved:
+                assert not np.array_equal(synced[name], before[name].astype(np.float32)), \
+                    "get_params() after update() still shows the old %s" % name
+            self.cache = {k: v.astype(np.float64) for k, v in synced.items()}
+            self.dirty = False
 
     @precondition(lambda self: self.module is not None and self.bound)
     @rule(batch_size=st.integers(1, 8))

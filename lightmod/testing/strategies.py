@@ -227,9 +227,12 @@ PER_SAMPLE_OPS = ("FullyConnected", "Activation", "tanh", "sigmoid", "relu", "so
 
 
 class ModuleNet:
-    """A network for a Module: symbol, data/label names and per-sample input shapes."""
+    """A network for a Module: data ``(batch, features)`` named ``data``, a regression head
+    whose label ``(batch, outputs)`` is named ``lro_label`` (``LinearRegressionOutput(...,
+    name='lro')``); every layer must treat samples independently. Wrap your own symbol in
+    one to run the lightmod.testing Module properties on it."""
 
-    def __init__(self, symbol, features, outputs, op_names):
+    def __init__(self, symbol, features, outputs, op_names=()):
         self.symbol = symbol
         self.features = features            # data is (batch, features)
         self.outputs = outputs              # label / output is (batch, outputs)
