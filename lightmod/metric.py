@@ -368,6 +368,10 @@ class _BinaryClassificationMetrics:
     def global_fscore(self):
         return self._f(self.global_precision, self.global_recall)
 
+    def f1(self, use_global=False):
+        """``fscore`` or, with ``use_global``, ``global_fscore``."""
+        return self.global_fscore if use_global else self.fscore
+
     def matthewscc(self, use_global=False):
         """Matthews correlation coefficient; zero factors of the denominator are skipped and
         no samples give 0."""
@@ -446,8 +450,7 @@ class F1(EvalMetric):
 
     def update(self, labels, preds):
         _binary_update(self, self.metrics, self.average, labels, preds,
-                       lambda stats, use_global: stats.global_fscore if use_global
-                       else stats.fscore)
+                       _BinaryClassificationMetrics.f1)
 
     def reset(self):
         self.sum_metric = 0.0
