@@ -30,17 +30,16 @@ _LOCAL_KVSTORE_MAX_UPDATE_SIZE = 1024 * 1024 * 16
 
 
 # ---------------------------------------------------------------------------------------------
-# atomic file writes
+# checkpoints
 # ---------------------------------------------------------------------------------------------
 def _params_save_dict(arg_params, aux_params):
+    """What a ``.params`` file holds: ``arg:<name>`` / ``aux:<name>`` -> the array on the CPU
+    (``save_checkpoint`` and ``BaseModule.save_params`` write it)."""
     save_dict = {'arg:%s' % k: v.as_in_context(cpu()) for k, v in arg_params.items()}
     save_dict.update({'aux:%s' % k: v.as_in_context(cpu()) for k, v in aux_params.items()})
     return save_dict
 
 
-# ---------------------------------------------------------------------------------------------
-# checkpoints
-# ---------------------------------------------------------------------------------------------
 def save_checkpoint(prefix, epoch, symbol, arg_params, aux_params, remove_amp_cast=True):
     """Write ``prefix-symbol.json`` (unless ``symbol`` is None) and ``prefix-%04d.params``."""
     if symbol is not None:

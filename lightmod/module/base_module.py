@@ -18,11 +18,10 @@ import numpy as np
 from .. import metric
 from .. import ndarray
 from ..base import MXNetError, NotBoundError, _as_list
-from ..context import cpu
 from ..fit_callbacks import StopTraining
 from ..initializer import Uniform
 from ..io import DataBatch, DataDesc, DataIter
-from ..model import BatchEndParam
+from ..model import BatchEndParam, _params_save_dict
 
 __all__ = ["BaseModule"]
 
@@ -406,9 +405,7 @@ class BaseModule:
     def save_params(self, fname):
         """Save parameters to ``fname`` as ``arg:<name>`` / ``aux:<name>`` (NDArray list file)."""
         arg_params, aux_params = self.get_params()
-        save_dict = {'arg:%s' % k: v.as_in_context(cpu()) for k, v in arg_params.items()}
-        save_dict.update({'aux:%s' % k: v.as_in_context(cpu()) for k, v in aux_params.items()})
-        ndarray.save(fname, save_dict)
+        ndarray.save(fname, _params_save_dict(arg_params, aux_params))
 
     def load_params(self, fname):
         """Load parameters written by :meth:`save_params` and assign them with set_params."""
