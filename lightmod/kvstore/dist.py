@@ -39,7 +39,7 @@ from ..base import MXNetError, atomic_write
 from ..context import Context
 from ..ndarray import NDArray
 from .base import KVStoreBase
-from .kvstore import KVStore, _grouped, _pairs
+from .kvstore import KVStore, _pairs
 
 __all__ = ["KVStoreDist"]
 
@@ -289,7 +289,7 @@ class KVStoreDist(KVStore):
 
     barrier = _barrier
 
-    # --- init / push ---------------------------------------------------------------------------
+    # --- init / the cross-worker sum of a push -------------------------------------------------
     def init(self, key, value):
         """Initialise key(s) with rank 0's value(s) on every worker. All workers must init the
         same keys with the same shapes, in the same order (checked)."""
@@ -300,20 +300,6 @@ class KVStoreDist(KVStore):
         super().init(key, value)
         for k, _ in pairs:
             self._bcast_ndarray(self._store[k], "init of key %r" % (k,))
-
-    def push(self, key, value, priority=0):
-        """Push value(s): the arrays of a key are summed on this worker, then over all workers;
-        the total goes to the updater (or replaces the stored value)."""
-        pairs, use_str = _pairs(key, value, "push")
-        self._check_key_type(use_str, "push")
-        for k, arrays in _grouped(pairs).items():
-            stored = self._stored(k, "push")
-            merged = self._reduce(k, arrays, stored)
-            total = self._sum_over_workers(k, merged, stored.context)
-            if self._updater is not None:
-                self._updater(k.encode("utf-8") if isinstance(k, str) else k, total, stored)
-            else:
-                total.copyto(stored)
 
     def _sum_over_workers(self, key, merged, home):
         """``merged`` summed over all workers, as an NDArray on ``home`` (a store-owned buffer;

@@ -124,17 +124,22 @@ class KVStore(KVStoreBase):
                 self._store[k] = a.copyto(self._home(a))
 
     def push(self, key, value, priority=0):
-        """Push value(s): the arrays of one key are summed, then handed to the updater (or
-        they replace the stored value)."""
+        """Push value(s): the arrays of one key are summed (and, in a distributed store, summed
+        over all workers), then handed to the updater (or they replace the stored value)."""
         pairs, use_str = _pairs(key, value, "push")
         self._check_key_type(use_str, "push")
         for k, arrays in _grouped(pairs).items():
             stored = self._stored(k, "push")
-            merged = self._reduce(k, arrays, stored)
+            total = self._sum_over_workers(k, self._reduce(k, arrays, stored), stored.context)
             if self._updater is not None:
-                self._updater(k.encode("utf-8") if isinstance(k, str) else k, merged, stored)
-            elif merged is not stored:
-                merged.copyto(stored)
+                self._updater(k.encode("utf-8") if isinstance(k, str) else k, total, stored)
+            elif total is not stored:
+                total.copyto(stored)
+
+    def _sum_over_workers(self, key, merged, home):
+        """The pushed total of a key; a single process's own sum is the total (the distributed
+        store adds the other workers' sums here)."""
+        return merged
 
     def pull(self, key, out=None, priority=0, ignore_sparse=True):
         """Copy the stored value(s) into out; row_sparse outs are skipped unless
