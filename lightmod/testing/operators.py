@@ -185,7 +185,7 @@ class OpCase:
     def aux_states(self):
         return {n: self.values[n] for n in self.aux_names} or None
 
-    def differentiable_inputs(self, p=None):
+    def differentiable_inputs(self):
         """Arguments whose gradient is checked (index/label inputs excluded by the hint)."""
         return [n for n in self.arg_names if n not in self.hint.no_grad_inputs]
 
@@ -295,9 +295,6 @@ def op_cases(draw, op_name, dtype="float64", max_input_size=MAX_INPUT_SIZE, data
     shapes = [None] * len(names)
     if names:
         shapes[0] = data_shape
-    if hint.shapes is not None:
-        for name, shape in hint.shapes(draw, p, data_shape).items():
-            shapes[names.index(name)] = tuple(shape)
     inferred = _infer(op, p, shapes)
     assume(inferred is not None)
     shapes, _ = inferred
@@ -325,11 +322,17 @@ def op_cases(draw, op_name, dtype="float64", max_input_size=MAX_INPUT_SIZE, data
         assume(False)
 
     rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
+    by_name = dict(zip(names, shapes))
+    joint = hint.values["*"](rng, by_name, p) if "*" in hint.values else {}
     values = {}
     for name, shape, in_type in zip(names, shapes, in_types):
         make = hint.values.get(name)
-        value = make(rng, shape, p, dict(zip(names, shapes))) if make else \
-            _default_values(rng, shape)
+        if name in joint:
+            value = joint[name]
+        elif make is not None:
+            value = make(rng, shape, p, by_name)
+        else:
+            value = _default_values(rng, shape)
         values[name] = np.asarray(value, dtype=in_type)
     nvis = op.num_visible_outputs(p)
     return OpCase(op_name, attrs, list(names), list(aux), dict(zip(names, shapes)), values,
