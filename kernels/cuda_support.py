@@ -49,45 +49,103 @@ def require(device_id=0):
 
 
 def kernel_set(device_id=0):
-    """The CUDA kernel set computing on gpu(device_id).
-
-    numba allocates, copies and launches in the *current* CUDA context, which is GPU 0 unless
-    something selects another. With one visible GPU the module ``lightmod.kernels.cuda`` is
-    the kernel set; with several, every function of the set runs inside
-    ``numba.cuda.gpus[device_id]``, so the arrays and launches of gpu(i) live on GPU i.
-    """
+    """The CUDA kernel set computing on gpu(device_id) (a :class:`KernelSet`)."""
     ks = _kernel_sets.get(device_id)
     if ks is None:
         from . import cuda
-        ks = cuda if num_gpus() <= 1 else OnDevice(cuda, device_id)
-        _kernel_sets[device_id] = ks
+        ks = _kernel_sets[device_id] = KernelSet(cuda, device_id, pin=num_gpus() > 1)
     return ks
 
 
-class OnDevice:
-    """A kernel set whose functions run with GPU ``device_id``'s context current."""
+class KernelSet:
+    """The functions of ``lightmod.kernels.cuda`` as one GPU runs them.
 
-    def __init__(self, module, device_id):
+    * With several GPUs visible each function runs inside ``numba.cuda.gpus[device_id]``:
+      numba allocates, copies and launches in the *current* CUDA context, which is GPU 0
+      unless something selects another, so without this gpu(i)'s arrays would live on GPU 0.
+    * A function whose kernels cannot compute in half precision (numba's float16 lowering
+      error, a kernel that refuses the dtype) is re-run on float32 copies of its float16
+      device arrays, and the results are rounded back into them: what the CPU kernel set does
+      (``kernels/cpu/__init__.py``) and what MXNet's float16 kernels do with their float32
+      accumulators. A failing dtype signature is remembered, so the failing compile is tried
+      once per function and signature.
+    """
+
+    def __init__(self, module, device_id, pin):
         self._module = module
+        self._pin = pin
         self.device_id = device_id
 
     def __getattr__(self, name):
         value = getattr(self._module, name)
         if callable(value) and not isinstance(value, type):
-            from numba import cuda
-            device = cuda.gpus[self.device_id]
-            function = value
-
-            @functools.wraps(function)
-            def on_device(*args, **kwargs):
-                with device:
-                    return function(*args, **kwargs)
-            value = on_device
+            value = _float16_staged(self._module, value)
+            if self._pin:
+                value = _on_device(value, self.device_id)
         setattr(self, name, value)    # found once: later look-ups skip __getattr__
         return value
 
     def __repr__(self):
-        return "<CUDA kernel set on GPU %d>" % self.device_id
+        return "<CUDA kernel set of gpu(%d)>" % self.device_id
+
+
+def _on_device(function, device_id):
+    from numba import cuda
+    device = cuda.gpus[device_id]
+
+    @functools.wraps(function)
+    def on_device(*args, **kwargs):
+        with device:
+            return function(*args, **kwargs)
+    return on_device
+
+
+_staged_functions = {}    # kernel-set function -> its float16-staging wrapper (all GPUs)
+
+
+def _float16_staged(module, function):
+    staged = _staged_functions.get(function)
+    if staged is not None:
+        return staged
+    import numpy as np
+    from numba.core.errors import NumbaError
+
+    def is_f16(a):
+        return module.is_device_array(a) and a.dtype == np.float16
+
+    def signature(args):
+        return tuple(str(a.dtype) if module.is_device_array(a) else None for a in args)
+
+    needs_staging = set()
+
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        # the signature is only built once some float16 call has failed (hot-path cost)
+        if not needs_staging or signature(args) not in needs_staging:
+            try:
+                return function(*args, **kwargs)
+            except (NotImplementedError, TypeError, NumbaError):
+                if not any(is_f16(a) for a in args):
+                    raise
+                needs_staging.add(signature(args))
+        upcast = {}   # one float32 copy per distinct array, so aliased arguments stay aliased
+        staged_args = []
+        for a in args:
+            if is_f16(a):
+                if id(a) not in upcast:
+                    copy32 = module.empty(a.shape, np.float32)
+                    module.copy(copy32, a)
+                    upcast[id(a)] = (a, copy32)
+                staged_args.append(upcast[id(a)][1])
+            else:
+                staged_args.append(a)
+        result = function(*staged_args, **kwargs)
+        for original, copy32 in upcast.values():
+            module.copy(original, copy32)
+        return result
+
+    _staged_functions[function] = call
+    return call
 
 
 def _why_unavailable():

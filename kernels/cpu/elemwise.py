@@ -156,7 +156,7 @@ def _scalar_for(x, value):
     dt = np.float32 if x.dtype == np.float16 else x.dtype
     if dt == np.bool_:
         return np.float32(value)
-    return dt.type(value)
+    return np.dtype(dt).type(value)
 
 
 def _acc(req):

@@ -28,9 +28,10 @@ def pytest_configure(config):
     launch = simkernel.FakeCUDAKernel.__call__
 
     def recording_call(self, *args):
+        result = launch(self, *args)
         if not self._device and not simkernel._kernel_context:
-            _recorder.record(self, args)
-        return launch(self, *args)
+            _recorder.record(self, args)      # only launches that worked
+        return result
 
     simkernel.FakeCUDAKernel.__call__ = recording_call
 

@@ -9,7 +9,8 @@ not fit fails here until it gets a case. For each case:
   operators: same outputs, same in-place updates of the inputs (aux states, optimizer weights
   and states);
 * the training forward and backward through the registry on both kernel sets with the same
-  head gradients: same input gradients.
+  head gradients: same input gradients;
+* the forward again in float16, wherever the CPU computes it.
 
 The optimizers are the registry of ``mx.optimizer`` (``Optimizer.opt_registry``), each run
 for two steps with its weight, gradient and states on either device.
@@ -355,3 +356,26 @@ def test_optimizer_on_gpu_matches_cpu(name, params):
     assert len(s_gpu) == len(s_cpu)
     for i, (g, c) in enumerate(zip(s_gpu, s_cpu)):
         _assert_close(g, c, "%s: state %d" % (name, i))
+
+
+# ---------------------------------------------------------------------------------------------
+# float16: what the CPU computes in half precision, the GPU computes too
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name,attrs,inputs", all_cases())
+def test_operator_float16_forward_on_gpu(name, attrs, inputs):
+    op = registry.get(name)
+    if op.variadic is not None:
+        attrs = dict(attrs, **{op.variadic: len(inputs)})
+    p = op.parse({k: str(v) for k, v in attrs.items()})
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    host = [x.astype(np.float16) if x.dtype == np.float32 else x
+            for x in _host_inputs(op, p, inputs, rng)]
+    try:
+        outs_cpu, ins_cpu = _nd_forward(op, attrs, host, CPU)
+    except (mx.MXNetError, TypeError, ValueError) as err:
+        pytest.skip("not defined for float16 on the CPU either: %s" % err)
+    outs_gpu, ins_gpu = _nd_forward(op, attrs, host, GPU)
+    for i, (g, c) in enumerate(zip(outs_gpu, outs_cpu)):
+        _assert_close(g, c, "%s: output %d" % (name, i))
+    for arg, g, c in zip(op.list_inputs(p), ins_gpu, ins_cpu):
+        _assert_close(g, c, "%s: input %s after the call" % (name, arg))
