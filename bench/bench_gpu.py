@@ -13,7 +13,7 @@ It measures, in one run on gpu(device):
   takes) over the same number of parameters: SGD with momentum (20 bytes per element) and Adam
   (28 bytes), in GB/s and as a fraction of the triad's bandwidth (the target is >= 80%);
 * training throughput (samples/s, forward + backward + update, after warm-up steps that
-  compile the kernels) of an MLP 784-512-512-10, LeNet-5 on 1x28x28 and a 2-layer-free LSTM
+  compile the kernels) of an MLP 784-512-512-10, LeNet-5 on 1x28x28 and a one-layer LSTM
   language model (vocabulary 2000, 200 units, 35 steps) with lightmod's Module;
 * the same three models in PyTorch (``torch.nn``, SGD with momentum) on the same GPU when
   torch with CUDA is installed, and the ratio lightmod / PyTorch (the MLP target is >= 0.5).
