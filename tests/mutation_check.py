@@ -122,8 +122,12 @@ BY_NAME = {m.name: m for m in MUTANTS}
 # ---------------------------------------------------------------------------------------------
 # running
 # ---------------------------------------------------------------------------------------------
+# `python -c` puts the working directory (the repository root) first on sys.path, where the
+# source tree would shadow the installed lightmod (whose kernels package only exists once
+# installed): drop it, as the `pytest` command does.
 _BOOT = """
-import sys
+import os, sys
+sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != {root!r}]
 sys.path.insert(0, {tests_dir!r})
 import mutation_check, pytest
 name = sys.argv[1]
@@ -139,7 +143,7 @@ def run_tests(mutant_name, tests, timeout=300):
     env = dict(os.environ)
     env["LIGHTMOD_HYPOTHESIS_PROFILE"] = "lightmod-mutation"
     env.setdefault("PYTHONHASHSEED", "0")
-    cmd = [sys.executable, "-c", _BOOT.format(tests_dir=TESTS_DIR), mutant_name,
+    cmd = [sys.executable, "-c", _BOOT.format(root=ROOT, tests_dir=TESTS_DIR), mutant_name,
            "-q", "-p", "no:cacheprovider", "--tb=no", "-rf"] + list(tests)
     start = time.time()
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,

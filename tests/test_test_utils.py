@@ -25,10 +25,11 @@ def test_star_import_gives_what_mxnet_test_files_use():
 
 def test_importing_lightmod_does_not_import_hypothesis():
     import subprocess
+    import tempfile
     code = ("import sys, lightmod; import lightmod.test_utils; "
             "print('hypothesis' in sys.modules, 'numba' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.split()
+                         check=True, cwd=tempfile.gettempdir()).stdout.split()
     assert out == ["False", "False"]
 
 

@@ -1,5 +1,6 @@
 """lightmod.testing: the strategies produce what they promise, and the package stays lazy."""
 import subprocess
+import tempfile
 import sys
 
 import numpy as np
@@ -20,7 +21,7 @@ def test_import_is_lazy_and_registers_profiles():
             "p = settings.get_profile('lightmod'); print(p.deadline, "
             "settings.get_profile('lightmod-ci').derandomize)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.split()
+                         check=True, cwd=tempfile.gettempdir()).stdout.split()
     assert out == ["False", "None", "True"]
     import lightmod.testing as testing
     assert testing.op_cases is testing.operators.op_cases
