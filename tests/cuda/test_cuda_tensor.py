@@ -38,13 +38,16 @@ def compare(name, attrs, inputs, req=None, init=None, rtol=1e-10, grads=True):
     (c_outs, c_grads), (g_outs, g_grads) = results["cpu"], results["cuda"]
     for i, (a, b) in enumerate(zip(c_outs, g_outs)):
         assert a.dtype == b.dtype and a.shape == b.shape
-        np.testing.assert_allclose(b, a, rtol=rtol, atol=1e-12, equal_nan=True,
+        # float32 sums near zero differ by round-off with BLAS blocking and thread count
+        atol = 1e-6 if a.dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(b, a, rtol=rtol, atol=atol, equal_nan=True,
                                    err_msg="%s output %d" % (name, i))
     for i, (a, b) in enumerate(zip(c_grads, g_grads)):
         if a is None:
             assert b is None
         else:
-            np.testing.assert_allclose(b, a, rtol=rtol, atol=1e-12, equal_nan=True,
+            atol = 1e-6 if a.dtype == np.float32 else 1e-12
+            np.testing.assert_allclose(b, a, rtol=rtol, atol=atol, equal_nan=True,
                                        err_msg="%s grad %d" % (name, i))
 
 
