@@ -33,7 +33,7 @@ from ..base import MXNetError
 
 __all__ = ["Operator", "register", "get", "find", "all_ops", "Params", "REQUIRED",
            "Int", "Float", "Bool", "Str", "Enum", "Shape", "OptInt", "OptFloat", "Dtype",
-           "FloatTuple", "AnyStr", "shape_is_known", "merge_shape", "ShapeMismatch"]
+           "FloatTuple", "AnyStr", "shape_is_known", "merge_shape"]
 
 
 class _Required:
@@ -265,10 +265,6 @@ class Params:
 # ---------------------------------------------------------------------------------------------
 # Shapes
 # ---------------------------------------------------------------------------------------------
-class ShapeMismatch(MXNetError):
-    pass
-
-
 def shape_is_known(shape):
     """True when the shape and every dim are known (no None, no 0 dims)."""
     return shape is not None and all(d is not None and d > 0 for d in shape)
