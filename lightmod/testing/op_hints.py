@@ -225,6 +225,7 @@ HINTS = {
     "log": Hint(values={"data": _positive}),
     "log2": Hint(values={"data": _positive}),
     "log10": Hint(values={"data": _positive}),
+    "log1p": Hint(values={"data": _positive}),           # singular at -1
     "sqrt": Hint(values={"data": _positive}),
     "rsqrt": Hint(values={"data": _positive}),
     "_power": Hint(values={"lhs": _positive}),
