@@ -36,8 +36,10 @@ def _is_host(data):
 def _device_kernels(ctx):
     """The kernel set of a GPU context (raises the MXNetError saying why CUDA is unusable)."""
     from .. import kernels
+    k = kernels.for_context(ctx)
+    # only once a GPU kernel set exists: a refused gpu context must not make waitall() sync
     _gpu_used[0] = True
-    return kernels.for_context(ctx)
+    return k
 
 
 def _as_ctx(ctx):
