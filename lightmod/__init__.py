@@ -30,6 +30,7 @@ from . import attribute
 from .attribute import AttrScope
 from . import symbol
 from . import symbol as sym
+from . import contrib
 from . import executor
 from . import model
 from . import module
