@@ -33,7 +33,8 @@ def for_context(ctx):
         if ctx.device_typeid == 2:
             from . import cuda_support
             cuda_support.require(ctx.device_id)
-            k = cuda_support.KernelSet(ctx.device_id)
+            from . import cuda   # only once CUDA proved usable: it imports numba.cuda
+            k = cuda_support.KernelSet(cuda, ctx.device_id)
         else:
             from . import cpu as k
         _kernel_sets[key] = k

@@ -61,9 +61,8 @@ class KernelSet:
       once per function and signature.
     """
 
-    def __init__(self, device_id):
-        from . import cuda
-        self._module = cuda
+    def __init__(self, module, device_id):
+        self._module = module
         self._pin = num_gpus() > 1
         self.device_id = device_id
 

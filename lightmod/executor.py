@@ -25,6 +25,7 @@ from .grad_req import GradReq
 from .ndarray import ndarray as _nd
 from .ndarray.ndarray import NDArray
 from .symbol import graph as _graph
+from .symbol import symbol as _symbol
 
 __all__ = ["Executor", "bind", "simple_bind"]
 
@@ -853,3 +854,6 @@ class Executor:
 
     def get_optimized_symbol(self):
         return self._symbol.copy()
+
+
+_symbol.register_binders(bind=bind, simple_bind=simple_bind)

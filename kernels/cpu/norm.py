@@ -5,12 +5,14 @@ Arrays arrive as 3-D views ``(outer, A, inner)`` around the axis that matters (t
 axis for BatchNorm, the normalised axis for LayerNorm / L2Normalization, channels for LRN).
 Statistics are accumulated in float64 and variances are computed in two passes (mean first),
 which keeps float32 results within rounding of MXNet's. Gradient requests are passed as ints:
-0 null, 1 write, 2 add (see ``req_code``).
+0 null, 1 write, 2 add (see ``req_code``); the per-channel gradient math is in
+``kernels/scalar_norm.py``, shared with the CUDA half.
 """
 import math
 
 from numba import njit, prange, uint64
 
+from ..scalar_norm import bn_input_grad_coefficients, req_code, store_req  # noqa: F401
 from .jit import parallel_loop
 
 __all__ = ["req_code", "bn_forward", "bn_backward", "bn_update_moving", "instance_norm_forward",
@@ -20,20 +22,6 @@ __all__ = ["req_code", "bn_forward", "bn_backward", "bn_update_moving", "instanc
 # one element of these loops costs about half an element-wise add (the parallel threshold
 # doubles)
 _COST = 0.5
-_REQ = {"null": 0, "write": 1, "add": 2}
-
-
-def req_code(req):
-    """'null' / 'write' / 'add' -> 0 / 1 / 2 (what the norm kernels take)."""
-    return _REQ[req]
-
-
-@njit(cache=True)
-def _store(dst, i, value, code):
-    if code == 1:
-        dst[i] = value
-    elif code == 2:
-        dst[i] += value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -147,23 +135,13 @@ def _bn_backward_channel(x, dy, dx, dims, gamma, mean_in, invstd_in, dgamma, dbe
         sdy += _run_sum(dy, base, inner)
         sdyx += _run_dot_dev(dy, x, base, inner, mean)
     sdyx *= invstd  # sum of dy * xhat
-    _store(dgamma, c, 0.0 if fix_gamma else sdyx, req_g)
-    _store(dbeta, c, sdy, req_b)
+    store_req(dgamma, c, 0.0 if fix_gamma else sdyx, req_g)
+    store_req(dbeta, c, sdy, req_b)
     if req_x == 0:
         return
-    gm = 1.0 if fix_gamma else float(gamma[c])
-    scale = gm * invstd
-    if batch_stats:
-        count = outer * inner
-        # dx = scale * (dy - mean(dy) - xhat * mean(dy * xhat)) = a * dy + b * x + shift
-        mdyx = sdyx / count
-        a = x.dtype.type(scale)
-        b = x.dtype.type(-scale * mdyx * invstd)
-        shift = x.dtype.type(scale * (mean * mdyx * invstd - sdy / count))
-    else:
-        a = x.dtype.type(scale)
-        b = x.dtype.type(0)
-        shift = x.dtype.type(0)
+    a, b, shift = bn_input_grad_coefficients(sdy, sdyx, outer * inner, mean, invstd,
+                                             1.0 if fix_gamma else float(gamma[c]), batch_stats)
+    a, b, shift = x.dtype.type(a), x.dtype.type(b), x.dtype.type(shift)
     for o in range(outer):
         base = uint64((o * C + c) * inner)
         if req_x == 2:
@@ -266,8 +244,8 @@ def _in_backward_channel(x, dy, dx, gamma, mean_in, var_in, dgamma, dbeta, eps, 
                     dx[n, c, i] += v
                 else:
                     dx[n, c, i] = v
-    _store(dgamma, c, tg, req_g)
-    _store(dbeta, c, tb, req_b)
+    store_req(dgamma, c, tg, req_g)
+    store_req(dbeta, c, tb, req_b)
 
 
 @parallel_loop(cost=_COST)
@@ -394,8 +372,8 @@ def _param_grad_column(x, dy, stat1, stat2, dgamma, dbeta, req_g, req_b, a):
             d = float(dy[o, a, i])
             tb += d
             tg += d * (x[o, a, i] - stat1[r]) / stat2[r]
-    _store(dgamma, a, tg, req_g)
-    _store(dbeta, a, tb, req_b)
+    store_req(dgamma, a, tg, req_g)
+    store_req(dbeta, a, tb, req_b)
 
 
 @parallel_loop(cost=_COST)

@@ -10,6 +10,7 @@ import math
 
 from numba import cuda, float64
 
+from ..scalar_norm import bn_input_grad_coefficients, req_code, store_req  # noqa: F401
 from .memory import launch_config
 from .nn import _block_reduce, REDUCE_THREADS, _SHARED
 
@@ -17,12 +18,6 @@ __all__ = ["req_code", "bn_forward", "bn_backward", "bn_update_moving", "instanc
            "instance_norm_backward", "row_norm_forward", "row_norm_backward",
            "param_grad_columns", "lrn_forward", "lrn_backward"]
 
-_REQ = {"null": 0, "write": 1, "add": 2}
-
-
-def req_code(req):
-    """'null' / 'write' / 'add' -> 0 / 1 / 2 (what the norm kernels take)."""
-    return _REQ[req]
 
 
 def _flat(a):
@@ -31,14 +26,6 @@ def _flat(a):
 
 def _blocks(n):
     return max(1, min(int(n), 4096))
-
-
-@cuda.jit(device=True)
-def _store(dst, i, value, code):
-    if code == 1:
-        dst[i] = value
-    elif code == 2:
-        dst[i] += value
 
 
 @cuda.jit(device=True)
@@ -123,22 +110,17 @@ def _bn_backward_k(x, dy, dx, dims, gamma, mean_in, invstd_in, dgamma, dbeta, ba
         sdy = _block_reduce(part, s1, False)
         sdyx = _block_reduce(part, s2, False) * invstd
         if tid == 0:
-            _store(dgamma, c, 0.0 if fix_gamma else sdyx, req_g)
-            _store(dbeta, c, sdy, req_b)
+            store_req(dgamma, c, 0.0 if fix_gamma else sdyx, req_g)
+            store_req(dbeta, c, sdy, req_b)
         if req_x == 0:
             continue
-        gm = 1.0 if fix_gamma else float64(gamma[c])
-        scale = gm * invstd
-        mdy = sdy / count
-        mdyx = sdyx / count
+        a, b, shift = bn_input_grad_coefficients(sdy, sdyx, count, mean, invstd,
+                                                 1.0 if fix_gamma else float64(gamma[c]),
+                                                 batch_stats)
         for j in range(tid, count, nt):
             o = j // inner
             k = (o * C + c) * inner + j - o * inner
-            if batch_stats:
-                v = scale * (dy[k] - mdy - (x[k] - mean) * invstd * mdyx)
-            else:
-                v = scale * dy[k]
-            _put(dx, k, v, req_x)
+            _put(dx, k, a * dy[k] + b * x[k] + shift, req_x)
 
 
 def bn_backward(x, dy, dx, gamma, mean, invstd, dgamma, dbeta, batch_stats, fix_gamma, req_x,
@@ -244,8 +226,8 @@ def _in_backward_params_k(x, dy, dims, mean_in, var_in, dgamma, dbeta, eps, req_
         sg = _block_reduce(part, tg, False)
         sb = _block_reduce(part, tb, False)
         if tid == 0:
-            _store(dgamma, c, sg, req_g)
-            _store(dbeta, c, sb, req_b)
+            store_req(dgamma, c, sg, req_g)
+            store_req(dbeta, c, sb, req_b)
 
 
 def instance_norm_backward(x, dy, dx, gamma, mean, var, dgamma, dbeta, eps, req_x, req_g, req_b):
@@ -373,8 +355,8 @@ def _param_grad_k(x, dy, dims, stat1, stat2, dgamma, dbeta, req_g, req_b):
         sg = _block_reduce(part, tg, False)
         sb = _block_reduce(part, tb, False)
         if tid == 0:
-            _store(dgamma, a, sg, req_g)
-            _store(dbeta, a, sb, req_b)
+            store_req(dgamma, a, sg, req_g)
+            store_req(dbeta, a, sb, req_b)
 
 
 def param_grad_columns(x, dy, mean, std, dgamma, dbeta, req_g, req_b):
