@@ -856,4 +856,4 @@ class Executor:
         return self._symbol.copy()
 
 
-_symbol.register_binders(bind=bind, simple_bind=simple_bind)
+_symbol.install_hooks(bind=bind, simple_bind=simple_bind)

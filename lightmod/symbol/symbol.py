@@ -31,15 +31,16 @@ __all__ = ["Symbol", "var", "Variable", "Group", "load", "load_json", "pow", "po
 _STORAGE_TYPE_STR_TO_ID = {"undefined": -1, "default": 0, "row_sparse": 1, "csr": 2}
 _STORAGE_TYPE_ID_TO_STR = {v: k for k, v in _STORAGE_TYPE_STR_TO_ID.items()}
 
-# Binding is the executor's work, one layer up: lightmod.executor hands its ``bind`` and
-# ``simple_bind`` to :func:`register_binders` when it is imported (``import lightmod`` does), so
-# this layer never imports the one above it.
-_BINDERS = {}
+# Functions this module calls but does not own, installed by their owners when imported
+# (``import lightmod`` imports them all): ``bind`` / ``simple_bind`` from lightmod.executor, one
+# layer up, and ``op_function`` (the generated ``sym.<op>`` functions) from symbol/register.py,
+# which builds on this module. So this module imports neither.
+_HOOKS = {}
 
 
-def register_binders(**binders):
-    """Install the functions ``Symbol.bind`` / ``Symbol.simple_bind`` call."""
-    _BINDERS.update(binders)
+def install_hooks(**functions):
+    """Install functions ``Symbol`` calls: ``bind``, ``simple_bind``, ``op_function``."""
+    _HOOKS.update(functions)
 
 
 class NotImplementedForSymbol(MXNetError):
@@ -586,7 +587,7 @@ class Symbol:
                     group2ctx=None, shared_arg_names=None, shared_exec=None,
                     shared_buffer=None, **kwargs):
         """Bind with arrays allocated from the given input shapes; returns an Executor."""
-        return _BINDERS["simple_bind"](self, ctx, grad_req=grad_req, type_dict=type_dict,
+        return _HOOKS["simple_bind"](self, ctx, grad_req=grad_req, type_dict=type_dict,
                            stype_dict=stype_dict, group2ctx=group2ctx,
                            shared_arg_names=shared_arg_names, shared_exec=shared_exec,
                            shared_buffer=shared_buffer, shapes=kwargs)
@@ -594,7 +595,7 @@ class Symbol:
     def bind(self, ctx, args, args_grad=None, grad_req="write", aux_states=None,
              group2ctx=None, shared_exec=None):
         """Bind to the given argument (and gradient / aux) arrays; returns an Executor."""
-        return _BINDERS["bind"](self, ctx, args, args_grad=args_grad, grad_req=grad_req,
+        return _HOOKS["bind"](self, ctx, args, args_grad=args_grad, grad_req=grad_req,
                     aux_states=aux_states, group2ctx=group2ctx, shared_exec=shared_exec)
 
     def eval(self, ctx=None, **kwargs):
@@ -732,8 +733,7 @@ def _attr_text(op, key, value):
 
 def _op_call(op_name, *args, **kwargs):
     """Call the generated ``sym.<op_name>`` function."""
-    from .register import op_function
-    return op_function(op_name)(*args, **kwargs)
+    return _HOOKS["op_function"](op_name)(*args, **kwargs)
 
 
 # ---------------------------------------------------------------------------------------------
