@@ -10,7 +10,7 @@ import math
 
 from numba import cuda, float64
 
-from ..scalar_norm import bn_input_grad_coefficients, req_code, store_req  # noqa: F401
+from ..scalar_norm import REQ_ADD, REQ_WRITE, bn_input_grad_coefficients, req_code  # noqa: F401
 from .memory import launch_config
 from .nn import _block_reduce, REDUCE_THREADS, _SHARED
 
@@ -26,6 +26,16 @@ def _flat(a):
 
 def _blocks(n):
     return max(1, min(int(n), 4096))
+
+
+@cuda.jit(device=True)
+def _store(dst, i, value, code):
+    # scalar_norm.store_req's rule; array-taking helpers stay per half (numba's CUDA simulator
+    # cannot hand its device arrays to a CPU-compiled function)
+    if code == REQ_WRITE:
+        dst[i] = value
+    elif code == REQ_ADD:
+        dst[i] += value
 
 
 @cuda.jit(device=True)
@@ -110,8 +120,8 @@ def _bn_backward_k(x, dy, dx, dims, gamma, mean_in, invstd_in, dgamma, dbeta, ba
         sdy = _block_reduce(part, s1, False)
         sdyx = _block_reduce(part, s2, False) * invstd
         if tid == 0:
-            store_req(dgamma, c, 0.0 if fix_gamma else sdyx, req_g)
-            store_req(dbeta, c, sdy, req_b)
+            _store(dgamma, c, 0.0 if fix_gamma else sdyx, req_g)
+            _store(dbeta, c, sdy, req_b)
         if req_x == 0:
             continue
         a, b, shift = bn_input_grad_coefficients(sdy, sdyx, count, mean, invstd,
@@ -226,8 +236,8 @@ def _in_backward_params_k(x, dy, dims, mean_in, var_in, dgamma, dbeta, eps, req_
         sg = _block_reduce(part, tg, False)
         sb = _block_reduce(part, tb, False)
         if tid == 0:
-            store_req(dgamma, c, sg, req_g)
-            store_req(dbeta, c, sb, req_b)
+            _store(dgamma, c, sg, req_g)
+            _store(dbeta, c, sb, req_b)
 
 
 def instance_norm_backward(x, dy, dx, gamma, mean, var, dgamma, dbeta, eps, req_x, req_g, req_b):
@@ -355,8 +365,8 @@ def _param_grad_k(x, dy, dims, stat1, stat2, dgamma, dbeta, req_g, req_b):
         sg = _block_reduce(part, tg, False)
         sb = _block_reduce(part, tb, False)
         if tid == 0:
-            store_req(dgamma, a, sg, req_g)
-            store_req(dbeta, a, sb, req_b)
+            _store(dgamma, a, sg, req_g)
+            _store(dbeta, a, sb, req_b)
 
 
 def param_grad_columns(x, dy, mean, std, dgamma, dbeta, req_g, req_b):
