@@ -10,7 +10,7 @@ cached on disk by numba (``cache=True``) where numba can cache.
 
 import os
 
-__all__ = ["for_context"]
+__all__ = ["for_context", "cuda_in_use"]
 
 # numba's OpenMP workers busy-wait after every parallel region; on a 2-core machine they then
 # starve the BLAS threads of the matrix product that follows (a LeNet training step measured
@@ -19,11 +19,28 @@ __all__ = ["for_context"]
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
+_kernel_sets = {}   # (device type id, device id) -> its kernel set, once it proved usable
+
+
 def for_context(ctx):
-    """The kernel set (module) that computes on ``ctx``."""
-    if ctx.device_typeid == 2:
-        from . import cuda_support
-        cuda_support.require(ctx.device_id)
-        return cuda_support.kernel_set(ctx.device_id)
-    from . import cpu
-    return cpu
+    """The kernel set ``k`` that computes on ``ctx``: ``lightmod.kernels.cpu`` for cpu (and
+    cpu_pinned) contexts, a :class:`~lightmod.kernels.cuda_support.KernelSet` bound to the GPU
+    for gpu contexts (raising the MXNetError that says why a GPU is unusable). The one place
+    that maps a context to kernels; later calls are a dict look-up."""
+    key = (ctx.device_typeid, ctx.device_id)
+    k = _kernel_sets.get(key)
+    if k is None:
+        if ctx.device_typeid == 2:
+            from . import cuda_support
+            cuda_support.require(ctx.device_id)
+            from . import cuda   # only once CUDA proved usable: it imports numba.cuda
+            k = cuda_support.KernelSet(cuda, ctx.device_id)
+        else:
+            from . import cpu as k
+        _kernel_sets[key] = k
+    return k
+
+
+def cuda_in_use():
+    """True once a GPU kernel set was handed out (CUDA work may then be pending)."""
+    return any(device_type == 2 for device_type, _ in _kernel_sets)

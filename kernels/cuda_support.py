@@ -7,7 +7,6 @@ import os
 from ..base import MXNetError
 
 _checked = {}
-_kernel_sets = {}   # device id -> the kernel set computing on that GPU
 
 
 def simulator_enabled():
@@ -48,15 +47,6 @@ def require(device_id=0):
     _checked[device_id] = True
 
 
-def kernel_set(device_id=0):
-    """The CUDA kernel set computing on gpu(device_id) (a :class:`KernelSet`)."""
-    ks = _kernel_sets.get(device_id)
-    if ks is None:
-        from . import cuda
-        ks = _kernel_sets[device_id] = KernelSet(cuda, device_id, pin=num_gpus() > 1)
-    return ks
-
-
 class KernelSet:
     """The functions of ``lightmod.kernels.cuda`` as one GPU runs them.
 
@@ -66,14 +56,14 @@ class KernelSet:
     * A function whose kernels cannot compute in half precision (numba's float16 lowering
       error, a kernel that refuses the dtype) is re-run on float32 copies of its float16
       device arrays, and the results are rounded back into them: what the CPU kernel set does
-      (``kernels/cpu/__init__.py``) and what MXNet's float16 kernels do with their float32
+      (the one wrapper of ``kernels/float16.py``) and what MXNet's float16 kernels do with their float32
       accumulators. A failing dtype signature is remembered, so the failing compile is tried
       once per function and signature.
     """
 
-    def __init__(self, module, device_id, pin):
+    def __init__(self, module, device_id):
         self._module = module
-        self._pin = pin
+        self._pin = num_gpus() > 1
         self.device_id = device_id
 
     def __getattr__(self, name):
@@ -100,52 +90,24 @@ def _on_device(function, device_id):
     return on_device
 
 
-_staged_functions = {}    # kernel-set function -> its float16-staging wrapper (all GPUs)
+_staging = []    # the CUDA half's Float16Staging, made on first use (it imports numba)
 
 
 def _float16_staged(module, function):
-    staged = _staged_functions.get(function)
-    if staged is not None:
-        return staged
-    import numpy as np
-    from numba.core.errors import NumbaError
+    if not _staging:
+        import numpy as np
+        from numba.core.errors import NumbaError
 
-    def is_f16(a):
-        return module.is_device_array(a) and a.dtype == np.float16
+        from .float16 import Float16Staging
 
-    def signature(args):
-        return tuple(str(a.dtype) if module.is_device_array(a) else None for a in args)
+        def float32_copy(a):
+            copy32 = module.empty(a.shape, np.float32)
+            module.copy(copy32, a)
+            return copy32
 
-    needs_staging = set()
-
-    @functools.wraps(function)
-    def call(*args, **kwargs):
-        # the signature is only built once some float16 call has failed (hot-path cost)
-        if not needs_staging or signature(args) not in needs_staging:
-            try:
-                return function(*args, **kwargs)
-            except (NotImplementedError, TypeError, NumbaError):
-                if not any(is_f16(a) for a in args):
-                    raise
-                needs_staging.add(signature(args))
-        upcast = {}   # one float32 copy per distinct array, so aliased arguments stay aliased
-        staged_args = []
-        for a in args:
-            if is_f16(a):
-                if id(a) not in upcast:
-                    copy32 = module.empty(a.shape, np.float32)
-                    module.copy(copy32, a)
-                    upcast[id(a)] = (a, copy32)
-                staged_args.append(upcast[id(a)][1])
-            else:
-                staged_args.append(a)
-        result = function(*staged_args, **kwargs)
-        for original, copy32 in upcast.values():
-            module.copy(original, copy32)
-        return result
-
-    _staged_functions[function] = call
-    return call
+        _staging.append(Float16Staging(module.is_device_array, float32_copy, module.copy,
+                                       (NotImplementedError, TypeError, NumbaError)))
+    return _staging[0].wrap(function)
 
 
 def _why_unavailable():

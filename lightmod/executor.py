@@ -14,25 +14,22 @@ gradient array). Loss heads (``op.is_loss``) ignore head gradients; other heads 
 when some gradient actually depends on them.
 """
 import time
+from typing import NamedTuple
 
 import numpy as np
 
-from . import profiler
+from . import kernels, profiler
 from .base import MXNetError, string_types
 from .context import Context
+from .grad_req import GradReq
 from .ndarray import ndarray as _nd
 from .ndarray.ndarray import NDArray
 from .symbol import graph as _graph
+from .symbol import symbol as _symbol
 
 __all__ = ["Executor", "bind", "simple_bind"]
 
-_GRAD_REQS = ("null", "write", "add")
 _STYPE_IDS = {0: "default", 1: "row_sparse", 2: "csr"}
-
-
-def _kernels(ctx):
-    from . import kernels
-    return kernels.for_context(ctx)
 
 
 def _thread_policy():
@@ -73,7 +70,7 @@ def _transfer(dst, dst_k, src, req):
     host = src if isinstance(src, np.ndarray) else src.copy_to_host()
     if isinstance(dst, np.ndarray):
         dst_k.assign(dst, host.reshape(dst.shape), req)
-    elif req == "write":
+    elif req is GradReq.WRITE:
         dst.copy_to_device(np.ascontiguousarray(host.reshape(dst.shape), dtype=dst.dtype))
     else:
         dst_k.assign(dst, dst_k.from_host(np.ascontiguousarray(host, dtype=dst.dtype)), req)
@@ -91,7 +88,8 @@ def _store(dst_nd, k, src_nd, req):
 
 
 def _grad_req_list(grad_req, arg_names, where):
-    """One req per argument from a str, list or dict (dict: unlisted names get 'null')."""
+    """One GradReq per argument from MXNet's str, list or dict (dict: unlisted names get
+    'null'); the one place where MXNet's spellings are read."""
     if isinstance(grad_req, string_types):
         reqs = [grad_req] * len(arg_names)
     elif isinstance(grad_req, (list, tuple)):
@@ -104,10 +102,7 @@ def _grad_req_list(grad_req, arg_names, where):
     else:
         raise TypeError("%s: grad_req must be a str, list or dict, got %s"
                         % (where, type(grad_req).__name__))
-    for r in reqs:
-        if r not in _GRAD_REQS:
-            raise ValueError("grad_req must be in %s, got %r" % (_GRAD_REQS, r))
-    return reqs
+    return [GradReq.parse(r) for r in reqs]
 
 
 def _node_contexts(g, ctx, group2ctx):
@@ -205,15 +200,15 @@ def simple_bind(symbol, ctx, grad_req="write", type_dict=None, stype_dict=None,
         if shared_exec is not None and name in shared_names:
             arr = _shared_array(shared_exec.arg_dict, name, shape, dtype, "argument")
             grad = None
-            if req != "null":
+            if req is not GradReq.NULL:
                 grad = _shared_array(shared_exec.grad_dict, name, shape, dtype, "gradient")
         elif shared_buffer is not None and name not in shared_names:
             arr = _from_pool(shared_buffer, name, shape, dtype, actx, stype)
-            grad = None if req == "null" else \
+            grad = None if req is GradReq.NULL else \
                 _from_pool(shared_buffer, "grad of " + name, shape, dtype, actx, "default")
         else:
             arr = _zeros(shape, dtype, actx, stype)
-            grad = None if req == "null" else _zeros(shape, dtype, actx)
+            grad = None if req is GradReq.NULL else _zeros(shape, dtype, actx)
         arg_arrays.append(arr)
         grad_arrays.append(grad)
     aux_arrays = []
@@ -294,7 +289,7 @@ def bind(symbol, ctx, args, args_grad=None, grad_req="write", aux_states=None, g
     aux_arrays = _as_list(aux_states if aux_states is not None else [], aux_names,
                           "aux_states", False)
     reqs = _grad_req_list(grad_req, arg_names, "bind")
-    reqs = [r if grad is not None else "null" for r, grad in zip(reqs, grad_arrays)]
+    reqs = [r if grad is not None else GradReq.NULL for r, grad in zip(reqs, grad_arrays)]
     node_ctx = _node_contexts(g, ctx, group2ctx)
     known_shapes, known_types = {}, {}
     for nid, arr in zip(g.arg_nids + g.aux_nids, arg_arrays + aux_arrays):
@@ -309,6 +304,125 @@ def bind(symbol, ctx, args, args_grad=None, grad_req="write", aux_states=None, g
     exe._setup(g, node_ctx, entry_shapes, entry_types, arg_arrays, grad_arrays, reqs,
                aux_arrays)
     return exe
+
+
+# ---------------------------------------------------------------------------------------------
+# the planned steps
+# ---------------------------------------------------------------------------------------------
+class _ForwardStep(NamedTuple):
+    """``op.forward(params, kernels, inputs, outputs, is_train, state)`` with backend arrays;
+    or, when ``op`` is None, the copy of NDArray ``inputs`` into NDArray ``outputs`` (another
+    memory space) that operator ``node_id`` reads."""
+    op: object
+    params: object
+    kernels: object
+    inputs: object
+    outputs: object
+    state: dict
+    node_id: int
+
+
+class _GradFold(NamedTuple):
+    """After a backward call: fold the ``scratch`` gradient into ``target`` following ``req``
+    (``remote``: the target lives in another memory space, whose kernel set is ``kernels``)."""
+    scratch: object
+    target: object
+    req: GradReq
+    kernels: object
+    remote: bool
+
+
+class _BackwardStep(NamedTuple):
+    """``op.backward(params, kernels, out_grads, inputs, outputs, in_grads, reqs, state)``,
+    then the folds; ``slot_arrays`` are the NDArrays behind ``in_grads`` (for the monitor)."""
+    op: object
+    params: object
+    kernels: object
+    out_grads: list
+    inputs: list
+    outputs: list
+    in_grads: list
+    reqs: list
+    state: dict
+    folds: list
+    node_id: int
+    slot_arrays: list
+
+
+class _HeadGrad(NamedTuple):
+    """Store the head gradient of output ``index`` (graph entry ``entry``) into ``buffer``."""
+    index: int
+    entry: int
+    buffer: object
+    req: GradReq
+    kernels: object
+
+
+class _Profiling:
+    """Records one profiler event per step (compile time kept apart)."""
+
+    def __init__(self, exe):
+        self._nodes = exe._g.nodes
+
+    def before_forward(self, op, nid):
+        return time.perf_counter(), profiler.compile_seconds()
+
+    def after_forward(self, op, nid, started):
+        if op is None:
+            self._record("%s_copy" % self._nodes[nid].name, "copy", "copy", started)
+        else:
+            self._record(self._nodes[nid].name, "forward", op.name, started)
+
+    def before_backward(self):
+        return time.perf_counter(), profiler.compile_seconds()
+
+    def after_backward(self, op, nid, slot_arrays, started):
+        self._record("%s_backward" % self._nodes[nid].name, "backward", op.name, started)
+
+    def _record(self, name, category, op_name, started):
+        start, compiled = started
+        profiler.record(name, category, start, time.perf_counter(),
+                        profiler.compile_seconds() - compiled, {"op": op_name})
+
+
+class _Monitoring:
+    """Hands every operator output (and with ``monitor_all`` every input) of forward, and
+    every input gradient of backward, to the monitor callback."""
+
+    def __init__(self, exe):
+        self._exe = exe
+        self._cb = exe._monitor_callback
+
+    def before_forward(self, op, nid):
+        exe = self._exe
+        if op is not None and exe._monitor_all:
+            node = exe._g.nodes[nid]
+            names = op.list_inputs(exe._g.params[nid])
+            for name, arr in zip(names, exe._node_in_nd[nid]):
+                self._cb("%s_%s" % (node.name, name), arr)
+
+    def after_forward(self, op, nid, started):
+        if op is None:
+            return
+        exe = self._exe
+        node, start = exe._g.nodes[nid], exe._g.entry_start[nid]
+        for j, out_name in enumerate(op.list_outputs(exe._g.params[nid])):
+            self._cb("%s_%s" % (node.name, out_name), exe._entry_nd[start + j])
+
+    def before_backward(self):
+        return None
+
+    def after_backward(self, op, nid, slot_arrays, started):
+        exe = self._exe
+        node = exe._g.nodes[nid]
+        aux = set(node.aux_slots())
+        slots = [s for s in range(len(slot_arrays)) if s not in aux]
+        for n, s in enumerate(slots):
+            arr = slot_arrays[s]
+            if arr is None:
+                arr = exe._monitor_zeros(nid, s)
+            suffix = "output" if len(slots) == 1 else "output%d" % n
+            self._cb("%s_backward_%s" % (node.name, suffix), arr)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -350,47 +464,61 @@ class Executor:
         self._pool[key] = out
         return out
 
-    def _kern(self, ctx):
-        k = self._kernel_sets.get(ctx)
-        if k is None:
-            k = self._kernel_sets[ctx] = _kernels(ctx)
-        return k
-
     def _setup(self, g, node_ctx, shapes, types, arg_arrays, grad_arrays, reqs, aux_arrays,
                base_pool=None):
-        """Plan every buffer and precompute the forward / backward call lists."""
+        """Plan every buffer and the forward / backward steps (a training step then only runs
+        them)."""
         self._g = g
         self._node_ctx = node_ctx
         self._shapes = shapes
         self._types = types
         self._reqs = list(reqs)
         self._pool = {}
-        self._kernel_sets = {}
         self.arg_arrays = list(arg_arrays)
         self.grad_arrays = list(grad_arrays)
         self.aux_arrays = list(aux_arrays)
-        n_entries = g.num_entries
+        entry_ctx = [node_ctx[g.entry_node[eid]] for eid in range(g.num_entries)]
+        self._entry_nd = self._place_entries(base_pool)
+        self._fwd, self._node_in_nd = self._plan_forward(entry_ctx, base_pool)
+        self._refresh_threads = _thread_policy() if any(
+            c.device_typeid != 2 for c in node_ctx) else None
+        needs, var_req = self._gradient_entries()
+        order = [nid for nid in reversed(g.op_nids)
+                 if any(needs[e] for e in g.node_inputs[nid])]
+        head_reqs, slot_reqs = self._write_order(needs, var_req, order)
+        grad_nd = self._gradient_buffers(needs, var_req, head_reqs, slot_reqs, base_pool)
+        self._head_steps = [_HeadGrad(i, eid, grad_nd[eid], req,
+                                      kernels.for_context(entry_ctx[eid]))
+                            for (i, eid), req in head_reqs.items()]
+        fwd_of = {step.node_id: step for step in self._fwd if step.op is not None}
+        self._bwd = [self._plan_backward_step(nid, fwd_of[nid], slot_reqs[nid], grad_nd,
+                                              entry_ctx, base_pool) for nid in order]
+        self.outputs = [self._entry_nd[eid] for eid in g.heads]
+        self._arg_dict = self._grad_dict = self._aux_dict = self._output_dict = None
+        self._watched = [(a, a._data) for a in self.arg_arrays + self.aux_arrays +
+                         self.grad_arrays if a is not None]
 
-        # --- where every entry lives
-        entry_nd = [None] * n_entries
-        entry_ctx = [None] * n_entries
-        for nid in range(len(g.nodes)):
-            for j in range(g.num_outputs[nid]):
-                entry_ctx[g.entry_start[nid] + j] = node_ctx[nid]
+    def _place_entries(self, base_pool):
+        """The NDArray of every graph entry: bound arguments / aux states, and one planned
+        buffer per operator output (hidden outputs included)."""
+        g = self._g
+        entry_nd = [None] * g.num_entries
         for nid, arr in zip(g.arg_nids + g.aux_nids, self.arg_arrays + self.aux_arrays):
             entry_nd[g.entry_start[nid]] = arr
         for nid in g.op_nids:
-            for j in range(g.num_outputs[nid]):
-                eid = g.entry_start[nid] + j
-                entry_nd[eid] = self._buffer(("out", eid), shapes[eid], types[eid],
-                                             node_ctx[nid], base_pool)
-        self._entry_nd = entry_nd
+            for eid in range(g.entry_start[nid], g.entry_start[nid] + g.num_outputs[nid]):
+                entry_nd[eid] = self._buffer(("out", eid), self._shapes[eid], self._types[eid],
+                                             self._node_ctx[nid], base_pool)
+        return entry_nd
 
-        # --- forward: one step per operator, plus copies where memory spaces differ
-        fwd, fwd_nids, fwd_pos, copies = [], [], {}, {}
-        node_in_nd = {}
+    def _plan_forward(self, entry_ctx, base_pool):
+        """One step per operator in topological order, preceded by a copy step for each input
+        that lives in another memory space (made once, shared by every consumer)."""
+        g, entry_nd = self._g, self._entry_nd
+        steps, copies, node_in_nd = [], {}, {}
         for nid in g.op_nids:
-            ctx = node_ctx[nid]
+            ctx = self._node_ctx[nid]
+            k = kernels.for_context(ctx)
             ins = []
             for eid in g.node_inputs[nid]:
                 if _space(entry_ctx[eid]) == _space(ctx):
@@ -398,112 +526,109 @@ class Executor:
                     continue
                 key = ("copy", eid, _space(ctx))
                 if key not in copies:
-                    copies[key] = self._buffer(key, shapes[eid], types[eid], ctx, base_pool)
-                    fwd.append((None, None, self._kern(ctx), entry_nd[eid], copies[key], None))
-                    fwd_nids.append(None)
+                    copies[key] = self._buffer(key, self._shapes[eid], self._types[eid], ctx,
+                                               base_pool)
+                    steps.append(_ForwardStep(None, None, k, entry_nd[eid], copies[key], None,
+                                              nid))
                 ins.append(copies[key])
             node_in_nd[nid] = ins
             start, count = g.entry_start[nid], g.num_outputs[nid]
-            fwd_pos[nid] = len(fwd)
-            fwd.append((g.nodes[nid].op, g.params[nid], self._kern(ctx), [x._data for x in ins],
-                        [o._data for o in entry_nd[start:start + count]], {}))
-            fwd_nids.append(nid)
-        self._fwd, self._fwd_nids, self._node_in_nd = fwd, fwd_nids, node_in_nd
-        self._refresh_threads = _thread_policy() if any(
-            c.device_typeid != 2 for c in node_ctx) else None
+            steps.append(_ForwardStep(g.nodes[nid].op, g.params[nid], k, [x._data for x in ins],
+                                      [o._data for o in entry_nd[start:start + count]], {}, nid))
+        return steps, node_in_nd
 
-        # --- which entries need a gradient: those computed from an argument with a gradient
-        needs = [False] * n_entries
-        var_grad = {}
+    def _gradient_entries(self):
+        """(needs, var_req): whether each entry needs a gradient (it is computed from an
+        argument that has one) and the request of each argument entry that has one."""
+        g = self._g
+        needs = [False] * g.num_entries
+        var_req = {}
         for nid, grad, req in zip(g.arg_nids, self.grad_arrays, self._reqs):
-            if grad is not None and req != "null":
-                eid = g.entry_start[nid]
-                needs[eid] = True
-                var_grad[eid] = req
-        run_bwd = [False] * len(g.nodes)
+            if grad is not None and req is not GradReq.NULL:
+                needs[g.entry_start[nid]] = True
+                var_req[g.entry_start[nid]] = req
         for nid in g.op_nids:
             if any(needs[e] for e in g.node_inputs[nid]):
-                run_bwd[nid] = True
                 for j in range(g.num_outputs[nid]):
                     needs[g.entry_start[nid] + j] = True
+        return needs, var_req
 
-        # --- writes into each gradient in backward order: head gradients, then consumers
-        writes = [0] * n_entries
+    def _write_order(self, needs, var_req, order):
+        """The request of every write into a gradient buffer, in backward order: head
+        gradients first, then each consumer. The first write into an intermediate gradient
+        overwrites it and later ones add to it; an argument asking for 'add' is only added to.
+
+        Returns ({(head index, entry): req}, {node id: [req per input slot]})."""
+        g = self._g
+        writes = [0] * g.num_entries
 
         def next_req(eid):
             first = writes[eid] == 0
             writes[eid] += 1
-            if eid in var_grad:
-                return "write" if first and var_grad[eid] == "write" else "add"
-            return "write" if first else "add"
+            overwrite = first and var_req.get(eid, GradReq.WRITE) is GradReq.WRITE
+            return GradReq.WRITE if overwrite else GradReq.ADD
 
-        head_plan = []
+        head_reqs = {}
         for i, eid in enumerate(g.heads):
             node = g.nodes[g.entry_node[eid]]
             if needs[eid] and not (node.op is not None and node.op.is_loss):
-                head_plan.append((i, eid, next_req(eid)))
-        order = [nid for nid in reversed(g.op_nids) if run_bwd[nid]]
-        slot_reqs = {nid: [next_req(eid) if needs[eid] else "null"
+                head_reqs[(i, eid)] = next_req(eid)
+        slot_reqs = {nid: [next_req(eid) if needs[eid] else GradReq.NULL
                            for eid in g.node_inputs[nid]] for nid in order}
-        grad_nd = [None] * n_entries
-        for nid, grad in zip(g.arg_nids, self.grad_arrays):
-            if g.entry_start[nid] in var_grad:
-                grad_nd[g.entry_start[nid]] = grad
-        for eid in range(n_entries):
-            if needs[eid] and writes[eid] and grad_nd[eid] is None:
-                nid = g.entry_node[eid]
-                grad_nd[eid] = self._buffer(("grad", eid), shapes[eid], types[eid],
-                                            node_ctx[nid], base_pool)
-        self._head_steps = [(i, eid, grad_nd[eid], req, self._kern(entry_ctx[eid]))
-                            for i, eid, req in head_plan]
+        return head_reqs, slot_reqs
 
-        # --- backward: one step per operator that has a gradient to produce
-        bwd, bwd_grad_nd = [], []
-        for nid in order:
-            node, ctx = g.nodes[nid], node_ctx[nid]
-            start, count = g.entry_start[nid], g.num_outputs[nid]
-            n_vis = node.num_visible_outputs()
-            out_grads = [grad_nd[start + j]._data
-                         if j < n_vis and grad_nd[start + j] is not None else None
-                         for j in range(count)]
-            in_grads, req, after, slot_nd, used = [], [], [], [], set()
-            for slot, eid in enumerate(g.node_inputs[nid]):
-                r = slot_reqs[nid][slot]
-                if r == "null":
-                    in_grads.append(None)
-                    req.append("null")
-                    slot_nd.append(None)
-                    continue
+    def _gradient_buffers(self, needs, var_req, head_reqs, slot_reqs, base_pool):
+        """The NDArray each entry's gradient goes to: the bound gradient array of an argument,
+        else a planned buffer for every entry something writes a gradient into."""
+        g = self._g
+        written = {eid for _, eid in head_reqs}
+        for nid, reqs in slot_reqs.items():
+            written.update(eid for eid, r in zip(g.node_inputs[nid], reqs)
+                           if r is not GradReq.NULL)
+        grad_nd = [None] * g.num_entries
+        for nid, grad in zip(g.arg_nids, self.grad_arrays):
+            if g.entry_start[nid] in var_req:
+                grad_nd[g.entry_start[nid]] = grad
+        for eid in sorted(written):
+            if needs[eid] and grad_nd[eid] is None:
+                grad_nd[eid] = self._buffer(("grad", eid), self._shapes[eid], self._types[eid],
+                                            self._node_ctx[g.entry_node[eid]], base_pool)
+        return grad_nd
+
+    def _plan_backward_step(self, nid, fwd, reqs, grad_nd, entry_ctx, base_pool):
+        """The backward step of operator ``nid``: its gradient buffers per input slot. A
+        gradient wanted twice by one call, or living on another device, is written to a
+        scratch buffer and folded into the real one after the call."""
+        g = self._g
+        node, ctx = g.nodes[nid], self._node_ctx[nid]
+        start, n_vis = g.entry_start[nid], node.num_visible_outputs()
+        out_grads = [grad_nd[start + j]._data
+                     if j < n_vis and grad_nd[start + j] is not None else None
+                     for j in range(g.num_outputs[nid])]
+        in_grads, call_reqs, folds, slot_nd, used = [], [], [], [], set()
+        for slot, (eid, req) in enumerate(zip(g.node_inputs[nid], reqs)):
+            if req is GradReq.NULL:
+                target = None
+            elif eid in used or _space(entry_ctx[eid]) != _space(ctx):
+                target = self._buffer(("scratch", nid, slot), self._shapes[eid],
+                                      self._types[eid], ctx, base_pool)
+                folds.append(_GradFold(target._data, grad_nd[eid]._data, req,
+                                       kernels.for_context(entry_ctx[eid]),
+                                       _space(entry_ctx[eid]) != _space(ctx)))
+                req = GradReq.WRITE
+            else:
                 target = grad_nd[eid]
-                remote = _space(entry_ctx[eid]) != _space(ctx)
-                if remote or eid in used:
-                    # the same gradient twice in one call, or one on another device: write a
-                    # separate buffer and fold it into the real one after the call
-                    scratch = self._buffer(("scratch", nid, slot), shapes[eid], types[eid], ctx,
-                                           base_pool)
-                    in_grads.append(scratch._data)
-                    req.append("write")
-                    after.append((scratch._data, target._data, r,
-                                  self._kern(entry_ctx[eid]), remote))
-                    slot_nd.append(scratch)
-                else:
-                    in_grads.append(target._data)
-                    req.append(r)
-                    slot_nd.append(target)
+            in_grads.append(None if target is None else target._data)
+            call_reqs.append(req)
+            slot_nd.append(target)
+            if req is not GradReq.NULL:
                 used.add(eid)
-            step = fwd[fwd_pos[nid]]
-            bwd.append((node.op, g.params[nid], self._kern(ctx), out_grads, step[3], step[4],
-                        in_grads, req, step[5], after))
-            bwd_grad_nd.append((nid, slot_nd))
-        self._bwd, self._bwd_grad_nd = bwd, bwd_grad_nd
-        self.outputs = [entry_nd[eid] for eid in g.heads]
-        self._arg_dict = self._grad_dict = self._aux_dict = self._output_dict = None
-        self._watched = [(a, a._data) for a in self.arg_arrays + self.aux_arrays +
-                         self.grad_arrays if a is not None]
+        return _BackwardStep(node.op, fwd.params, fwd.kernels, out_grads, fwd.inputs,
+                             fwd.outputs, in_grads, call_reqs, fwd.state, folds, nid, slot_nd)
 
     def _stale(self):
         """True when someone rebound the backend array of an argument / aux / grad NDArray
-        (the call lists hold backend arrays, so they are rebuilt then)."""
+        (the steps hold backend arrays, so they are rebuilt then)."""
         for arr, data in self._watched:
             if arr._data is not data:
                 return True
@@ -516,141 +641,91 @@ class Executor:
         self._total_exec_bytes = total
 
     # --- running --------------------------------------------------------------------------------
+    def _observer(self):
+        """What watches the steps this run: the monitor, the profiler, or nothing."""
+        if self._monitor_callback is not None:
+            return _Monitoring(self)
+        if profiler.is_running():
+            return _Profiling(self)
+        return None
+
     def forward(self, is_train=False, **kwargs):
         """Run the graph; keyword arrays are first copied into the named arguments."""
         if kwargs:
-            arg_dict = self.arg_dict
-            for name, array in kwargs.items():
-                if not isinstance(array, (NDArray, np.ndarray)):
-                    raise ValueError("only accept keyword argument of NDArrays and "
-                                     "numpy.ndarray")
-                if name not in arg_dict:
-                    raise TypeError("Unknown argument %s" % name)
-                if arg_dict[name].shape != array.shape:
-                    raise ValueError("Shape not match! Argument %s, need: %s, received: %s"
-                                     % (name, str(arg_dict[name].shape), str(array.shape)))
-                arg_dict[name][:] = array
+            self._copy_keyword_inputs(kwargs)
         if self._stale():
             self._replan()
         if self._refresh_threads is not None:
             self._refresh_threads()
-        if self._monitor_callback is not None:
-            self._forward_monitored(is_train)
-        elif profiler.is_running():
-            self._forward_profiled(is_train)
-        else:
-            for op, p, k, ins, outs, state in self._fwd:
-                if op is None:
-                    _transfer(outs._data, k, ins._data, "write")
-                else:
-                    op.forward(p, k, ins, outs, is_train, state)
+        watch = self._observer()
+        for op, p, k, ins, outs, state, nid in self._fwd:
+            if watch is not None:
+                started = watch.before_forward(op, nid)
+            if op is None:
+                _transfer(outs._data, k, ins._data, GradReq.WRITE)
+            else:
+                op.forward(p, k, ins, outs, is_train, state)
+            if watch is not None:
+                watch.after_forward(op, nid, started)
         self._forward_done = True
         return self.outputs
 
-    def _forward_profiled(self, is_train):
-        """Forward with one profiler event per operator call (compile time kept apart)."""
-        g = self._g
-        for nid, (op, p, k, ins, outs, state) in zip(self._fwd_nids, self._fwd):
-            start, compiled = time.perf_counter(), profiler.compile_seconds()
-            if op is None:
-                _transfer(outs._data, k, ins._data, "write")
-                name, category = "%s_copy" % g.nodes[nid].name, "copy"
-            else:
-                op.forward(p, k, ins, outs, is_train, state)
-                name, category = g.nodes[nid].name, "forward"
-            profiler.record(name, category, start, time.perf_counter(),
-                            profiler.compile_seconds() - compiled, {"op": op.name if op else "copy"})
+    def _copy_keyword_inputs(self, kwargs):
+        arg_dict = self.arg_dict
+        for name, array in kwargs.items():
+            if not isinstance(array, (NDArray, np.ndarray)):
+                raise ValueError("only accept keyword argument of NDArrays and "
+                                 "numpy.ndarray")
+            if name not in arg_dict:
+                raise TypeError("Unknown argument %s" % name)
+            if arg_dict[name].shape != array.shape:
+                raise ValueError("Shape not match! Argument %s, need: %s, received: %s"
+                                 % (name, str(arg_dict[name].shape), str(array.shape)))
+            arg_dict[name][:] = array
 
-    def _forward_monitored(self, is_train):
-        cb, g = self._monitor_callback, self._g
-        for nid, (op, p, k, ins, outs, state) in zip(self._fwd_nids, self._fwd):
-            if op is None:
-                _transfer(outs._data, k, ins._data, "write")
-                continue
-            node = g.nodes[nid]
-            if self._monitor_all:
-                for name, arr in zip(op.list_inputs(p), self._node_in_nd[nid]):
-                    cb("%s_%s" % (node.name, name), arr)
-            op.forward(p, k, ins, outs, is_train, state)
-            start = g.entry_start[nid]
-            for j, out_name in enumerate(op.list_outputs(p)):
-                cb("%s_%s" % (node.name, out_name), self._entry_nd[start + j])
+    def _head_gradients(self, out_grads):
+        """``out_grads`` as given to backward (None, one NDArray, a list, or a dict by output
+        name) as a list in output order."""
+        if isinstance(out_grads, dict):
+            heads = [out_grads[name] for name in self._symbol.list_outputs()]
+        elif isinstance(out_grads, NDArray):
+            heads = [out_grads]
+        else:
+            heads = [] if out_grads is None else list(out_grads)
+        if not all(isinstance(h, NDArray) for h in heads):
+            raise TypeError("inputs must be NDArray")
+        return heads
 
     def backward(self, out_grads=None, is_train=True):
         """Back-propagate the head gradients into the gradient arrays (see the module doc)."""
-        if out_grads is None:
-            out_grads = []
-        elif isinstance(out_grads, NDArray):
-            out_grads = [out_grads]
-        elif isinstance(out_grads, dict):
-            out_grads = [out_grads[k] for k in self._symbol.list_outputs()]
-        for obj in out_grads:
-            if not isinstance(obj, NDArray):
-                raise TypeError("inputs must be NDArray")
+        heads = self._head_gradients(out_grads)
         if not self._bwd and not self._head_steps:
             return
         if not self._forward_done:
             raise MXNetError("Executor.backward: call forward(is_train=True) first")
         for i, eid, dst, req, k in self._head_steps:
-            if i >= len(out_grads) or out_grads[i] is None:
+            if i >= len(heads) or heads[i] is None:
                 raise MXNetError(
                     "Executor.backward: output %d (%s) is not a loss output, so its head "
                     "gradient is required when calling backward (pass out_grads, or make it a "
                     "loss with make_loss)" % (i, self._g.entry_label(eid)))
-            grad = out_grads[i]
-            if grad.shape != dst.shape:
+            if heads[i].shape != dst.shape:
                 raise MXNetError("Executor.backward: head gradient %d has shape %s, output %s "
-                                 "has shape %s" % (i, grad.shape, self._g.entry_label(eid),
+                                 "has shape %s" % (i, heads[i].shape, self._g.entry_label(eid),
                                                    dst.shape))
-            _store(dst, k, grad, req)
-        if self._monitor_callback is not None:
-            self._backward_monitored()
-            return
-        if profiler.is_running():
-            self._backward_profiled()
-            return
-        for op, p, k, ogs, ins, outs, igs, req, state, after in self._bwd:
+            _store(dst, k, heads[i], req)
+        watch = self._observer()
+        for op, p, k, ogs, ins, outs, igs, req, state, folds, nid, slot_nd in self._bwd:
+            if watch is not None:
+                started = watch.before_backward()
             op.backward(p, k, ogs, ins, outs, igs, req, state)
-            for scratch, target, r, tk, remote in after:
+            for scratch, target, r, tk, remote in folds:
                 if remote:
                     _transfer(target, tk, scratch, r)
                 else:
                     tk.assign(target, scratch, r)
-
-    def _backward_profiled(self):
-        g = self._g
-        for (op, p, k, ogs, ins, outs, igs, req, state, after), (nid, _) in \
-                zip(self._bwd, self._bwd_grad_nd):
-            start, compiled = time.perf_counter(), profiler.compile_seconds()
-            op.backward(p, k, ogs, ins, outs, igs, req, state)
-            for scratch, target, r, tk, remote in after:
-                if remote:
-                    _transfer(target, tk, scratch, r)
-                else:
-                    tk.assign(target, scratch, r)
-            profiler.record("%s_backward" % g.nodes[nid].name, "backward", start,
-                            time.perf_counter(), profiler.compile_seconds() - compiled,
-                            {"op": op.name})
-
-    def _backward_monitored(self):
-        cb, g = self._monitor_callback, self._g
-        for (op, p, k, ogs, ins, outs, igs, req, state, after), (nid, slot_nd) in \
-                zip(self._bwd, self._bwd_grad_nd):
-            op.backward(p, k, ogs, ins, outs, igs, req, state)
-            for scratch, target, r, tk, remote in after:
-                if remote:
-                    _transfer(target, tk, scratch, r)
-                else:
-                    tk.assign(target, scratch, r)
-            node = g.nodes[nid]
-            aux = set(node.aux_slots())
-            slots = [s for s in range(len(slot_nd)) if s not in aux]
-            for n, s in enumerate(slots):
-                arr = slot_nd[s]
-                if arr is None:
-                    arr = self._monitor_zeros(nid, s)
-                suffix = "output" if len(slots) == 1 else "output%d" % n
-                cb("%s_backward_%s" % (node.name, suffix), arr)
+            if watch is not None:
+                watch.after_backward(op, nid, slot_nd, started)
 
     def _monitor_zeros(self, nid, slot):
         """Zeros standing in for a gradient nobody requested (the monitor still reports it)."""
@@ -720,7 +795,7 @@ class Executor:
             raise MXNetError("copy_params_from: '%s' has shape %s, the executor's array has "
                              "shape %s" % (name, tuple(src.shape), dst.shape))
         if isinstance(src, NDArray):
-            _store(dst, self._kern(dst.context), src, "write")
+            _store(dst, kernels.for_context(dst.context), src, GradReq.WRITE)
         else:
             dst[:] = src
 
@@ -779,3 +854,6 @@ class Executor:
 
     def get_optimized_symbol(self):
         return self._symbol.copy()
+
+
+_symbol.install_hooks(bind=bind, simple_bind=simple_bind)

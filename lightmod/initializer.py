@@ -11,7 +11,7 @@ An initializer is called as ``init(InitDesc(name, attrs), arr)`` and fills ``arr
 
 Calling with a plain string name is MXNet's deprecated legacy path (it also knows
 ``moving_mean``/``moving_var`` and ``upsampling`` → bilinear). Every random draw comes from
-``lightmod.random.get_rng()``, so ``mx.random.seed(s)`` makes initialisation reproducible.
+``lightmod.rng.get_rng()``, so ``mx.random.seed(s)`` makes initialisation reproducible.
 """
 import json
 import logging
@@ -21,7 +21,7 @@ from math import sqrt
 
 import numpy as np
 
-from . import random as _random
+from . import rng as _random
 from . import registry
 from .base import string_types
 from .ndarray.ndarray import NDArray

@@ -486,7 +486,7 @@ def test_resnet_block_matches_mxnet(train):
 
 def test_parallel_launchers_match_serial(monkeypatch):
     """The prange launchers (used on large calls) give the serial kernels' numbers exactly."""
-    from lightmod.kernels.cpu import conv as kconv, pooling as kpool, norm as knorm
+    from lightmod.kernels.cpu import jit
     rng = np.random.default_rng(9)
     x, w, b = rng.standard_normal((3, 4, 7, 6)), rng.standard_normal((6, 2, 3, 3)), \
         rng.standard_normal(6)
@@ -501,8 +501,7 @@ def test_parallel_launchers_match_serial(monkeypatch):
                                                    np.ones(4)])]
     results = []
     for threshold in (0, 1 << 60):
-        for module in (kconv, kpool, knorm):
-            monkeypatch.setattr(module, "PARALLEL_MIN", threshold)
+        monkeypatch.setattr(jit, "PARALLEL_MIN", threshold)
         run = []
         for name, attrs, inputs in cases:
             outs = oh.forward(name, attrs, inputs)[0]

@@ -535,7 +535,8 @@ def test_parallel_paths_match_serial(monkeypatch):
 
     rng_u = rng.random((64, 1))
     serial = run_all()
-    monkeypatch.setattr(knn, "PARALLEL_MIN", 1)
+    from lightmod.kernels.cpu import jit
+    monkeypatch.setattr(jit, "PARALLEL_MIN", 1)
     # whatever the machine's load, the thread policy says "several threads" here
     monkeypatch.setattr(knn._threads, "refresh", lambda: 2)
     calls = []

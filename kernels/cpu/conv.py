@@ -16,20 +16,16 @@ launcher can split large calls over numba's threads (their count follows lightmo
 policy, kernels/threads.py); small calls run serially.
 """
 import numpy as np
-from numba import njit, prange, uint64, get_num_threads
+from numba import njit, prange, uint64
+
+from .jit import task_count
 
 __all__ = ["conv_empty", "conv_fill", "conv_gemm", "conv_add", "conv_cast_into", "im2col",
            "col2im", "rows_to_batch", "batch_to_rows", "channel_sum", "add_channel_bias"]
 
-# Elements a kernel call must touch before it is split over threads.
-PARALLEL_MIN = 1 << 17
-
-
 def _parts(work, items):
     """Tasks to split a call into: 1 (serial) for small work or a single thread."""
-    if work < PARALLEL_MIN or items < 2:
-        return 1
-    return min(items, get_num_threads())
+    return task_count(work, items)
 
 
 _DUMMIES = {}

@@ -1,7 +1,7 @@
 """CPU launchers of the element-wise family, plus host-memory helpers of the CPU kernel set.
 
 The math lives in ``kernels/scalar.py`` (shared with the CUDA half). Every launcher has a serial
-loop for small arrays and a ``prange`` loop above ``PARALLEL_MIN`` elements. Broadcasting is
+loop for small arrays and a ``prange`` loop for large ones (``jit.parallel_loop``). Broadcasting is
 reduced to a canonical form (``broadcast_plan``): adjacent dims that broadcast the same way are
 merged, so a bias add over (N, C, H, W) becomes a 3-d walk with per-input element strides.
 float16 arrays are computed through float32 copies (numba's CPU float16 support is partial).
@@ -13,16 +13,12 @@ from numba import njit, prange
 
 from .. import scalar as S
 from ..scalar import BINARY_CODES, UNARY_CODES
-from .jit import serial_and_parallel
+from .jit import parallel_loop
 
 __all__ = ["empty", "zeros", "full", "fill", "copy", "from_host", "to_host",
            "broadcast_plan", "elemwise_unary", "elemwise_unary_backward", "elemwise_binary",
            "elemwise_binary_backward", "elemwise_scalar", "elemwise_scalar_backward",
            "elemwise_clip", "elemwise_clip_backward", "sum_to_shape"]
-
-# below this many elements the serial loop wins (thread start-up dominates)
-PARALLEL_MIN = 1 << 17
-
 
 # ---------------------------------------------------------------------------------------------
 # memory
@@ -191,13 +187,8 @@ def _unary_block(code, x, out, lo, hi):
             out[i] = S.unary(code, x[i])
 
 
-@njit(cache=True, error_model="numpy")
-def _unary_serial(code, x, out):
-    _unary_block(code, x, out, 0, x.size)
-
-
-@njit(cache=True, error_model="numpy", parallel=True)
-def _unary_parallel(code, x, out):
+@parallel_loop(error_model="numpy")
+def _unary(code, x, out):
     n = x.size
     for blk in prange((n + BLOCK - 1) // BLOCK):
         _unary_block(code, x, out, blk * BLOCK, min(n, (blk + 1) * BLOCK))
@@ -232,13 +223,8 @@ def _unary_grad_block(code, x, y, g, dx, acc, lo, hi):
                 dx[i] = v
 
 
-@njit(cache=True, error_model="numpy")
-def _unary_grad_serial(code, x, y, g, dx, acc):
-    _unary_grad_block(code, x, y, g, dx, acc, 0, x.size)
-
-
-@njit(cache=True, error_model="numpy", parallel=True)
-def _unary_grad_parallel(code, x, y, g, dx, acc):
+@parallel_loop(error_model="numpy")
+def _unary_grad(code, x, y, g, dx, acc):
     n = x.size
     for blk in prange((n + BLOCK - 1) // BLOCK):
         _unary_grad_block(code, x, y, g, dx, acc, blk * BLOCK, min(n, (blk + 1) * BLOCK))
@@ -265,24 +251,18 @@ def _binary_block(code, a, b, out, lo, hi):
             out[i] = S.binary(code, a[i], b[i])
 
 
-@njit(cache=True, error_model="numpy")
-def _binary_serial(code, a, b, out):
-    _binary_block(code, a, b, out, 0, out.size)
-
-
-@njit(cache=True, error_model="numpy", parallel=True)
-def _binary_parallel(code, a, b, out):
+@parallel_loop(error_model="numpy")
+def _binary(code, a, b, out):
     n = out.size
     for blk in prange((n + BLOCK - 1) // BLOCK):
         _binary_block(code, a, b, out, blk * BLOCK, min(n, (blk + 1) * BLOCK))
 
 
+@parallel_loop(error_model="numpy")
 def _bcast(code, a, b, out, shape, sa, sb):
     for i in prange(out.size):
         out[i] = S.binary(code, a[S.strided_offset(i, shape, sa)], b[S.strided_offset(i, shape, sb)])
 
-
-_bcast_serial, _bcast_parallel = serial_and_parallel(_bcast, error_model="numpy")
 
 
 @njit(cache=True, error_model="numpy")
@@ -302,6 +282,7 @@ def _binary_grad_one(code, which, x, other, g, j, keep, red, nred, so, sother):
     return s
 
 
+@parallel_loop(error_model="numpy")
 def _binary_grad(code, which, x, other, g, dx, keep, red, nred, so, sother, acc):
     for j in prange(dx.size):
         v = _binary_grad_one(code, which, x, other, g, j, keep, red, nred, so, sother)
@@ -310,8 +291,6 @@ def _binary_grad(code, which, x, other, g, dx, keep, red, nred, so, sother, acc)
         else:
             dx[j] = v
 
-
-_binary_grad_serial, _binary_grad_parallel = serial_and_parallel(_binary_grad, error_model="numpy")
 
 
 @njit(inline="always")
@@ -342,18 +321,14 @@ def _scalar_block(code, x, s, out, reverse, lo, hi):
                 out[i] = S.binary(code, x[i], s)
 
 
-@njit(cache=True, error_model="numpy")
-def _scalar_serial(code, x, s, out, reverse):
-    _scalar_block(code, x, s, out, reverse, 0, x.size)
-
-
-@njit(cache=True, error_model="numpy", parallel=True)
-def _scalar_parallel(code, x, s, out, reverse):
+@parallel_loop(error_model="numpy")
+def _scalar(code, x, s, out, reverse):
     n = x.size
     for blk in prange((n + BLOCK - 1) // BLOCK):
         _scalar_block(code, x, s, out, reverse, blk * BLOCK, min(n, (blk + 1) * BLOCK))
 
 
+@parallel_loop(error_model="numpy")
 def _scalar_grad(code, x, s, g, dx, reverse, acc):
     for i in prange(x.size):
         if reverse:
@@ -366,17 +341,15 @@ def _scalar_grad(code, x, s, g, dx, reverse, acc):
             dx[i] = v
 
 
-_scalar_grad_serial, _scalar_grad_parallel = serial_and_parallel(_scalar_grad, error_model="numpy")
 
-
+@parallel_loop(error_model="numpy")
 def _clip(x, lo, hi, out):
     for i in prange(x.size):
         out[i] = S.clip(x[i], lo, hi)
 
 
-_clip_serial, _clip_parallel = serial_and_parallel(_clip, error_model="numpy")
 
-
+@parallel_loop(error_model="numpy")
 def _clip_grad(x, lo, hi, g, dx, acc):
     for i in prange(x.size):
         v = g[i] * S.clip_grad(x[i], lo, hi)
@@ -386,8 +359,6 @@ def _clip_grad(x, lo, hi, g, dx, acc):
             dx[i] = v
 
 
-_clip_grad_serial, _clip_grad_parallel = serial_and_parallel(_clip_grad, error_model="numpy")
-
 
 # ---------------------------------------------------------------------------------------------
 # launchers (the k.* functions operators call)
@@ -396,17 +367,13 @@ _NUMPY_BROADCAST = {"add": np.add, "sub": np.subtract, "mul": np.multiply,
                     "div": np.divide}
 
 
-def _pick(n, serial, parallel):
-    return parallel if n >= PARALLEL_MIN else serial
-
-
 def elemwise_unary(name, x, out):
     """out = f(x) for the unary function ``name`` (see scalar.UNARY_CODES)."""
     code = UNARY_CODES[name]
     if out.size == 0:
         return
     fo, back = _flat_out(out)
-    _pick(out.size, _unary_serial, _unary_parallel)(code, _flat_in(x), fo)
+    _unary(out.size, code, _flat_in(x), fo)
     _finish(out, fo, back)
 
 
@@ -416,8 +383,7 @@ def elemwise_unary_backward(name, x, y, g, dx, req):
         return
     code = UNARY_CODES[name]
     fo, back = _flat_out(dx)
-    _pick(dx.size, _unary_grad_serial, _unary_grad_parallel)(
-        code, _flat_in(x), _flat_in(y), _flat_in(g), fo, _acc(req))
+    _unary_grad(dx.size, code, _flat_in(x), _flat_in(y), _flat_in(g), fo, _acc(req))
     _finish(dx, fo, back)
 
 
@@ -433,11 +399,10 @@ def elemwise_binary(name, a, b, out):
         return
     fo, back = _flat_out(out)
     if a.shape == b.shape:
-        _pick(out.size, _binary_serial, _binary_parallel)(code, _flat_in(a), _flat_in(b), fo)
+        _binary(out.size, code, _flat_in(a), _flat_in(b), fo)
     else:
         _, shape, sa, sb, _, _ = broadcast_plan(tuple(a.shape), tuple(b.shape))
-        _pick(out.size, _bcast_serial, _bcast_parallel)(
-            code, _flat_in(a), _flat_in(b), fo, shape, sa, sb)
+        _bcast(out.size, code, _flat_in(a), _flat_in(b), fo, shape, sa, sb)
     _finish(out, fo, back)
 
 
@@ -457,8 +422,8 @@ def elemwise_binary_backward(name, a, b, g, da, db, req_a, req_b):
             continue
         keep, red, nred, so, sother = reduce_plan(plan, which)
         fo, back = _flat_out(dx)
-        _pick(dx.size * nred, _binary_grad_serial, _binary_grad_parallel)(
-            code, which, x, other, fg, fo, keep, red, nred, so, sother, _acc(req))
+        _binary_grad(dx.size * nred, code, which, x, other, fg, fo, keep, red, nred, so, sother,
+                     _acc(req))
         _finish(dx, fo, back)
 
 
@@ -468,8 +433,7 @@ def elemwise_scalar(name, x, scalar, out, reverse=False):
     if out.size == 0:
         return
     fo, back = _flat_out(out)
-    _pick(out.size, _scalar_serial, _scalar_parallel)(
-        code, _flat_in(x), _scalar_for(x, scalar), fo, bool(reverse))
+    _scalar(out.size, code, _flat_in(x), _scalar_for(x, scalar), fo, bool(reverse))
     _finish(out, fo, back)
 
 
@@ -478,8 +442,8 @@ def elemwise_scalar_backward(name, x, scalar, g, dx, req, reverse=False):
         return
     code = BINARY_CODES[name]
     fo, back = _flat_out(dx)
-    _pick(dx.size, _scalar_grad_serial, _scalar_grad_parallel)(
-        code, _flat_in(x), _scalar_for(x, scalar), _flat_in(g), fo, bool(reverse), _acc(req))
+    _scalar_grad(dx.size, code, _flat_in(x), _scalar_for(x, scalar), _flat_in(g), fo, bool(reverse),
+                 _acc(req))
     _finish(dx, fo, back)
 
 
@@ -487,8 +451,7 @@ def elemwise_clip(x, a_min, a_max, out):
     if out.size == 0:
         return
     fo, back = _flat_out(out)
-    _pick(out.size, _clip_serial, _clip_parallel)(
-        _flat_in(x), _scalar_for(x, a_min), _scalar_for(x, a_max), fo)
+    _clip(out.size, _flat_in(x), _scalar_for(x, a_min), _scalar_for(x, a_max), fo)
     _finish(out, fo, back)
 
 
@@ -496,8 +459,8 @@ def elemwise_clip_backward(x, a_min, a_max, g, dx, req):
     if req == "null" or dx.size == 0:
         return
     fo, back = _flat_out(dx)
-    _pick(dx.size, _clip_grad_serial, _clip_grad_parallel)(
-        _flat_in(x), _scalar_for(x, a_min), _scalar_for(x, a_max), _flat_in(g), fo, _acc(req))
+    _clip_grad(dx.size, _flat_in(x), _scalar_for(x, a_min), _scalar_for(x, a_max), _flat_in(g), fo,
+               _acc(req))
     _finish(dx, fo, back)
 
 

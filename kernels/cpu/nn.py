@@ -26,6 +26,7 @@ from ..scalar_nn import (ACT_RELU, ACTIVATIONS, LEAKY_TYPES, REGRESSION_KINDS, a
                          activation_value, broadcast_offset, broadcast_strides, clip_index,
                          leaky_slope, leaky_value, regression_diff, row_length,
                          smooth_l1_slope, smooth_l1_value)
+from .jit import task_count
 
 __all__ = ["ACTIVATIONS", "LEAKY_TYPES", "REGRESSION_KINDS",
            "fc_forward", "fc_backward", "activation_forward", "activation_backward",
@@ -36,9 +37,6 @@ __all__ = ["ACTIVATIONS", "LEAKY_TYPES", "REGRESSION_KINDS",
            "count_greater", "smooth_l1_forward", "smooth_l1_backward",
            "softmax_ce_forward", "softmax_ce_backward", "nn_fill", "nn_copy"]
 
-# Below this many elements a kernel runs on the calling thread: waking the other threads costs
-# ~10-50 us on an idle machine, about what a vectorised pass over 2^17 floats takes.
-PARALLEL_MIN = 1 << 17
 
 
 def _flat(a):
@@ -50,22 +48,17 @@ def _flat(a):
 
 def _launch(serial, parallel, n, *args):
     """Run ``serial(*args, 0, n)`` or split [0, n) over threads with ``parallel``."""
-    if n >= PARALLEL_MIN:
-        threads = _threads.refresh()
-        if threads > 1:
-            parallel(*args, n, threads * 4)
-            return
-    serial(*args, 0, n)
+    _launch_rows(serial, parallel, n, n, *args)
 
 
 def _launch_rows(serial, parallel, rows, work, *args):
-    """Like _launch, but split [0, rows) and decide on the total work (rows x row length)."""
-    if work >= PARALLEL_MIN and rows > 1:
-        threads = _threads.refresh()
-        if threads > 1:
-            parallel(*args, rows, min(rows, threads * 4))
-            return
-    serial(*args, 0, rows)
+    """Run ``serial(*args, 0, rows)`` or split [0, rows) over threads with ``parallel``,
+    deciding on the total work (rows x row length)."""
+    parts = task_count(work, rows, per_thread=4)
+    if parts > 1:
+        parallel(*args, rows, parts)
+    else:
+        serial(*args, 0, rows)
 
 
 def nn_fill(dst, value, accumulate=False):

@@ -5,31 +5,23 @@ Arrays arrive as 3-D views ``(outer, A, inner)`` around the axis that matters (t
 axis for BatchNorm, the normalised axis for LayerNorm / L2Normalization, channels for LRN).
 Statistics are accumulated in float64 and variances are computed in two passes (mean first),
 which keeps float32 results within rounding of MXNet's. Gradient requests are passed as ints:
-0 null, 1 write, 2 add (see ``req_code``).
+0 null, 1 write, 2 add (see ``req_code``); the per-channel gradient math is in
+``kernels/scalar_norm.py``, shared with the CUDA half.
 """
 import math
 
 from numba import njit, prange, uint64
 
+from ..scalar_norm import bn_input_grad_coefficients, req_code, store_req  # noqa: F401
+from .jit import parallel_loop
+
 __all__ = ["req_code", "bn_forward", "bn_backward", "bn_update_moving", "instance_norm_forward",
            "instance_norm_backward", "row_norm_forward", "row_norm_backward",
            "param_grad_columns", "lrn_forward", "lrn_backward"]
 
-PARALLEL_MIN = 1 << 18
-_REQ = {"null": 0, "write": 1, "add": 2}
-
-
-def req_code(req):
-    """'null' / 'write' / 'add' -> 0 / 1 / 2 (what the norm kernels take)."""
-    return _REQ[req]
-
-
-@njit(cache=True)
-def _store(dst, i, value, code):
-    if code == 1:
-        dst[i] = value
-    elif code == 2:
-        dst[i] += value
+# one element of these loops costs about half an element-wise add (the parallel threshold
+# doubles)
+_COST = 0.5
 
 
 # ---------------------------------------------------------------------------------------------
@@ -109,17 +101,9 @@ def _bn_forward_channel(x, y, dims, gamma, beta, mean_out, invstd_out, var_out, 
         _run_affine(y, x, (o * C + c) * inner, inner, scale, shift, False)
 
 
-@njit(cache=True)
-def _bn_forward_serial(x, y, dims, gamma, beta, mean_out, invstd_out, var_out, moving_mean,
-                       moving_var, eps, batch_stats, fix_gamma):
-    for c in range(dims[1]):
-        _bn_forward_channel(x, y, dims, gamma, beta, mean_out, invstd_out, var_out, moving_mean,
-                            moving_var, eps, batch_stats, fix_gamma, c)
-
-
-@njit(cache=True, parallel=True)
-def _bn_forward_parallel(x, y, dims, gamma, beta, mean_out, invstd_out, var_out, moving_mean,
-                         moving_var, eps, batch_stats, fix_gamma):
+@parallel_loop(cost=_COST)
+def _bn_forward(x, y, dims, gamma, beta, mean_out, invstd_out, var_out, moving_mean, moving_var,
+                eps, batch_stats, fix_gamma):
     for c in prange(dims[1]):
         _bn_forward_channel(x, y, dims, gamma, beta, mean_out, invstd_out, var_out, moving_mean,
                             moving_var, eps, batch_stats, fix_gamma, c)
@@ -135,10 +119,7 @@ def bn_forward(x, y, gamma, beta, mean_out, invstd_out, var_out, moving_mean, mo
     """
     args = (x.reshape(-1), y.reshape(-1), x.shape, gamma, beta, mean_out, invstd_out, var_out,
             moving_mean, moving_var, float(eps), bool(batch_stats), bool(fix_gamma))
-    if x.size >= PARALLEL_MIN and x.shape[1] > 1:
-        _bn_forward_parallel(*args)
-    else:
-        _bn_forward_serial(*args)
+    _bn_forward(x.size if x.shape[1] > 1 else 0, *args)
 
 
 @njit(cache=True)
@@ -154,23 +135,13 @@ def _bn_backward_channel(x, dy, dx, dims, gamma, mean_in, invstd_in, dgamma, dbe
         sdy += _run_sum(dy, base, inner)
         sdyx += _run_dot_dev(dy, x, base, inner, mean)
     sdyx *= invstd  # sum of dy * xhat
-    _store(dgamma, c, 0.0 if fix_gamma else sdyx, req_g)
-    _store(dbeta, c, sdy, req_b)
+    store_req(dgamma, c, 0.0 if fix_gamma else sdyx, req_g)
+    store_req(dbeta, c, sdy, req_b)
     if req_x == 0:
         return
-    gm = 1.0 if fix_gamma else float(gamma[c])
-    scale = gm * invstd
-    if batch_stats:
-        count = outer * inner
-        # dx = scale * (dy - mean(dy) - xhat * mean(dy * xhat)) = a * dy + b * x + shift
-        mdyx = sdyx / count
-        a = x.dtype.type(scale)
-        b = x.dtype.type(-scale * mdyx * invstd)
-        shift = x.dtype.type(scale * (mean * mdyx * invstd - sdy / count))
-    else:
-        a = x.dtype.type(scale)
-        b = x.dtype.type(0)
-        shift = x.dtype.type(0)
+    a, b, shift = bn_input_grad_coefficients(sdy, sdyx, outer * inner, mean, invstd,
+                                             1.0 if fix_gamma else float(gamma[c]), batch_stats)
+    a, b, shift = x.dtype.type(a), x.dtype.type(b), x.dtype.type(shift)
     for o in range(outer):
         base = uint64((o * C + c) * inner)
         if req_x == 2:
@@ -181,17 +152,9 @@ def _bn_backward_channel(x, dy, dx, dims, gamma, mean_in, invstd_in, dgamma, dbe
                 dx[base + i] = a * dy[base + i] + b * x[base + i] + shift
 
 
-@njit(cache=True)
-def _bn_backward_serial(x, dy, dx, dims, gamma, mean_in, invstd_in, dgamma, dbeta, batch_stats,
-                        fix_gamma, req_x, req_g, req_b):
-    for c in range(dims[1]):
-        _bn_backward_channel(x, dy, dx, dims, gamma, mean_in, invstd_in, dgamma, dbeta,
-                             batch_stats, fix_gamma, req_x, req_g, req_b, c)
-
-
-@njit(cache=True, parallel=True)
-def _bn_backward_parallel(x, dy, dx, dims, gamma, mean_in, invstd_in, dgamma, dbeta,
-                          batch_stats, fix_gamma, req_x, req_g, req_b):
+@parallel_loop(cost=_COST)
+def _bn_backward(x, dy, dx, dims, gamma, mean_in, invstd_in, dgamma, dbeta, batch_stats,
+                 fix_gamma, req_x, req_g, req_b):
     for c in prange(dims[1]):
         _bn_backward_channel(x, dy, dx, dims, gamma, mean_in, invstd_in, dgamma, dbeta,
                              batch_stats, fix_gamma, req_x, req_g, req_b, c)
@@ -202,10 +165,7 @@ def bn_backward(x, dy, dx, gamma, mean, invstd, dgamma, dbeta, batch_stats, fix_
     """Gradients of bn_forward; absent gradients may be passed as any array with req 0."""
     args = (x.reshape(-1), dy.reshape(-1), dx.reshape(-1), x.shape, gamma, mean, invstd, dgamma,
             dbeta, bool(batch_stats), bool(fix_gamma), req_x, req_g, req_b)
-    if x.size >= PARALLEL_MIN and x.shape[1] > 1:
-        _bn_backward_parallel(*args)
-    else:
-        _bn_backward_serial(*args)
+    _bn_backward(x.size if x.shape[1] > 1 else 0, *args)
 
 
 @njit(cache=True)
@@ -244,25 +204,16 @@ def _in_forward_channel(x, y, gamma, beta, mean_out, var_out, eps, c):
             y[n, c, i] = x[n, c, i] * scale + shift
 
 
-@njit(cache=True, parallel=True)
-def _in_forward_parallel(x, y, gamma, beta, mean_out, var_out, eps):
+@parallel_loop(cost=_COST)
+def _in_forward(x, y, gamma, beta, mean_out, var_out, eps):
     for c in prange(x.shape[1]):
-        _in_forward_channel(x, y, gamma, beta, mean_out, var_out, eps, c)
-
-
-@njit(cache=True)
-def _in_forward_serial(x, y, gamma, beta, mean_out, var_out, eps):
-    for c in range(x.shape[1]):
         _in_forward_channel(x, y, gamma, beta, mean_out, var_out, eps, c)
 
 
 def instance_norm_forward(x, y, gamma, beta, mean_out, var_out, eps):
     """y = (x - mean) / sqrt(var + eps) * gamma[c] + beta[c], statistics per (n, c) over S."""
     args = (x, y, gamma, beta, mean_out, var_out, float(eps))
-    if x.size >= PARALLEL_MIN and x.shape[1] > 1:
-        _in_forward_parallel(*args)
-    else:
-        _in_forward_serial(*args)
+    _in_forward(x.size if x.shape[1] > 1 else 0, *args)
 
 
 @njit(cache=True)
@@ -293,32 +244,20 @@ def _in_backward_channel(x, dy, dx, gamma, mean_in, var_in, dgamma, dbeta, eps, 
                     dx[n, c, i] += v
                 else:
                     dx[n, c, i] = v
-    _store(dgamma, c, tg, req_g)
-    _store(dbeta, c, tb, req_b)
+    store_req(dgamma, c, tg, req_g)
+    store_req(dbeta, c, tb, req_b)
 
 
-@njit(cache=True, parallel=True)
-def _in_backward_parallel(x, dy, dx, gamma, mean_in, var_in, dgamma, dbeta, eps, req_x, req_g,
-                          req_b):
+@parallel_loop(cost=_COST)
+def _in_backward(x, dy, dx, gamma, mean_in, var_in, dgamma, dbeta, eps, req_x, req_g, req_b):
     for c in prange(x.shape[1]):
-        _in_backward_channel(x, dy, dx, gamma, mean_in, var_in, dgamma, dbeta, eps, req_x,
-                             req_g, req_b, c)
-
-
-@njit(cache=True)
-def _in_backward_serial(x, dy, dx, gamma, mean_in, var_in, dgamma, dbeta, eps, req_x, req_g,
-                        req_b):
-    for c in range(x.shape[1]):
         _in_backward_channel(x, dy, dx, gamma, mean_in, var_in, dgamma, dbeta, eps, req_x,
                              req_g, req_b, c)
 
 
 def instance_norm_backward(x, dy, dx, gamma, mean, var, dgamma, dbeta, eps, req_x, req_g, req_b):
     args = (x, dy, dx, gamma, mean, var, dgamma, dbeta, float(eps), req_x, req_g, req_b)
-    if x.size >= PARALLEL_MIN and x.shape[1] > 1:
-        _in_backward_parallel(*args)
-    else:
-        _in_backward_serial(*args)
+    _in_backward(x.size if x.shape[1] > 1 else 0, *args)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -358,15 +297,9 @@ def _row_forward(x, y, gamma, beta, stat1, stat2, eps, mode, r):
             y[o, a, i] = x[o, a, i] * inv
 
 
-@njit(cache=True, parallel=True)
-def _row_forward_parallel(x, y, gamma, beta, stat1, stat2, eps, mode):
+@parallel_loop(cost=_COST)
+def _rows_forward(x, y, gamma, beta, stat1, stat2, eps, mode):
     for r in prange(x.shape[0] * x.shape[2]):
-        _row_forward(x, y, gamma, beta, stat1, stat2, eps, mode, r)
-
-
-@njit(cache=True)
-def _row_forward_serial(x, y, gamma, beta, stat1, stat2, eps, mode):
-    for r in range(x.shape[0] * x.shape[2]):
         _row_forward(x, y, gamma, beta, stat1, stat2, eps, mode, r)
 
 
@@ -377,10 +310,7 @@ def row_norm_forward(x, y, gamma, beta, stat1, stat2, eps, mode):
     writes the row norms sqrt(sum x^2 + eps) to stat1 (gamma, beta, stat2 unused).
     """
     args = (x, y, gamma, beta, stat1, stat2, float(eps), int(mode))
-    if x.size >= PARALLEL_MIN and x.shape[0] * x.shape[2] > 1:
-        _row_forward_parallel(*args)
-    else:
-        _row_forward_serial(*args)
+    _rows_forward(x.size if x.shape[0] * x.shape[2] > 1 else 0, *args)
 
 
 @njit(cache=True)
@@ -419,25 +349,16 @@ def _row_backward(x, y, dy, dx, gamma, stat1, stat2, mode, accumulate, r):
                 dx[o, a, i] = v
 
 
-@njit(cache=True, parallel=True)
-def _row_backward_parallel(x, y, dy, dx, gamma, stat1, stat2, mode, accumulate):
+@parallel_loop(cost=_COST)
+def _rows_backward(x, y, dy, dx, gamma, stat1, stat2, mode, accumulate):
     for r in prange(x.shape[0] * x.shape[2]):
-        _row_backward(x, y, dy, dx, gamma, stat1, stat2, mode, accumulate, r)
-
-
-@njit(cache=True)
-def _row_backward_serial(x, y, dy, dx, gamma, stat1, stat2, mode, accumulate):
-    for r in range(x.shape[0] * x.shape[2]):
         _row_backward(x, y, dy, dx, gamma, stat1, stat2, mode, accumulate, r)
 
 
 def row_norm_backward(x, y, dy, dx, gamma, stat1, stat2, mode, accumulate=False):
     """dx (+)= gradient of row_norm_forward with respect to x."""
     args = (x, y, dy, dx, gamma, stat1, stat2, int(mode), bool(accumulate))
-    if x.size >= PARALLEL_MIN and x.shape[0] * x.shape[2] > 1:
-        _row_backward_parallel(*args)
-    else:
-        _row_backward_serial(*args)
+    _rows_backward(x.size if x.shape[0] * x.shape[2] > 1 else 0, *args)
 
 
 @njit(cache=True)
@@ -451,29 +372,20 @@ def _param_grad_column(x, dy, stat1, stat2, dgamma, dbeta, req_g, req_b, a):
             d = float(dy[o, a, i])
             tb += d
             tg += d * (x[o, a, i] - stat1[r]) / stat2[r]
-    _store(dgamma, a, tg, req_g)
-    _store(dbeta, a, tb, req_b)
+    store_req(dgamma, a, tg, req_g)
+    store_req(dbeta, a, tb, req_b)
 
 
-@njit(cache=True, parallel=True)
-def _param_grad_parallel(x, dy, stat1, stat2, dgamma, dbeta, req_g, req_b):
+@parallel_loop(cost=_COST)
+def _param_grad(x, dy, stat1, stat2, dgamma, dbeta, req_g, req_b):
     for a in prange(x.shape[1]):
-        _param_grad_column(x, dy, stat1, stat2, dgamma, dbeta, req_g, req_b, a)
-
-
-@njit(cache=True)
-def _param_grad_serial(x, dy, stat1, stat2, dgamma, dbeta, req_g, req_b):
-    for a in range(x.shape[1]):
         _param_grad_column(x, dy, stat1, stat2, dgamma, dbeta, req_g, req_b, a)
 
 
 def param_grad_columns(x, dy, mean, std, dgamma, dbeta, req_g, req_b):
     """LayerNorm's dgamma[a] = sum dy * (x - mean) / std and dbeta[a] = sum dy over rows."""
     args = (x, dy, mean, std, dgamma, dbeta, req_g, req_b)
-    if x.size >= PARALLEL_MIN and x.shape[1] > 1:
-        _param_grad_parallel(*args)
-    else:
-        _param_grad_serial(*args)
+    _param_grad(x.size if x.shape[1] > 1 else 0, *args)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -499,24 +411,15 @@ def _lrn_forward_sample(x, y, norm, half, salpha, knorm, beta, n):
             y[n, c, i] = x[n, c, i] * t ** (-beta)
 
 
-@njit(cache=True, parallel=True)
-def _lrn_forward_parallel(x, y, norm, half, salpha, knorm, beta):
+@parallel_loop(cost=_COST)
+def _lrn_forward(x, y, norm, half, salpha, knorm, beta):
     for n in prange(x.shape[0]):
-        _lrn_forward_sample(x, y, norm, half, salpha, knorm, beta, n)
-
-
-@njit(cache=True)
-def _lrn_forward_serial(x, y, norm, half, salpha, knorm, beta):
-    for n in range(x.shape[0]):
         _lrn_forward_sample(x, y, norm, half, salpha, knorm, beta, n)
 
 
 def lrn_forward(x, y, norm, nsize, alpha, beta, knorm):
     args = (x, y, norm, (int(nsize) - 1) // 2, float(alpha) / nsize, float(knorm), float(beta))
-    if x.size >= PARALLEL_MIN and x.shape[0] > 1:
-        _lrn_forward_parallel(*args)
-    else:
-        _lrn_forward_serial(*args)
+    _lrn_forward(x.size if x.shape[0] > 1 else 0, *args)
 
 
 @njit(cache=True)
@@ -540,15 +443,9 @@ def _lrn_backward_sample(x, norm, dy, dx, tmp, half, salpha, beta, accumulate, n
                 dx[n, c, i] = v
 
 
-@njit(cache=True, parallel=True)
-def _lrn_backward_parallel(x, norm, dy, dx, tmp, half, salpha, beta, accumulate):
+@parallel_loop(cost=_COST)
+def _lrn_backward(x, norm, dy, dx, tmp, half, salpha, beta, accumulate):
     for n in prange(x.shape[0]):
-        _lrn_backward_sample(x, norm, dy, dx, tmp, half, salpha, beta, accumulate, n)
-
-
-@njit(cache=True)
-def _lrn_backward_serial(x, norm, dy, dx, tmp, half, salpha, beta, accumulate):
-    for n in range(x.shape[0]):
         _lrn_backward_sample(x, norm, dy, dx, tmp, half, salpha, beta, accumulate, n)
 
 
@@ -556,7 +453,4 @@ def lrn_backward(x, norm, dy, dx, tmp, nsize, alpha, beta, accumulate=False):
     """dx (+)= LRN gradient; tmp is scratch shaped like x."""
     args = (x, norm, dy, dx, tmp, (int(nsize) - 1) // 2, float(alpha) / nsize, float(beta),
             bool(accumulate))
-    if x.size >= PARALLEL_MIN and x.shape[0] > 1:
-        _lrn_backward_parallel(*args)
-    else:
-        _lrn_backward_serial(*args)
+    _lrn_backward(x.size if x.shape[0] > 1 else 0, *args)

@@ -10,8 +10,8 @@ loops and the launch skeleton.
   the lazy row_sparse update then touches only those rows (``opt_nonzero_rows(grad)`` finds them).
 * Scalars are cast as MXNet casts its float32 operator parameters: to float32 first, then to the
   compute dtype (float32 for float32 and float16 weights, float64 for float64 ones).
-* Small arrays run a serial loop; arrays of at least ``PARALLEL_MIN`` elements run a ``prange``
-  loop. Lazy row updates run a serial loop over the rows.
+* Small arrays run a serial loop, large ones a ``prange`` loop (``jit.ParallelLoop``). Lazy row
+  updates run a serial loop over the rows.
 * numba has no float16 on the CPU: float16 (and non-contiguous) arrays are staged through
   float32 copies, which are written back when the kernel writes them.
 """
@@ -22,11 +22,13 @@ from numba import njit, prange
 
 from .. import optimizer_math as M
 from ..optimizer_launchers import LAUNCHER_NAMES, OptimizerLaunchers
-from .jit import serial_and_parallel
+from .jit import ParallelLoop
 
 __all__ = [*LAUNCHER_NAMES, "opt_l2_norm", "opt_sum_sq", "opt_nonzero_rows"]
 
-PARALLEL_MIN = 1 << 20
+# an update step reads and writes several arrays per element but is cheap arithmetic: it pays
+# to wake the threads only for large weights
+_COST = 1 / 8
 
 
 # ---------------------------------------------------------------------------------------------
@@ -51,14 +53,14 @@ def _stage(arrays, written):
 
 
 def _launch(kernels, rows, arrays, written, scalars):
-    """Run one fused update. ``kernels`` = (serial, prange, rows) loops of the rule;
+    """Run one fused update. ``kernels`` = (dense ParallelLoop, rows loop) of the rule;
     ``arrays[0]`` is the weight (it fixes sizes and the row length); ``written`` are the
     positions the kernel stores into."""
-    serial, parallel, by_rows = kernels
+    dense, by_rows = kernels
     n = arrays[0].size
     flats, back = _stage(arrays, written)
     if rows is None:
-        (parallel if n >= PARALLEL_MIN else serial)(*flats, *scalars)
+        dense(n, *flats, *scalars)
     else:
         row_len = n // arrays[0].shape[0] if arrays[0].ndim and arrays[0].shape[0] else n
         by_rows(np.ascontiguousarray(rows, dtype=np.int64), row_len, *flats, *scalars)
@@ -73,8 +75,8 @@ def _launch(kernels, rows, arrays, written, scalars):
 # numba knows the index is non-negative and vectorises them.
 # ---------------------------------------------------------------------------------------------
 def _dense_loops(loop):
-    """The (serial, prange) dispatchers of a rule's dense loop."""
-    return serial_and_parallel(loop, error_model="numpy")
+    """The serial / prange dispatch of a rule's dense loop."""
+    return ParallelLoop(loop, cost=_COST, error_model="numpy")
 
 
 def _sgd(w, g, out, lr, decay, rescale, clip_gradient):
@@ -298,34 +300,34 @@ def _same_buffer(a, b):
 
 # ---------------------------------------------------------------------------------------------
 # Launchers (the kernel-set API, written once for both halves in kernels/optimizer_launchers.py)
-# with each rule's (serial, prange, rows) loops
+# with each rule's (dense, rows) loops
 # ---------------------------------------------------------------------------------------------
 _LAUNCHERS = OptimizerLaunchers(_launch, _same_buffer, dict(
-    sgd=(*_dense_loops(_sgd), _sgd_rows),
-    sgd_mom=(*_dense_loops(_sgd_mom), _sgd_mom_rows),
-    mp_sgd=(*_dense_loops(_mp_sgd), None),
-    mp_sgd_mom=(*_dense_loops(_mp_sgd_mom), None),
-    nag=(*_dense_loops(_nag), None),
-    mp_nag=(*_dense_loops(_mp_nag), None),
-    adam=(*_dense_loops(_adam), _adam_rows),
-    rmsprop=(*_dense_loops(_rmsprop), None),
-    rmspropalex=(*_dense_loops(_rmspropalex), None),
-    ftrl=(*_dense_loops(_ftrl), _ftrl_rows),
-    ftml=(*_dense_loops(_ftml), None),
-    signsgd=(*_dense_loops(_signsgd), None),
-    signum=(*_dense_loops(_signum), None),
-    lamb1=(*_dense_loops(_lamb1), None),
-    lamb2=(*_dense_loops(_lamb2), None),
-    mp_lamb2=(*_dense_loops(_mp_lamb2), None),
-    adagrad=(*_dense_loops(_adagrad), None),
-    adagrad_rows=(None, None, _adagrad_rows),
-    adadelta=(*_dense_loops(_adadelta), None),
-    adamax=(*_dense_loops(_adamax), None),
-    nadam=(*_dense_loops(_nadam), None),
-    dcasgd_nomom=(*_dense_loops(_dcasgd_nomom), None),
-    dcasgd=(*_dense_loops(_dcasgd), None),
-    sgld=(*_dense_loops(_sgld), None),
-    quantize_2bit=(*_dense_loops(_quantize_2bit), None),
+    sgd=(_dense_loops(_sgd), _sgd_rows),
+    sgd_mom=(_dense_loops(_sgd_mom), _sgd_mom_rows),
+    mp_sgd=(_dense_loops(_mp_sgd), None),
+    mp_sgd_mom=(_dense_loops(_mp_sgd_mom), None),
+    nag=(_dense_loops(_nag), None),
+    mp_nag=(_dense_loops(_mp_nag), None),
+    adam=(_dense_loops(_adam), _adam_rows),
+    rmsprop=(_dense_loops(_rmsprop), None),
+    rmspropalex=(_dense_loops(_rmspropalex), None),
+    ftrl=(_dense_loops(_ftrl), _ftrl_rows),
+    ftml=(_dense_loops(_ftml), None),
+    signsgd=(_dense_loops(_signsgd), None),
+    signum=(_dense_loops(_signum), None),
+    lamb1=(_dense_loops(_lamb1), None),
+    lamb2=(_dense_loops(_lamb2), None),
+    mp_lamb2=(_dense_loops(_mp_lamb2), None),
+    adagrad=(_dense_loops(_adagrad), None),
+    adagrad_rows=(None, _adagrad_rows),
+    adadelta=(_dense_loops(_adadelta), None),
+    adamax=(_dense_loops(_adamax), None),
+    nadam=(_dense_loops(_nadam), None),
+    dcasgd_nomom=(_dense_loops(_dcasgd_nomom), None),
+    dcasgd=(_dense_loops(_dcasgd), None),
+    sgld=(_dense_loops(_sgld), None),
+    quantize_2bit=(_dense_loops(_quantize_2bit), None),
 ))
 
 

@@ -14,13 +14,15 @@ from ..scalar_conv import (POOL_MAX, POOL_AVG, POOL_SUM, POOL_LP, pool_window, l
                            lp_root, lp_grad_factor, pool_count, PAD_CONSTANT, PAD_EDGE, PAD_REFLECT,
                            pad_source)
 from .conv import fill_run
+from .jit import parallel_loop, task_count
 
 __all__ = ["pool_forward", "pool_backward", "POOL_TYPES", "PAD_MODES", "pad_forward",
            "pad_backward", "upsample_nearest", "upsample_nearest_backward"]
 
 POOL_TYPES = {"max": POOL_MAX, "avg": POOL_AVG, "sum": POOL_SUM, "lp": POOL_LP}
 PAD_MODES = {"constant": PAD_CONSTANT, "edge": PAD_EDGE, "reflect": PAD_REFLECT}
-PARALLEL_MIN = 1 << 18
+# a window step costs about half an element-wise add (the parallel threshold doubles)
+_COST = 0.5
 _NO_MASK = np.zeros(1, dtype=np.int32)
 
 
@@ -149,14 +151,7 @@ def _windows_full(dims, geo):
 
 def _parts(planes, size):
     """How many parallel tasks a pooling call is split into (1 = run serially)."""
-    if size < PARALLEL_MIN or planes < 2:
-        return 1
-    return min(planes, 8 * _threads())
-
-
-def _threads():
-    from numba import get_num_threads
-    return get_num_threads()
+    return task_count(size, planes, cost=_COST, per_thread=8)
 
 
 def pool_forward(x, y, mask, dims, geo, ptype, include_pad, pval):
@@ -324,14 +319,8 @@ def _pad_plane(x, y, before, mode, value, accumulate, q):
                     y[q, od, oh, ow] = v
 
 
-@njit(cache=True)
-def _pad_serial(x, y, before, mode, value, accumulate):
-    for q in range(x.shape[0]):
-        _pad_plane(x, y, before, mode, value, accumulate, q)
-
-
-@njit(cache=True, parallel=True)
-def _pad_parallel(x, y, before, mode, value, accumulate):
+@parallel_loop(cost=_COST)
+def _pad_planes(x, y, before, mode, value, accumulate):
     for q in prange(x.shape[0]):
         _pad_plane(x, y, before, mode, value, accumulate, q)
 
@@ -339,10 +328,7 @@ def _pad_parallel(x, y, before, mode, value, accumulate):
 def pad_forward(x, y, before, mode, value=0.0, accumulate=False):
     """y (+)= x padded (mode from PAD_MODES; value fills constant padding)."""
     args = (x, y, before, mode, y.dtype.type(value), accumulate)
-    if y.size >= PARALLEL_MIN and x.shape[0] > 1:
-        _pad_parallel(*args)
-    else:
-        _pad_serial(*args)
+    _pad_planes(y.size if x.shape[0] > 1 else 0, *args)
 
 
 @njit(cache=True)
@@ -369,14 +355,8 @@ def _unpad_plane(dy, dx, before, mode, accumulate, q):
                     dx[q, sd, sh, sw] += dy[q, od, oh, ow]
 
 
-@njit(cache=True)
-def _unpad_serial(dy, dx, before, mode, accumulate):
-    for q in range(dx.shape[0]):
-        _unpad_plane(dy, dx, before, mode, accumulate, q)
-
-
-@njit(cache=True, parallel=True)
-def _unpad_parallel(dy, dx, before, mode, accumulate):
+@parallel_loop(cost=_COST)
+def _unpad_planes(dy, dx, before, mode, accumulate):
     for q in prange(dx.shape[0]):
         _unpad_plane(dy, dx, before, mode, accumulate, q)
 
@@ -384,10 +364,7 @@ def _unpad_parallel(dy, dx, before, mode, accumulate):
 def pad_backward(dy, dx, before, mode, accumulate=False):
     """dx (+)= the sum of dy over the padded positions reading each element (Crop's forward)."""
     args = (dy, dx, before, mode, accumulate)
-    if dy.size >= PARALLEL_MIN and dx.shape[0] > 1:
-        _unpad_parallel(*args)
-    else:
-        _unpad_serial(*args)
+    _unpad_planes(dy.size if dx.shape[0] > 1 else 0, *args)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -408,14 +385,8 @@ def _upsample_plane(x, y, c0, scale, accumulate, q):
                 y[n, c0 + c, oh, ow] = v
 
 
-@njit(cache=True)
-def _upsample_serial(x, y, c0, scale, accumulate):
-    for q in range(x.shape[0] * x.shape[1]):
-        _upsample_plane(x, y, c0, scale, accumulate, q)
-
-
-@njit(cache=True, parallel=True)
-def _upsample_parallel(x, y, c0, scale, accumulate):
+@parallel_loop(cost=_COST)
+def _upsample_planes(x, y, c0, scale, accumulate):
     for q in prange(x.shape[0] * x.shape[1]):
         _upsample_plane(x, y, c0, scale, accumulate, q)
 
@@ -423,10 +394,7 @@ def _upsample_parallel(x, y, c0, scale, accumulate):
 def upsample_nearest(x, y, c0, scale, accumulate=False):
     """y[:, c0:c0+C] (+)= x repeated scale times along H and W."""
     args = (x, y, int(c0), int(scale), accumulate)
-    if y.size >= PARALLEL_MIN and x.shape[0] * x.shape[1] > 1:
-        _upsample_parallel(*args)
-    else:
-        _upsample_serial(*args)
+    _upsample_planes(y.size if x.shape[0] * x.shape[1] > 1 else 0, *args)
 
 
 @njit(cache=True)
@@ -446,14 +414,8 @@ def _downsum_plane(dy, dx, c0, scale, accumulate, q):
                 dx[n, c, h, w] = s
 
 
-@njit(cache=True)
-def _downsum_serial(dy, dx, c0, scale, accumulate):
-    for q in range(dx.shape[0] * dx.shape[1]):
-        _downsum_plane(dy, dx, c0, scale, accumulate, q)
-
-
-@njit(cache=True, parallel=True)
-def _downsum_parallel(dy, dx, c0, scale, accumulate):
+@parallel_loop(cost=_COST)
+def _downsum_planes(dy, dx, c0, scale, accumulate):
     for q in prange(dx.shape[0] * dx.shape[1]):
         _downsum_plane(dy, dx, c0, scale, accumulate, q)
 
@@ -461,7 +423,4 @@ def _downsum_parallel(dy, dx, c0, scale, accumulate):
 def upsample_nearest_backward(dy, dx, c0, scale, accumulate=False):
     """dx (+)= the sum of each scale x scale block of dy[:, c0:c0+C]."""
     args = (dy, dx, int(c0), int(scale), accumulate)
-    if dy.size >= PARALLEL_MIN and dx.shape[0] * dx.shape[1] > 1:
-        _downsum_parallel(*args)
-    else:
-        _downsum_serial(*args)
+    _downsum_planes(dy.size if dx.shape[0] * dx.shape[1] > 1 else 0, *args)

@@ -13,11 +13,12 @@ from numba import prange
 
 from .. import scalar_tensor as S
 from ..scalar import strided_offset
-from .jit import serial_and_parallel
+from .jit import ParallelLoop
 
 __all__ = ["reduce_axes", "reduce_axes_backward", "arg_reduce", "matmul_batched"]
 
-PARALLEL_MIN = 1 << 15
+# one gradient element costs about four element-wise adds (strided offsets, a derivative)
+_COST = 4.0
 
 
 def _count(cshape, raxes):
@@ -106,8 +107,7 @@ def _reduce_grad_impl(gin, gout, x, y, head, hstrides, last, lstride, kind, coun
                 gin[i0 + t] = gout[o] * S.reduce_grad(kind, x[i0 + t], y[o], count)
 
 
-_reduce_grad_serial, _reduce_grad_parallel = serial_and_parallel(_reduce_grad_impl,
-                                                                  error_model="numpy")
+_reduce_grad = ParallelLoop(_reduce_grad_impl, cost=_COST, error_model="numpy")
 
 
 def reduce_axes_backward(gin, gout, data, out, cshape, raxes, kind, req):
@@ -131,7 +131,7 @@ def reduce_axes_backward(gin, gout, data, out, cshape, raxes, kind, req):
     acc = np.ascontiguousarray(gin, dtype=np.float32 if gin.dtype == np.float16 else
                                gin.dtype).reshape(-1) if back else gin.reshape(-1)
     g, x, y = _math(gout), _math(data), _math(out)
-    fn = _reduce_grad_parallel if gin.size >= PARALLEL_MIN else _reduce_grad_serial
+    fn = _reduce_grad.pick(gin.size)
     ost = _out_strides(cshape, raxes)
     fn(acc, g, x, y, np.array(cshape[:-1], dtype=np.int64), ost[:-1], int(cshape[-1]),
        int(ost[-1]), kind, float(_count(cshape, raxes)), req == "add")

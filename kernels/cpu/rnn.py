@@ -11,25 +11,26 @@ order (LSTM i, f, g, o; GRU r, z, n); ``y`` is the (N, D*H) output row block of 
 this direction writes columns [offset, offset + H). Saved gates are (N, 4H): LSTM i, f, g, o
 (activated); GRU r, z, n and W_hn h + b_hn.
 """
-import numba
 import numpy as np
 from numba import njit, prange
 
 from ..scalar_rnn import (gru_unit, gru_unit_grad, lstm_unit, lstm_unit_grad, vanilla_unit,
                           vanilla_unit_grad)
+from .jit import task_count
 
 __all__ = ["rnn_gemm", "rnn_column_sum", "rnn_lstm_step", "rnn_lstm_step_backward",
            "rnn_gru_step", "rnn_gru_step_backward", "rnn_vanilla_step",
            "rnn_vanilla_step_backward", "reverse_axes"]
 
-# Below this many units a step runs on the calling thread (thread start-up costs more).
-PARALLEL_MIN = 1 << 15
+# a gate unit costs about four element-wise adds (several transcendental functions)
+_COST = 4.0
 
 
 def _launch_rows(serial, parallel, rows, units, *args):
     """Run serial(*args, 0, rows) or split the rows over the threads."""
-    if units >= PARALLEL_MIN and rows > 1 and numba.get_num_threads() > 1:
-        parallel(*args, rows, min(rows, numba.get_num_threads() * 4))
+    parts = task_count(units, rows, cost=_COST, per_thread=4)
+    if parts > 1:
+        parallel(*args, rows, parts)
     else:
         serial(*args, 0, rows)
 

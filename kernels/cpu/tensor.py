@@ -12,14 +12,16 @@ import numba
 from numba import njit, prange
 
 from ..scalar_tensor import resolve_index
-from .jit import serial_and_parallel
+from .jit import ParallelLoop
 
 __all__ = ["strided_gather", "strided_scatter", "indices_in_range", "take_forward",
            "take_backward", "pick_forward", "pick_backward", "one_hot_forward",
            "where_forward", "where_backward", "axis_ranks", "rank_select", "rank_mask",
            "rank_select_backward"]
 
-PARALLEL_MIN = 1 << 15
+# gathers and scatters cost about four element-wise adds per element (index arithmetic and
+# scattered reads)
+_COST = 4.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -119,7 +121,7 @@ def _take_impl(out, data, idx, outer, n, inner, wrap):
             out[dst + t] = data[src + t]
 
 
-_take_serial, _take_parallel = serial_and_parallel(_take_impl)
+_take = ParallelLoop(_take_impl, cost=_COST)
 
 
 def _take_grad_rows_impl(grad, gout, idx, outer, n, inner, wrap):
@@ -146,8 +148,7 @@ def _take_grad_cols_impl(grad, gout, idx, n, inner, wrap, chunks):
                 grad[dst + t] += gout[src + t]
 
 
-_take_grad_rows_serial, _take_grad_rows_parallel = serial_and_parallel(
-    _take_grad_rows_impl)
+_take_grad_rows = ParallelLoop(_take_grad_rows_impl, cost=_COST)
 _take_grad_cols_parallel = njit(cache=True, parallel=True)(_take_grad_cols_impl)
 
 
@@ -155,7 +156,7 @@ def take_forward(out, data, idx, outer, n, inner, wrap):
     """out[o, j, t] = data[o, index(idx[j]), t] over data viewed as (outer, n, inner)."""
     if out.size == 0:
         return
-    fn = _take_parallel if out.size >= PARALLEL_MIN else _take_serial
+    fn = _take.pick(out.size)
     buf, back = _out(out)
     fn(_bits(buf), _bits(_flat(data)), _math(idx), outer, n, inner, bool(wrap))
     _finish(out, buf, back)
@@ -169,10 +170,8 @@ def take_backward(grad, gout, idx, outer, n, inner, wrap, req):
     if req == "write":
         acc[:] = 0
     g, ix = _math(gout), _math(idx)
-    if gout.size < PARALLEL_MIN:
-        _take_grad_rows_serial(acc, g, ix, outer, n, inner, bool(wrap))
-    elif outer > 1:
-        _take_grad_rows_parallel(acc, g, ix, outer, n, inner, bool(wrap))
+    if outer > 1 or not _take_grad_rows.runs_parallel(gout.size):
+        _take_grad_rows(gout.size, acc, g, ix, outer, n, inner, bool(wrap))
     else:
         _take_grad_cols_parallel(acc, g, ix, n, inner, bool(wrap),
                                  max(1, min(inner // 8, numba.get_num_threads())))
@@ -196,15 +195,15 @@ def _pick_grad_impl(grad, gout, idx, n, inner, wrap):
         grad[(o * n + resolve_index(idx[r], n, wrap)) * inner + t] += gout[r]
 
 
-_pick_serial, _pick_parallel = serial_and_parallel(_pick_impl)
-_pick_grad_serial, _pick_grad_parallel = serial_and_parallel(_pick_grad_impl)
+_pick = ParallelLoop(_pick_impl, cost=_COST)
+_pick_grad = ParallelLoop(_pick_grad_impl, cost=_COST)
 
 
 def pick_forward(out, data, idx, outer, n, inner, wrap):
     """out[o, t] = data[o, index(idx[o, t]), t] over data viewed as (outer, n, inner)."""
     if out.size == 0:
         return
-    fn = _pick_parallel if out.size >= PARALLEL_MIN else _pick_serial
+    fn = _pick.pick(out.size)
     buf, back = _out(out)
     fn(_bits(buf), _bits(_flat(data)), _math(idx), n, inner, bool(wrap))
     _finish(out, buf, back)
@@ -217,7 +216,7 @@ def pick_backward(grad, gout, idx, outer, n, inner, wrap, req):
     acc, back = _out(grad, math=True)
     if req == "write":
         acc[:] = 0
-    fn = _pick_grad_parallel if gout.size >= PARALLEL_MIN else _pick_grad_serial
+    fn = _pick_grad.pick(gout.size)
     fn(acc, _math(gout), _math(idx), n, inner, bool(wrap))
     _finish(grad, acc, back)
 
@@ -233,7 +232,7 @@ def _one_hot_impl(out, idx, depth, on, off):
             out[base + d] = on if d == j else off
 
 
-_one_hot_serial, _one_hot_parallel = serial_and_parallel(_one_hot_impl)
+_one_hot = ParallelLoop(_one_hot_impl, cost=_COST)
 
 
 def one_hot_forward(out, idx, depth, on_value, off_value):
@@ -241,7 +240,7 @@ def one_hot_forward(out, idx, depth, on_value, off_value):
     if out.size == 0:
         return
     acc, back = _out(out, math=True)
-    fn = _one_hot_parallel if out.size >= PARALLEL_MIN else _one_hot_serial
+    fn = _one_hot.pick(out.size)
     dt = acc.dtype.type
     fn(acc, _math(idx), depth, dt(on_value), dt(off_value))
     _finish(out, acc, back)
@@ -272,15 +271,15 @@ def _where_grad_impl(gx, gy, cond, g, inner, want_x, add_x, want_y, add_y):
                 gy[i] = v
 
 
-_where_serial, _where_parallel = serial_and_parallel(_where_impl)
-_where_grad_serial, _where_grad_parallel = serial_and_parallel(_where_grad_impl)
+_where = ParallelLoop(_where_impl, cost=_COST)
+_where_grad = ParallelLoop(_where_grad_impl, cost=_COST)
 
 
 def where_forward(out, cond, x, y, inner):
     """out = x where cond != 0 else y; cond has one entry per ``inner`` elements."""
     if out.size == 0:
         return
-    fn = _where_parallel if out.size >= PARALLEL_MIN else _where_serial
+    fn = _where.pick(out.size)
     buf, back = _out(out)
     fn(_bits(buf), _math(cond), _bits(_flat(x)), _bits(_flat(y)), inner)
     _finish(out, buf, back)
@@ -295,7 +294,7 @@ def where_backward(gx, gy, cond, gout, inner, req_x, req_y):
     g = _math(gout)
     ax, back_x = _out(gx, math=True) if want_x else (g, False)
     ay, back_y = _out(gy, math=True) if want_y else (g, False)
-    fn = _where_grad_parallel if gout.size >= PARALLEL_MIN else _where_grad_serial
+    fn = _where_grad.pick(gout.size)
     fn(ax, ay, _math(cond), g, inner, want_x, req_x == "add", want_y, req_y == "add")
     _finish(gx, ax, back_x)
     _finish(gy, ay, back_y)
@@ -344,8 +343,8 @@ def _rank_grad_impl(grad, gout, ranks, n, inner, k, add):
             grad[i] = v
 
 
-_rank_select_serial, _rank_select_parallel = serial_and_parallel(_rank_select_impl)
-_rank_grad_serial, _rank_grad_parallel = serial_and_parallel(_rank_grad_impl)
+_rank_select = ParallelLoop(_rank_select_impl, cost=_COST)
+_rank_grad = ParallelLoop(_rank_grad_impl, cost=_COST)
 
 
 def rank_select(values, indices, data, ranks, outer, n, inner, k):
@@ -356,7 +355,7 @@ def rank_select(values, indices, data, ranks, outer, n, inner, k):
     vbuf, vback = _out(values) if values is not None else (None, False)
     ibuf, iback = _out(indices, math=True) if indices is not None else (None, False)
     src = _bits(_flat(data))
-    fn = _rank_select_parallel if ranks.size >= PARALLEL_MIN else _rank_select_serial
+    fn = _rank_select.pick(ranks.size)
     fn(_bits(vbuf) if vbuf is not None else src, ibuf if ibuf is not None else src, src,
        _flat(ranks), n, inner, k, values is not None, indices is not None)
     if values is not None:
@@ -375,6 +374,6 @@ def rank_select_backward(grad, gout, ranks, outer, n, inner, k, req):
     if req == "null" or grad.size == 0:
         return
     acc, back = _out(grad, math=True)
-    fn = _rank_grad_parallel if grad.size >= PARALLEL_MIN else _rank_grad_serial
+    fn = _rank_grad.pick(grad.size)
     fn(acc, _math(gout), _flat(ranks), n, inner, k, req == "add")
     _finish(grad, acc, back)

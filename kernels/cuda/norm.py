@@ -10,6 +10,7 @@ import math
 
 from numba import cuda, float64
 
+from ..scalar_norm import REQ_ADD, REQ_WRITE, bn_input_grad_coefficients, req_code  # noqa: F401
 from .memory import launch_config
 from .nn import _block_reduce, REDUCE_THREADS, _SHARED
 
@@ -17,12 +18,6 @@ __all__ = ["req_code", "bn_forward", "bn_backward", "bn_update_moving", "instanc
            "instance_norm_backward", "row_norm_forward", "row_norm_backward",
            "param_grad_columns", "lrn_forward", "lrn_backward"]
 
-_REQ = {"null": 0, "write": 1, "add": 2}
-
-
-def req_code(req):
-    """'null' / 'write' / 'add' -> 0 / 1 / 2 (what the norm kernels take)."""
-    return _REQ[req]
 
 
 def _flat(a):
@@ -35,9 +30,11 @@ def _blocks(n):
 
 @cuda.jit(device=True)
 def _store(dst, i, value, code):
-    if code == 1:
+    # scalar_norm.store_req's rule; array-taking helpers stay per half (numba's CUDA simulator
+    # cannot hand its device arrays to a CPU-compiled function)
+    if code == REQ_WRITE:
         dst[i] = value
-    elif code == 2:
+    elif code == REQ_ADD:
         dst[i] += value
 
 
@@ -127,18 +124,13 @@ def _bn_backward_k(x, dy, dx, dims, gamma, mean_in, invstd_in, dgamma, dbeta, ba
             _store(dbeta, c, sdy, req_b)
         if req_x == 0:
             continue
-        gm = 1.0 if fix_gamma else float64(gamma[c])
-        scale = gm * invstd
-        mdy = sdy / count
-        mdyx = sdyx / count
+        a, b, shift = bn_input_grad_coefficients(sdy, sdyx, count, mean, invstd,
+                                                 1.0 if fix_gamma else float64(gamma[c]),
+                                                 batch_stats)
         for j in range(tid, count, nt):
             o = j // inner
             k = (o * C + c) * inner + j - o * inner
-            if batch_stats:
-                v = scale * (dy[k] - mdy - (x[k] - mean) * invstd * mdyx)
-            else:
-                v = scale * dy[k]
-            _put(dx, k, v, req_x)
+            _put(dx, k, a * dy[k] + b * x[k] + shift, req_x)
 
 
 def bn_backward(x, dy, dx, gamma, mean, invstd, dgamma, dbeta, batch_stats, fix_gamma, req_x,

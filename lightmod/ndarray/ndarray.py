@@ -10,6 +10,7 @@ import numbers
 
 import numpy as np
 
+from .. import kernels
 from ..base import MXNetError, dtype_np, numeric_types
 from ..context import Context, current_context
 
@@ -25,8 +26,6 @@ mx_real_t = np.float32
 
 # stype -> NDArray subclass (filled by sparse.py, which defines CSRNDArray/RowSparseNDArray)
 _STYPE_CLASS = {}
-# set once a GPU array exists, so waitall() knows whether to synchronise CUDA
-_gpu_used = [False]
 
 
 def _is_host(data):
@@ -34,12 +33,8 @@ def _is_host(data):
 
 
 def _device_kernels(ctx):
-    """The kernel set of a GPU context (raises the MXNetError saying why CUDA is unusable)."""
-    from .. import kernels
-    k = kernels.for_context(ctx)
-    # only once a GPU kernel set exists: a refused gpu context must not make waitall() sync
-    _gpu_used[0] = True
-    return k
+    """The kernel set of a context (raises the MXNetError saying why CUDA is unusable)."""
+    return kernels.for_context(ctx)
 
 
 def _as_ctx(ctx):
@@ -853,7 +848,8 @@ def onehot_encode(indices, out):
 
 def waitall():
     """Wait for every pending computation (CUDA work is asynchronous)."""
-    if _gpu_used[0]:
+    # only once a GPU kernel set exists: a refused gpu context must not make waitall() sync
+    if kernels.cuda_in_use():
         from numba import cuda
         cuda.synchronize()
 

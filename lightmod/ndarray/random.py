@@ -1,4 +1,4 @@
-"""``nd.random``: random arrays drawn from lightmod's one generator (``lightmod.random``).
+"""``nd.random``: random arrays drawn from lightmod's one generator (``lightmod/rng.py``).
 
 Distribution parameters may be numbers (one sample array of ``shape``) or NDArrays (one
 ``shape``-sized block per parameter element, result shape ``param.shape + shape``), as in
@@ -6,7 +6,7 @@ MXNet. ``seed`` is ``mx.random.seed``.
 """
 import numpy as np
 
-from .. import random as _random
+from .. import rng as _random
 from ..base import MXNetError, dtype_np
 from .ndarray import NDArray, _as_ctx, _to_ctx_buffer
 

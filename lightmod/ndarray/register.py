@@ -12,10 +12,11 @@ keyword, plus ``out=`` and ``name=`` (ignored). Variadic operators (``Concat``, 
 """
 import numpy as np
 
+from .. import kernels
 from ..base import MXNetError
 from ..context import Context, current_context
 from ..operator import frontend, registry
-from .ndarray import NDArray, _alloc, _device_kernels
+from .ndarray import NDArray, _alloc
 
 __all__ = ["invoke", "op_function", "find_function"]
 
@@ -47,21 +48,7 @@ def _context_of(op, p, inputs):
     return current_context()
 
 
-_KERNEL_SETS = {}   # (device type id, device id) -> kernel module, once it proved usable
 _DTYPE_NAMES = {}   # numpy dtype -> its name (np.dtype.name is slow on the hot path)
-
-
-def _kernels_for(ctx):
-    key = (ctx.device_typeid, ctx.device_id)
-    k = _KERNEL_SETS.get(key)
-    if k is None:
-        if ctx.device_typeid == 2:
-            k = _device_kernels(ctx)
-        else:
-            from .. import kernels
-            k = kernels.for_context(ctx)
-        _KERNEL_SETS[key] = k
-    return k
 
 
 def _dtype_name(dtype):
@@ -142,7 +129,7 @@ def invoke_parsed(op, p, inputs, out=None):
         stypes = _output_stypes(op, p, inputs)
         for o, st in zip(outputs[len(given):], stypes[len(given):]):
             o._stype = st
-    k = _kernels_for(ctx)
+    k = kernels.for_context(ctx)
     op.forward(p, k, [x._data for x in inputs], [o._data for o in outputs], False, {})
     if out is not None:
         return out

@@ -220,7 +220,7 @@ class LeakyReLU(Operator):
         elif p.act_type == "rrelu":
             mask = outputs[1]
             if is_train:
-                from .. import random as _random
+                from .. import rng as _random
                 u = _random.get_rng().random(tuple(x.shape), dtype=np.float32)
                 k.rrelu_forward(x, u, p.lower_bound, p.upper_bound, mask, out)
             else:
@@ -295,7 +295,7 @@ class Dropout(Operator):
         if not applied:
             k.nn_copy(out, x)
             return
-        from .. import random as _random
+        from .. import rng as _random
         shape = self._mask_shape(p, tuple(x.shape))
         u = state.get("dropout_uniforms")
         if u is None or u.shape != shape:

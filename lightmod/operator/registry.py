@@ -26,6 +26,7 @@ Conventions
 """
 import ast
 import collections
+import importlib
 
 import numpy as np
 
@@ -461,7 +462,9 @@ _loaded = False
 
 
 def _ensure_loaded():
+    """Import every operator family (listed in ``_all.py``) on the first look-up by name: the
+    families declare their operators against this module, which never depends on them."""
     global _loaded
     if not _loaded:
         _loaded = True
-        from . import _all  # noqa: F401  (imports every operator family)
+        importlib.import_module(__package__ + "._all")

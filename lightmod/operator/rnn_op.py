@@ -231,7 +231,7 @@ class RNN(Operator):
                         k.copy(outputs[2][idx], c_prev)
             if not last:
                 if dropout:
-                    from .. import random as _random
+                    from .. import rng as _random
                     u = bufs.get("uniforms")
                     if u is None:
                         u = bufs["uniforms"] = np.empty(tuple(y.shape), np.float32)

@@ -16,7 +16,7 @@ The order in which every cell composes its symbols follows MXNet's, so the auto-
 """
 import warnings
 
-from .. import symbol, init, ndarray
+from .. import initializer as init, ndarray, symbol
 from ..base import string_types, numeric_types
 
 __all__ = ["RNNParams", "BaseRNNCell", "RNNCell", "LSTMCell", "GRUCell", "FusedRNNCell",

@@ -9,7 +9,7 @@ the current NameManager with the lower-cased function name as hint (``sym.FullyC
 lazily on first use and cached.
 """
 from ..operator import frontend
-from .symbol import Symbol, create_op_symbol
+from .symbol import Symbol, create_op_symbol, install_hooks
 
 __all__ = ["find_function", "op_function"]
 
@@ -99,3 +99,6 @@ def _check_input(slot, value):
 _FUNCTIONS = frontend.FunctionTable(_make_function)
 find_function = _FUNCTIONS.find     # the sym function of an operator name or alias, or None
 op_function = _FUNCTIONS.get        # the same, MXNetError for an unknown name
+
+
+install_hooks(op_function=op_function)

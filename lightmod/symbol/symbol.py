@@ -31,6 +31,17 @@ __all__ = ["Symbol", "var", "Variable", "Group", "load", "load_json", "pow", "po
 _STORAGE_TYPE_STR_TO_ID = {"undefined": -1, "default": 0, "row_sparse": 1, "csr": 2}
 _STORAGE_TYPE_ID_TO_STR = {v: k for k, v in _STORAGE_TYPE_STR_TO_ID.items()}
 
+# Functions this module calls but does not own, installed by their owners when imported
+# (``import lightmod`` imports them all): ``bind`` / ``simple_bind`` from lightmod.executor, one
+# layer up, and ``op_function`` (the generated ``sym.<op>`` functions) from symbol/register.py,
+# which builds on this module. So this module imports neither.
+_HOOKS = {}
+
+
+def install_hooks(**functions):
+    """Install functions ``Symbol`` calls: ``bind``, ``simple_bind``, ``op_function``."""
+    _HOOKS.update(functions)
+
 
 class NotImplementedForSymbol(MXNetError):
     """An NDArray-only operation was tried on a Symbol (``bool(sym)``, ``sym += 1``...)."""
@@ -576,8 +587,7 @@ class Symbol:
                     group2ctx=None, shared_arg_names=None, shared_exec=None,
                     shared_buffer=None, **kwargs):
         """Bind with arrays allocated from the given input shapes; returns an Executor."""
-        from ..executor import simple_bind
-        return simple_bind(self, ctx, grad_req=grad_req, type_dict=type_dict,
+        return _HOOKS["simple_bind"](self, ctx, grad_req=grad_req, type_dict=type_dict,
                            stype_dict=stype_dict, group2ctx=group2ctx,
                            shared_arg_names=shared_arg_names, shared_exec=shared_exec,
                            shared_buffer=shared_buffer, shapes=kwargs)
@@ -585,8 +595,7 @@ class Symbol:
     def bind(self, ctx, args, args_grad=None, grad_req="write", aux_states=None,
              group2ctx=None, shared_exec=None):
         """Bind to the given argument (and gradient / aux) arrays; returns an Executor."""
-        from ..executor import bind
-        return bind(self, ctx, args, args_grad=args_grad, grad_req=grad_req,
+        return _HOOKS["bind"](self, ctx, args, args_grad=args_grad, grad_req=grad_req,
                     aux_states=aux_states, group2ctx=group2ctx, shared_exec=shared_exec)
 
     def eval(self, ctx=None, **kwargs):
@@ -724,8 +733,7 @@ def _attr_text(op, key, value):
 
 def _op_call(op_name, *args, **kwargs):
     """Call the generated ``sym.<op_name>`` function."""
-    from .register import op_function
-    return op_function(op_name)(*args, **kwargs)
+    return _HOOKS["op_function"](op_name)(*args, **kwargs)
 
 
 # ---------------------------------------------------------------------------------------------

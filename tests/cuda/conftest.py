@@ -114,11 +114,10 @@ class DeviceAffinity:
 
 
 def _reset_kernel_set_caches():
+    from lightmod import kernels
     from lightmod.kernels import cuda_support
-    from lightmod.ndarray import register
     cuda_support._checked.clear()
-    cuda_support._kernel_sets.clear()
-    register._KERNEL_SETS.clear()
+    kernels._kernel_sets.clear()
 
 
 @pytest.fixture

@@ -201,15 +201,12 @@ def test_gpu_index_out_of_range(two_gpus):
 @pytest.fixture
 def fresh_cuda_checks():
     """Forget which GPUs were found usable (so a monkeypatched CUDA is looked at again)."""
-    from lightmod.ndarray import register
-    saved = (dict(cuda_support._checked), dict(cuda_support._kernel_sets),
-             dict(register._KERNEL_SETS))
+    from lightmod import kernels
+    saved = (dict(cuda_support._checked), dict(kernels._kernel_sets))
     cuda_support._checked.clear()
-    cuda_support._kernel_sets.clear()
-    register._KERNEL_SETS.clear()
+    kernels._kernel_sets.clear()
     yield
-    for cache, old in zip((cuda_support._checked, cuda_support._kernel_sets,
-                           register._KERNEL_SETS), saved):
+    for cache, old in zip((cuda_support._checked, kernels._kernel_sets), saved):
         cache.clear()
         cache.update(old)
 

@@ -1,0 +1,41 @@
+"""Per-channel math of the normalisation operators, as plain ``@njit`` functions both kernel
+halves call (the CPU loops per channel, the CUDA kernels once per block)."""
+from numba import njit
+
+# Gradient requests as the numba kernels take them (GradReq.code): 0 null, 1 write, 2 add.
+REQ_NULL = 0
+REQ_WRITE = 1
+REQ_ADD = 2
+_REQ_CODES = {"null": REQ_NULL, "write": REQ_WRITE, "add": REQ_ADD}
+
+
+def req_code(req):
+    """A gradient request ('null' / 'write' / 'add', or a GradReq, which equals its word) as
+    the int the norm kernels take."""
+    return _REQ_CODES[req]
+
+
+@njit(cache=True)
+def store_req(dst, i, value, code):
+    """dst[i] = value (write), dst[i] += value (add), or nothing (null)."""
+    if code == REQ_WRITE:
+        dst[i] = value
+    elif code == REQ_ADD:
+        dst[i] += value
+
+
+@njit(cache=True)
+def bn_input_grad_coefficients(sdy, sdyx, count, mean, invstd, gamma, batch_stats):
+    """BatchNorm's input gradient of one channel as ``dx = a * dy + b * x + shift``.
+
+    ``sdy`` is the channel's sum of dy, ``sdyx`` its sum of dy * xhat (xhat = (x - mean) *
+    invstd), ``count`` its element count, ``gamma`` the scale in use (1 with fix_gamma). With
+    batch statistics the mean and variance depend on x, so
+    dx = gamma * invstd * (dy - mean(dy) - xhat * mean(dy * xhat)), which expands to the three
+    coefficients; with the moving statistics dx = gamma * invstd * dy.
+    """
+    scale = gamma * invstd
+    if not batch_stats:
+        return scale, 0.0, 0.0
+    mdyx = sdyx / count
+    return scale, -scale * mdyx * invstd, scale * (mean * mdyx * invstd - sdy / count)
