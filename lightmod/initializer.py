@@ -58,6 +58,41 @@ def _fill(arr, values):
     arr[:] = values
 
 
+def _filler(value):
+    """An ``_init_*`` method that sets every element to ``value``."""
+    def fill(self, _, arr):
+        arr[:] = value
+    return fill
+
+
+# The name patterns, in the order they are tried. An InitDesc's name is matched by suffix only;
+# the deprecated plain-string names know more suffixes and two prefixes as well.
+_BY_SUFFIX = {"weight": "_init_weight", "bias": "_init_bias", "gamma": "_init_gamma",
+              "beta": "_init_beta", "min": "_init_zero", "max": "_init_one",
+              "weight_quantize": "_init_quantized_weight", "bias_quantize": "_init_quantized_bias"}
+_LEGACY_BY_SUFFIX = {"bias": "_init_bias", "gamma": "_init_gamma", "beta": "_init_beta",
+                     "weight": "_init_weight", "moving_mean": "_init_zero",
+                     "moving_var": "_init_one", "moving_inv_var": "_init_zero",
+                     "moving_avg": "_init_zero", "min": "_init_zero", "max": "_init_one"}
+
+
+def _matching_suffix(name, table):
+    return next((suffix for suffix in table if name.endswith(suffix)), None)
+
+
+def _legacy_method(name):
+    """The ``_init_*`` method a deprecated plain-string call uses for ``name``."""
+    if name.startswith("upsampling"):
+        return "_init_bilinear"
+    if name.startswith("stn_loc"):
+        if name.endswith("weight"):
+            return "_init_zero"
+        if name.endswith("bias"):
+            return "_init_loc_bias"
+    suffix = _matching_suffix(name, _LEGACY_BY_SUFFIX)
+    return "_init_default" if suffix is None else _LEGACY_BY_SUFFIX[suffix]
+
+
 class Initializer:
     """Base class of initializers; subclasses implement ``_init_weight(name, arr)``.
 
@@ -92,25 +127,27 @@ class Initializer:
 
     def __call__(self, desc, arr):
         if not isinstance(desc, InitDesc):
-            self._legacy_init(desc, arr)
-            return
+            return self._legacy_init(desc, arr)
         if desc.global_init is None:
             desc.global_init = self
-        init = desc.attrs.get("__init__", "")
-        if init:
-            create(init)._init_weight(desc, arr)
-            self._verbose_print(desc, init, arr)
-            return
-        for suffix, method in (("weight", self._init_weight), ("bias", self._init_bias),
-                               ("gamma", self._init_gamma), ("beta", self._init_beta),
-                               ("min", self._init_zero), ("max", self._init_one),
-                               ("weight_quantize", self._init_quantized_weight),
-                               ("bias_quantize", self._init_quantized_bias)):
-            if desc.endswith(suffix):
-                method(desc, arr)
-                self._verbose_print(desc, suffix, arr)
-                return
-        self._init_default(desc, arr)
+        method, label = self._method_for(desc)
+        method(desc, arr)
+        if label is not None:
+            self._verbose_print(desc, label, arr)
+        return None
+
+    def _method_for(self, desc):
+        """The bound method that fills ``desc``'s array, and the label verbose logging shows.
+
+        A variable's own ``__init__`` attribute wins over its name (its initializer's
+        ``_init_weight`` runs whatever the name says); otherwise the name's suffix decides."""
+        chosen = desc.attrs.get("__init__", "")
+        if chosen:
+            return create(chosen)._init_weight, chosen
+        suffix = _matching_suffix(desc, _BY_SUFFIX)
+        if suffix is None:
+            return self._init_default, None
+        return getattr(self, _BY_SUFFIX[suffix]), suffix
 
     def _legacy_init(self, name, arr):
         """Initialise by a plain string name (deprecated in MXNet, still supported)."""
@@ -121,61 +158,24 @@ class Initializer:
             raise TypeError("name must be string (got %s)" % type(name).__name__)
         if not isinstance(arr, NDArray):
             raise TypeError("arr must be NDArray (got %s)" % type(arr).__name__)
-        if name.startswith("upsampling"):
-            self._init_bilinear(name, arr)
-        elif name.startswith("stn_loc") and name.endswith("weight"):
-            self._init_zero(name, arr)
-        elif name.startswith("stn_loc") and name.endswith("bias"):
-            self._init_loc_bias(name, arr)
-        elif name.endswith("bias"):
-            self._init_bias(name, arr)
-        elif name.endswith("gamma"):
-            self._init_gamma(name, arr)
-        elif name.endswith("beta"):
-            self._init_beta(name, arr)
-        elif name.endswith("weight"):
-            self._init_weight(name, arr)
-        elif name.endswith("moving_mean"):
-            self._init_zero(name, arr)
-        elif name.endswith("moving_var"):
-            self._init_one(name, arr)
-        elif name.endswith("moving_inv_var"):
-            self._init_zero(name, arr)
-        elif name.endswith("moving_avg"):
-            self._init_zero(name, arr)
-        elif name.endswith("min"):
-            self._init_zero(name, arr)
-        elif name.endswith("max"):
-            self._init_one(name, arr)
-        else:
-            self._init_default(name, arr)
+        getattr(self, _legacy_method(name))(name, arr)
 
     def _init_bilinear(self, _, arr):
         _fill(arr, _bilinear_kernel(_shape_of(arr)))
 
     def _init_loc_bias(self, _, arr):
+        # a spatial transformer's localisation net starts at the identity transform
         if _shape_of(arr)[0] != 6:
             raise AssertionError("stn_loc bias must have 6 entries, got shape %s"
                                  % (_shape_of(arr),))
         _fill(arr, np.array([1.0, 0, 0, 0, 1.0, 0]))
 
-    def _init_zero(self, _, arr):
-        arr[:] = 0.0
-
-    def _init_one(self, _, arr):
-        arr[:] = 1.0
-
-    def _init_bias(self, _, arr):
-        arr[:] = 0.0
-
-    def _init_quantized_bias(self, _, arr):
-        arr[:] = 0
-
-    def _init_gamma(self, _, arr):
-        arr[:] = 1.0
-
-    def _init_beta(self, _, arr):
-        arr[:] = 0.0
+    _init_zero = _filler(0.0)
+    _init_one = _filler(1.0)
+    _init_bias = _filler(0.0)
+    _init_quantized_bias = _filler(0)
+    _init_gamma = _filler(1.0)
+    _init_beta = _filler(0.0)
 
     def _init_weight(self, name, arr):
         """The initializer's rule for weights; every concrete initializer overrides it."""
@@ -241,31 +241,29 @@ class Load:
         if not isinstance(param, dict):
             raise AssertionError("Load: param must be a dict of name -> NDArray or a file name, "
                                  "got %s" % type(param).__name__)
-        self.param = {}
-        for name, arr in param.items():
-            if name.startswith("arg:") or name.startswith("aux:"):
-                self.param[name[4:]] = arr
-            else:
-                self.param[name] = arr
+        # checkpoint files tag names "arg:"/"aux:"; parameters are looked up without the tag
+        self.param = {key[4:] if key[:4] in ("arg:", "aux:") else key: value
+                      for key, value in param.items()}
         self.default_init = default_init
         self.verbose = verbose
 
     def __call__(self, name, arr):
-        if name in self.param:
-            if _shape_of(arr) != _shape_of(self.param[name]):
-                raise AssertionError("Parameter %s cannot be initialized from loading. Shape "
-                                     "mismatch, target %s vs loaded %s"
-                                     % (name, _shape_of(arr), _shape_of(self.param[name])))
-            arr[:] = self.param[name]
-            if self.verbose:
-                logging.info("Initialized %s by loading", name)
-        else:
+        saved = self.param.get(name)
+        if saved is None:
             if self.default_init is None:
                 raise AssertionError("Cannot Initialize %s. Not found in loaded param and no "
                                      "default Initializer is provided." % name)
             self.default_init(name, arr)
-            if self.verbose:
-                logging.info("Initialized %s by default", name)
+            source = "by default"
+        else:
+            if _shape_of(saved) != _shape_of(arr):
+                raise AssertionError("Parameter %s cannot be initialized from loading. Shape "
+                                     "mismatch, target %s vs loaded %s"
+                                     % (name, _shape_of(arr), _shape_of(saved)))
+            arr[:] = saved
+            source = "by loading"
+        if self.verbose:
+            logging.info("Initialized %s %s", name, source)
 
 
 class Mixed:
@@ -278,10 +276,9 @@ class Mixed:
         self.map = list(zip([re.compile(p) for p in patterns], initializers))
 
     def __call__(self, name, arr):
-        for prog, init in self.map:
-            if prog.match(name):
-                init(name, arr)
-                return
+        chosen = next((init for pattern, init in self.map if pattern.match(name)), None)
+        if chosen is not None:
+            return chosen(name, arr)
         raise ValueError("Parameter name %s did not match any pattern. Consider add a \".*\" "
                          "pattern at the and with default Initializer." % name)
 
@@ -368,19 +365,17 @@ class Orthogonal(Initializer):
 
     def _init_weight(self, _, arr):
         shape = _shape_of(arr)
-        nout = shape[0]
-        nin = int(np.prod(shape[1:]))
-        rng = _random.get_rng()
-        if self.rand_type == "uniform":
-            tmp = rng.uniform(-1.0, 1.0, size=(nout, nin))
-        elif self.rand_type == "normal":
-            tmp = rng.normal(0.0, 1.0, size=(nout, nin))
-        else:
+        if self.rand_type not in ("uniform", "normal"):
             raise ValueError("Orthogonal: unknown rand_type %r (expected 'uniform' or 'normal')"
                              % (self.rand_type,))
-        u, _, v = np.linalg.svd(tmp, full_matrices=False)
-        res = u if u.shape == tmp.shape else v
-        _fill(arr, self.scale * res.reshape(shape))
+        flat = (shape[0], int(np.prod(shape[1:])))
+        rng = _random.get_rng()
+        draw = rng.uniform(-1.0, 1.0, size=flat) if self.rand_type == "uniform" \
+            else rng.normal(0.0, 1.0, size=flat)
+        left, _, right = np.linalg.svd(draw, full_matrices=False)
+        # the factor with the sample's own shape has orthonormal rows or columns
+        basis = left if left.shape == flat else right
+        _fill(arr, self.scale * basis.reshape(shape))
 
 
 @register
@@ -402,28 +397,23 @@ class Xavier(Initializer):
         if len(shape) < 2:
             raise ValueError("Xavier initializer cannot be applied to vector {0}. It requires at"
                              " least 2D.".format(name))
-        hw_scale = float(np.prod(shape[2:])) if len(shape) > 2 else 1.0
-        fan_in, fan_out = shape[1] * hw_scale, shape[0] * hw_scale
-        if self.factor_type == "avg":
-            factor = (fan_in + fan_out) / 2.0
-        elif self.factor_type == "in":
-            factor = fan_in
-        elif self.factor_type == "out":
-            factor = fan_out
-        else:
+        receptive = float(np.prod(shape[2:])) if len(shape) > 2 else 1.0
+        fan_in, fan_out = shape[1] * receptive, shape[0] * receptive
+        fans = {"avg": (fan_in + fan_out) / 2.0, "in": fan_in, "out": fan_out}
+        if self.factor_type not in fans:
             raise ValueError("Incorrect factor type")
-        return np.sqrt(self.magnitude / factor)
+        return np.sqrt(self.magnitude / fans[self.factor_type])
 
     def _init_weight(self, name, arr):
         shape = _shape_of(arr)
-        scale = self._scale(name, shape)
-        rng = _random.get_rng()
-        if self.rnd_type == "uniform":
-            _fill(arr, rng.uniform(-scale, scale, size=shape))
-        elif self.rnd_type == "gaussian":
-            _fill(arr, rng.normal(0.0, scale, size=shape))
-        else:
+        bound = self._scale(name, shape)
+        if self.rnd_type not in ("uniform", "gaussian"):
             raise ValueError("Unknown random type")
+        rng = _random.get_rng()
+        if self.rnd_type == "gaussian":
+            _fill(arr, rng.normal(0.0, bound, size=shape))
+        else:
+            _fill(arr, rng.uniform(-bound, bound, size=shape))
 
 
 @register
@@ -457,9 +447,9 @@ class LSTMBias(Initializer):
         self.forget_bias = forget_bias
 
     def _init_weight(self, name, arr):
+        gate = _shape_of(arr)[0] // 4
         arr[:] = 0.0
-        num_hidden = int(_shape_of(arr)[0] / 4)
-        arr[num_hidden:2 * num_hidden] = self.forget_bias
+        arr[gate:2 * gate] = self.forget_bias
 
 
 @register
@@ -480,30 +470,25 @@ class FusedRNN(Initializer):
         super().__init__(init=init.dumps() if init is not None else None,
                          num_hidden=num_hidden, num_layers=num_layers, mode=mode,
                          bidirectional=bidirectional, forget_bias=forget_bias)
-        self._init = init
-        self._num_hidden = num_hidden
-        self._num_layers = num_layers
-        self._mode = mode
-        self._bidirectional = bidirectional
-        self._forget_bias = forget_bias
+        self._init = init  # the object; _kwargs keeps its JSON
 
     def _init_weight(self, desc, arr):
         from .rnn import rnn_cell
-        cell = rnn_cell.FusedRNNCell(self._num_hidden, self._num_layers, self._mode,
-                                     self._bidirectional, forget_bias=self._forget_bias,
-                                     prefix="")
+        conf = self._kwargs
         global_init = getattr(desc, "global_init", None)
-        if self._init is None and global_init is None:
+        inner = self._init if self._init is not None else global_init
+        if inner is None:
             raise ValueError("FusedRNN(init=None) fills %s with the global initializer, but "
                              "it was called without one (call it through an Initializer)"
                              % desc)
-        args = cell.unpack_weights({"parameters": arr})
-        for name in args:
-            arg_desc = InitDesc(name, global_init=global_init)
-            if self._mode == "lstm" and name.endswith("_f_bias"):
-                args[name][:] = self._forget_bias
-            elif self._init is None:
-                global_init(arg_desc, args[name])
+        cell = rnn_cell.FusedRNNCell(conf["num_hidden"], conf["num_layers"], conf["mode"],
+                                     conf["bidirectional"], forget_bias=conf["forget_bias"],
+                                     prefix="")
+        pieces = cell.unpack_weights({"parameters": arr})
+        lstm = conf["mode"] == "lstm"
+        for name, piece in pieces.items():
+            if lstm and name.endswith("_f_bias"):
+                piece[:] = conf["forget_bias"]
             else:
-                self._init(arg_desc, args[name])
-        arr[:] = cell.pack_weights(args)["parameters"]
+                inner(InitDesc(name, global_init=global_init), piece)
+        arr[:] = cell.pack_weights(pieces)["parameters"]

@@ -11,16 +11,20 @@ computes on float32 arrays) and the sums are Python floats (float64), so values 
 MXNet's — under numpy 2 the per-batch numpy scalars are converted explicitly, because numpy 2
 would otherwise keep float32 sums.
 
+Most metrics score one (label, prediction) pair at a time: they derive from ``_PairwiseMetric``
+and only say how a pair turns into ``(sum, count)``; the loop over the pairs, the shape check
+and the bookkeeping live once, in the base classes.
+
 Where MXNet 1.9.1 is wrong lightmod is right, and says so: ``get_config()`` of F1, MCC and
 PearsonCorrelation includes ``average`` (MXNet drops it, so a JSON round trip silently went
 back to 'macro'); TopKAccuracy does not append its ``_k`` suffix twice when recreated from its
 config; PearsonCorrelation(average='micro') keeps separate local and global pooled
 statistics (MXNet's ``get_global()`` returned 0.0 and ``reset_local()`` did not clear the
 pooled sums); TopKAccuracy counts 1-D predictions in the global sum too;
-``CompositeEvalMetric.get_metric`` raises ValueError for a bad index instead of returning it.
+``CompositeEvalMetric.get_metric`` raises ValueError for a bad index instead of returning it;
+the F1/MCC error for more than two classes names the metric.
 """
 import math
-from collections import OrderedDict
 
 import numpy
 
@@ -34,6 +38,7 @@ __all__ = ["EvalMetric", "CompositeEvalMetric", "Accuracy", "TopKAccuracy", "F1"
            "create", "register", "alias", "check_label_shapes"]
 
 _ARRAY_TYPES = (NDArray, numpy.ndarray)
+_NAN = float("nan")
 
 
 def _as_numpy(x):
@@ -61,6 +66,11 @@ def check_label_shapes(labels, preds, wrap=False, shape=False):
     return labels, preds
 
 
+def _pick(mapping, names):
+    """The values of ``mapping`` named by ``names`` in that order; all of them for None."""
+    return list(mapping.values()) if names is None else [mapping[key] for key in names]
+
+
 class EvalMetric:
     """Base class of metrics: ``update(labels, preds)`` accumulates, ``get()`` reports.
 
@@ -70,35 +80,28 @@ class EvalMetric:
     as JSON, ``create(json_string)``.
     """
 
+    # what a cleared instance count is (MCC and PCC count in floats, as in MXNet)
+    _empty_count = 0
+
     def __init__(self, name, output_names=None, label_names=None, **kwargs):
         self.name = str(name)
-        self.output_names = output_names
-        self.label_names = label_names
+        self.output_names, self.label_names = output_names, label_names
         self._has_global_stats = kwargs.pop("has_global_stats", False)
         self._kwargs = kwargs
         self.reset()
 
     def __str__(self):
-        return "EvalMetric: {}".format(dict(self.get_name_value()))
+        return "EvalMetric: %s" % (dict(self.get_name_value()),)
 
     def get_config(self):
         """The constructor arguments plus ``metric`` (the class name)."""
-        config = self._kwargs.copy()
-        config.update({"metric": type(self).__name__, "name": self.name,
-                       "output_names": self.output_names, "label_names": self.label_names})
-        return config
+        return dict(self._kwargs, metric=type(self).__name__, name=self.name,
+                    output_names=self.output_names, label_names=self.label_names)
 
     def update_dict(self, label, pred):
         """Update from dicts ``{name: array}`` (filtered by label_names/output_names)."""
-        if self.output_names is not None:
-            pred = [pred[name] for name in self.output_names]
-        else:
-            pred = list(pred.values())
-        if self.label_names is not None:
-            label = [label[name] for name in self.label_names]
-        else:
-            label = list(label.values())
-        self.update(label, pred)
+        chosen_preds = _pick(pred, self.output_names)
+        self.update(_pick(label, self.label_names), chosen_preds)
 
     def update(self, labels, preds):
         """Accumulate one batch; every concrete metric implements it."""
@@ -106,30 +109,28 @@ class EvalMetric:
 
     def reset(self):
         """Clear the local and the global accumulators."""
-        self.num_inst = 0
-        self.sum_metric = 0.0
-        self.global_num_inst = 0
-        self.global_sum_metric = 0.0
+        self.global_sum_metric, self.global_num_inst = 0.0, self._empty_count
+        self.reset_local()
 
     def reset_local(self):
         """Clear the local accumulators only."""
-        self.num_inst = 0
-        self.sum_metric = 0.0
+        self.sum_metric, self.num_inst = 0.0, self._empty_count
+
+    def _value(self, total, count):
+        """What ``get()`` reports for an accumulated pair with ``count`` > 0."""
+        return total / count
 
     def get(self):
         """``(name, value)`` of the local accumulators; NaN before any update."""
-        if self.num_inst == 0:
-            return (self.name, float("nan"))
-        return (self.name, self.sum_metric / self.num_inst)
+        return (self.name, self._value(self.sum_metric, self.num_inst) if self.num_inst else _NAN)
 
     def get_global(self):
         """``(name, value)`` of the global accumulators (local ones if the metric keeps
         none)."""
-        if self._has_global_stats:
-            if self.global_num_inst == 0:
-                return (self.name, float("nan"))
-            return (self.name, self.global_sum_metric / self.global_num_inst)
-        return self.get()
+        if not self._has_global_stats:
+            return self.get()
+        count = self.global_num_inst
+        return (self.name, self._value(self.global_sum_metric, count) if count else _NAN)
 
     @staticmethod
     def _pairs(name, value):
@@ -157,6 +158,18 @@ class EvalMetric:
         self.global_num_inst += count
 
 
+class _PairwiseMetric(EvalMetric):
+    """A metric that adds up a ``(sum, count)`` per (label, prediction) pair, both as numpy."""
+
+    def _score(self, label, pred):
+        raise NotImplementedError
+
+    def update(self, labels, preds):
+        labels, preds = check_label_shapes(labels, preds, True)
+        for label, pred in zip(labels, preds):
+            self._add(*self._score(_as_numpy(label), _as_numpy(pred)))
+
+
 register = registry.get_register_func(EvalMetric, "metric")
 alias = registry.get_alias_func(EvalMetric, "metric")
 _create = registry.get_create_func(EvalMetric, "metric")
@@ -166,13 +179,10 @@ def create(metric, *args, **kwargs):
     """Build a metric from a name ('acc', 'f1', ...), a JSON config string, a config dict,
     an EvalMetric (returned as is), a callable ``feval(label, pred)`` (→ CustomMetric) or a
     list of any of these (→ CompositeEvalMetric)."""
+    if isinstance(metric, list):
+        return CompositeEvalMetric([create(item, *args, **kwargs) for item in metric])
     if callable(metric):
         return CustomMetric(metric, *args, **kwargs)
-    if isinstance(metric, list):
-        composite = CompositeEvalMetric()
-        for child in metric:
-            composite.add(create(child, *args, **kwargs))
-        return composite
     return _create(metric, *args, **kwargs)
 
 
@@ -199,52 +209,48 @@ class CompositeEvalMetric(EvalMetric):
                              .format(index, len(self.metrics))) from None
 
     def update_dict(self, labels, preds):
+        # the composite narrows the dicts first; each child then applies its own names
         if self.label_names is not None:
-            labels = OrderedDict([i for i in labels.items() if i[0] in self.label_names])
+            labels = {key: value for key, value in labels.items() if key in self.label_names}
         if self.output_names is not None:
-            preds = OrderedDict([i for i in preds.items() if i[0] in self.output_names])
-        for metric in self.metrics:
-            metric.update_dict(labels, preds)
+            preds = {key: value for key, value in preds.items() if key in self.output_names}
+        for child in self.metrics:
+            child.update_dict(labels, preds)
 
     def update(self, labels, preds):
-        for metric in self.metrics:
-            metric.update(labels, preds)
+        for child in self.metrics:
+            child.update(labels, preds)
 
     def reset(self):
-        for metric in self.metrics:
-            metric.reset()
+        for child in self.metrics:
+            child.reset()
 
     def reset_local(self):
-        for metric in self.metrics:
-            metric.reset_local()
+        for child in self.metrics:
+            child.reset_local()
 
     @staticmethod
-    def _collect(results):
+    def _concat(results):
+        """Join the children's ``(name, value)`` results, where either may itself be a list."""
         names, values = [], []
         for name, value in results:
-            if isinstance(name, string_types):
-                name = [name]
-            if isinstance(value, numeric_types):
-                value = [value]
-            names.extend(name)
-            values.extend(value)
-        return (names, values)
+            names += [name] if isinstance(name, string_types) else name
+            values += [value] if isinstance(value, numeric_types) else value
+        return names, values
 
     def get(self):
-        return self._collect(m.get() for m in self.metrics)
+        return self._concat([child.get() for child in self.metrics])
 
     def get_global(self):
-        return self._collect(m.get_global() for m in self.metrics)
+        return self._concat([child.get_global() for child in self.metrics])
 
     def get_config(self):
-        config = super().get_config()
-        config.update({"metrics": [m.get_config() for m in self.metrics]})
-        return config
+        return dict(super().get_config(), metrics=[child.get_config() for child in self.metrics])
 
 
 @register
 @alias("acc")
-class Accuracy(EvalMetric):
+class Accuracy(_PairwiseMetric):
     """Fraction of correct predictions. A prediction whose shape differs from the label's is
     reduced with argmax over ``axis``; both are then cast to int32 and flattened."""
 
@@ -253,22 +259,17 @@ class Accuracy(EvalMetric):
                          has_global_stats=True)
         self.axis = axis
 
-    def update(self, labels, preds):
-        labels, preds = check_label_shapes(labels, preds, True)
-        for label, pred in zip(labels, preds):
-            pred = _as_numpy(pred)
-            label = _as_numpy(label)
-            if pred.shape != label.shape:
-                pred = numpy.argmax(pred, axis=self.axis)
-            pred = pred.astype("int32").ravel()
-            label = label.astype("int32").ravel()
-            check_label_shapes(label, pred)
-            self._add(int((pred == label).sum()), len(pred))
+    def _score(self, label, pred):
+        if pred.shape != label.shape:
+            pred = numpy.argmax(pred, axis=self.axis)
+        guessed, truth = pred.astype("int32").ravel(), label.astype("int32").ravel()
+        check_label_shapes(truth, guessed)
+        return int(numpy.count_nonzero(guessed == truth)), len(guessed)
 
 
 @register
 @alias("top_k_accuracy", "top_k_acc")
-class TopKAccuracy(EvalMetric):
+class TopKAccuracy(_PairwiseMetric):
     """Fraction of samples whose label is among the ``top_k`` highest-scoring classes."""
 
     def __init__(self, top_k=1, name="top_k_accuracy", output_names=None, label_names=None):
@@ -281,215 +282,125 @@ class TopKAccuracy(EvalMetric):
         if not self.name.endswith(suffix):  # a name from get_config() already has it
             self.name += suffix
 
-    def update(self, labels, preds):
-        labels, preds = check_label_shapes(labels, preds, True)
-        for label, pred in zip(labels, preds):
-            pred = _as_numpy(pred)
-            if pred.ndim > 2:
-                raise AssertionError("Predictions should be no more than 2 dims (got shape %s)"
-                                     % (pred.shape,))
-            ranked = numpy.argpartition(pred.astype("float32"), -self.top_k)
-            label = _as_numpy(label).astype("int32")
-            check_label_shapes(label, ranked)
-            num_samples = ranked.shape[0]
-            if ranked.ndim == 1:
-                correct = int((ranked.ravel() == label.ravel()).sum())
-            else:
-                num_classes = ranked.shape[1]
-                top_k = min(num_classes, self.top_k)
-                correct = 0
-                for j in range(top_k):
-                    correct += int((ranked[:, num_classes - 1 - j] == label.ravel()).sum())
-            self._add(correct, num_samples)
+    def _score(self, label, pred):
+        if pred.ndim > 2:
+            raise AssertionError("Predictions should be no more than 2 dims (got shape %s)"
+                                 % (pred.shape,))
+        # after argpartition the top_k best classes of each row fill its last top_k columns
+        order = numpy.argpartition(pred.astype("float32"), -self.top_k)
+        truth = label.astype("int32")
+        check_label_shapes(truth, order)
+        truth = truth.ravel()
+        if order.ndim == 1:
+            return int(numpy.count_nonzero(order == truth)), order.shape[0]
+        best = order[:, max(order.shape[1] - self.top_k, 0):]
+        return int(numpy.count_nonzero(best == truth[:, None])), order.shape[0]
 
 
-class _BinaryClassificationMetrics:
-    """Confusion-matrix counts (local and global) for binary F1 and MCC."""
+class _Confusion:
+    """Counts of a binary confusion matrix: class 1 is the positive class."""
 
     def __init__(self):
-        self.reset_stats()
-
-    def update_binary_stats(self, label, pred):
-        pred = _as_numpy(pred)
-        label = _as_numpy(label).astype("int32")
-        pred_label = numpy.argmax(pred, axis=1)
-        check_label_shapes(label, pred)
-        if len(numpy.unique(label)) > 2:
-            raise ValueError("%s currently only supports binary classification."
-                             % type(self).__name__)
-        pred_true = pred_label == 1
-        label_true = label.ravel() == 1
-        pred_false = ~pred_true
-        label_false = ~label_true
-        true_pos = int((pred_true & label_true).sum())
-        false_pos = int((pred_true & label_false).sum())
-        false_neg = int((pred_false & label_true).sum())
-        true_neg = int((pred_false & label_false).sum())
-        self.true_positives += true_pos
-        self.global_true_positives += true_pos
-        self.false_positives += false_pos
-        self.global_false_positives += false_pos
-        self.false_negatives += false_neg
-        self.global_false_negatives += false_neg
-        self.true_negatives += true_neg
-        self.global_true_negatives += true_neg
-
-    @staticmethod
-    def _ratio(num, other):
-        return float(num) / (num + other) if num + other > 0 else 0.0
+        self.tp = self.fp = self.fn = self.tn = 0
 
     @property
-    def precision(self):
-        return self._ratio(self.true_positives, self.false_positives)
+    def total(self):
+        return self.tp + self.fp + self.fn + self.tn
 
-    @property
-    def global_precision(self):
-        return self._ratio(self.global_true_positives, self.global_false_positives)
+    def count(self, predicted_pos, actual_pos):
+        """Add the samples of one batch, given as two boolean vectors."""
+        self.tp += int(numpy.count_nonzero(predicted_pos & actual_pos))
+        self.fp += int(numpy.count_nonzero(predicted_pos & ~actual_pos))
+        self.fn += int(numpy.count_nonzero(~predicted_pos & actual_pos))
+        self.tn += int(numpy.count_nonzero(~predicted_pos & ~actual_pos))
 
-    @property
-    def recall(self):
-        return self._ratio(self.true_positives, self.false_negatives)
+    def f1(self):
+        """Harmonic mean of precision and recall; an empty ratio counts as 0."""
+        def share(part, rest):
+            return float(part) / (part + rest) if part + rest > 0 else 0.0
+        precision, recall = share(self.tp, self.fp), share(self.tp, self.fn)
+        if precision + recall <= 0:
+            return 0.0
+        return 2 * precision * recall / (precision + recall)
 
-    @property
-    def global_recall(self):
-        return self._ratio(self.global_true_positives, self.global_false_negatives)
+    def mcc(self):
+        """Matthews correlation: ``(tp*tn - fp*fn) / sqrt(product of the four margins)``,
+        where a margin that is zero is left out of the product; 0 without samples."""
+        if not self.total:
+            return 0.0
+        tp, fp, fn, tn = float(self.tp), float(self.fp), float(self.fn), float(self.tn)
+        product = 1.0
+        for margin in (tp + fp, tp + fn, tn + fp, tn + fn):
+            product = product * margin if margin != 0.0 else product
+        return (tp * tn - fp * fn) / math.sqrt(product)
 
-    @staticmethod
-    def _f(precision, recall):
-        if precision + recall > 0:
-            return 2 * precision * recall / (precision + recall)
-        return 0.0
 
-    @property
-    def fscore(self):
-        return self._f(self.precision, self.recall)
+class _BinaryScore(EvalMetric):
+    """F1 and MCC: argmax predictions against 0/1 labels, counted into a local and a global
+    ``_Confusion``. With ``average='macro'`` every update adds its own score as one instance
+    (the counts start afresh for each update); with ``'micro'`` the counts pool over updates
+    and the value is the score of the pooled counts (``num_inst`` is then the sample count)."""
 
-    @property
-    def global_fscore(self):
-        return self._f(self.global_precision, self.global_recall)
+    _score_name = None  # the _Confusion method that gives the score
 
-    def f1(self, use_global=False):
-        """``fscore`` or, with ``use_global``, ``global_fscore``."""
-        return self.global_fscore if use_global else self.fscore
+    def __init__(self, name, output_names, label_names, average):
+        self.average = average
+        self._counts = None
+        super().__init__(name=name, output_names=output_names, label_names=label_names,
+                         has_global_stats=True, average=average)
 
-    def matthewscc(self, use_global=False):
-        """Matthews correlation coefficient; zero factors of the denominator are skipped and
-        no samples give 0."""
-        if use_global:
-            if not self.global_total_examples:
-                return 0.0
-            tp, fp = float(self.global_true_positives), float(self.global_false_positives)
-            fn, tn = float(self.global_false_negatives), float(self.global_true_negatives)
+    def reset(self):
+        self._counts = (_Confusion(), _Confusion())
+        super().reset()
+
+    def reset_local(self):
+        self._counts = (_Confusion(), self._counts[1])
+        super().reset_local()
+
+    def update(self, labels, preds):
+        labels, preds = check_label_shapes(labels, preds, True)
+        local, overall = self._counts
+        for label, pred in zip(labels, preds):
+            scores, truth = _as_numpy(pred), _as_numpy(label).astype("int32")
+            check_label_shapes(truth, scores)
+            if len(numpy.unique(truth)) > 2:
+                raise ValueError("%s currently only supports binary classification."
+                                 % type(self).__name__)
+            predicted_pos, actual_pos = numpy.argmax(scores, axis=1) == 1, truth.ravel() == 1
+            local.count(predicted_pos, actual_pos)
+            overall.count(predicted_pos, actual_pos)
+        local_score = getattr(local, self._score_name)()
+        overall_score = getattr(overall, self._score_name)()
+        if self.average == "macro":
+            self._add(local_score, 1)
+            self._counts = (_Confusion(), _Confusion())
         else:
-            if not self.total_examples:
-                return 0.0
-            tp, fp = float(self.true_positives), float(self.false_positives)
-            fn, tn = float(self.false_negatives), float(self.true_negatives)
-        denom = 1.0
-        for term in (tp + fp, tp + fn, tn + fp, tn + fn):
-            if term != 0.0:
-                denom *= term
-        return ((tp * tn) - (fp * fn)) / math.sqrt(denom)
-
-    @property
-    def total_examples(self):
-        return (self.false_negatives + self.false_positives + self.true_negatives
-                + self.true_positives)
-
-    @property
-    def global_total_examples(self):
-        return (self.global_false_negatives + self.global_false_positives
-                + self.global_true_negatives + self.global_true_positives)
-
-    def local_reset_stats(self):
-        self.false_positives = 0
-        self.false_negatives = 0
-        self.true_positives = 0
-        self.true_negatives = 0
-
-    def reset_stats(self):
-        self.local_reset_stats()
-        self.global_false_positives = 0
-        self.global_false_negatives = 0
-        self.global_true_positives = 0
-        self.global_true_negatives = 0
-
-
-def _binary_update(metric, stats, average, labels, preds, score):
-    """``update`` of F1 and MCC: count the batch into ``stats`` (a
-    _BinaryClassificationMetrics), then 'macro' adds this update's ``score(stats, use_global)``
-    as one instance and clears the counts, 'micro' reports the pooled score times the pooled
-    number of samples."""
-    labels, preds = check_label_shapes(labels, preds, True)
-    for label, pred in zip(labels, preds):
-        stats.update_binary_stats(label, pred)
-    if average == "macro":
-        metric.sum_metric += score(stats, False)
-        metric.global_sum_metric += score(stats, True)
-        metric.num_inst += 1
-        metric.global_num_inst += 1
-        stats.reset_stats()
-    else:
-        metric.sum_metric = score(stats, False) * stats.total_examples
-        metric.global_sum_metric = score(stats, True) * stats.global_total_examples
-        metric.num_inst = stats.total_examples
-        metric.global_num_inst = stats.global_total_examples
+            self.sum_metric, self.num_inst = local_score * local.total, local.total
+            self.global_sum_metric, self.global_num_inst = overall_score * overall.total, overall.total
 
 
 @register
-class F1(EvalMetric):
+class F1(_BinaryScore):
     """Binary F1 score of argmax predictions. ``average='macro'`` averages the per-update
     scores (``num_inst`` counts updates); ``'micro'`` pools the counts (``num_inst`` counts
     samples)."""
 
+    _score_name = "f1"
+
     def __init__(self, name="f1", output_names=None, label_names=None, average="macro"):
-        self.average = average
-        self.metrics = _BinaryClassificationMetrics()
-        super().__init__(name=name, output_names=output_names, label_names=label_names,
-                         has_global_stats=True, average=average)
-
-    def update(self, labels, preds):
-        _binary_update(self, self.metrics, self.average, labels, preds,
-                       _BinaryClassificationMetrics.f1)
-
-    def reset(self):
-        self.sum_metric = 0.0
-        self.num_inst = 0
-        self.global_num_inst = 0
-        self.global_sum_metric = 0.0
-        self.metrics.reset_stats()
-
-    def reset_local(self):
-        self.sum_metric = 0.0
-        self.num_inst = 0
-        self.metrics.local_reset_stats()
+        super().__init__(name, output_names, label_names, average)
 
 
 @register
-class MCC(EvalMetric):
+class MCC(_BinaryScore):
     """Binary Matthews correlation coefficient, 'macro' (per update) or 'micro' (pooled)."""
 
+    _score_name = "mcc"
+    _empty_count = 0.0
+    _average = property(lambda self: self.average)  # MXNet's attribute name for MCC
+
     def __init__(self, name="mcc", output_names=None, label_names=None, average="macro"):
-        self._average = average
-        self._metrics = _BinaryClassificationMetrics()
-        super().__init__(name=name, output_names=output_names, label_names=label_names,
-                         has_global_stats=True, average=average)
-
-    def update(self, labels, preds):
-        _binary_update(self, self._metrics, self._average, labels, preds,
-                       _BinaryClassificationMetrics.matthewscc)
-
-    def reset(self):
-        self.sum_metric = 0.0
-        self.num_inst = 0.0
-        self.global_sum_metric = 0.0
-        self.global_num_inst = 0.0
-        self._metrics.reset_stats()
-
-    def reset_local(self):
-        self.sum_metric = 0.0
-        self.num_inst = 0.0
-        self._metrics.local_reset_stats()
+        super().__init__(name, output_names, label_names, average)
 
 
 @register
@@ -536,109 +447,99 @@ class Perplexity(EvalMetric):
             num += picked.size
         self._add(loss, num)
 
-    def get(self):
-        if self.num_inst == 0:
-            return (self.name, float("nan"))
-        return (self.name, math.exp(self.sum_metric / self.num_inst))
-
-    def get_global(self):
-        if self.global_num_inst == 0:
-            return (self.name, float("nan"))
-        return (self.name, math.exp(self.global_sum_metric / self.global_num_inst))
+    def _value(self, total, count):
+        return math.exp(total / count)
 
 
-def _add_per_pair(metric, labels, preds, error):
-    """``update`` of MAE, MSE and RMSE: each (label, prediction) pair adds
-    ``error(label, pred)`` as one instance; 1-D arrays are taken as (n, 1) columns."""
-    labels, preds = check_label_shapes(labels, preds, True)
-    for label, pred in zip(labels, preds):
-        label = _as_numpy(label)
-        pred = _as_numpy(pred)
-        if label.ndim == 1:
-            label = label.reshape(label.shape[0], 1)
-        if pred.ndim == 1:
-            pred = pred.reshape(pred.shape[0], 1)
-        metric._add(float(error(label, pred)), 1)
+class _RegressionError(_PairwiseMetric):
+    """MAE, MSE and RMSE: every (label, prediction) pair adds its ``_error`` of ``label - pred``
+    as one instance, so the value is the mean over pairs of a per-pair mean. A 1-D array is
+    read as a column of shape (n, 1) before the subtraction."""
+
+    def __init__(self, name, output_names, label_names):
+        super().__init__(name, output_names=output_names, label_names=label_names,
+                         has_global_stats=True)
+
+    @staticmethod
+    def _error(diff):
+        raise NotImplementedError
+
+    def _score(self, label, pred):
+        label, pred = (a.reshape(a.shape[0], 1) if a.ndim == 1 else a for a in (label, pred))
+        return float(self._error(label - pred)), 1
 
 
 @register
-class MAE(EvalMetric):
+class MAE(_RegressionError):
     """Mean absolute error, averaged over updates (each update's mean counts once)."""
 
     def __init__(self, name="mae", output_names=None, label_names=None):
-        super().__init__(name, output_names=output_names, label_names=label_names,
-                         has_global_stats=True)
+        super().__init__(name, output_names, label_names)
 
-    def update(self, labels, preds):
-        _add_per_pair(self, labels, preds, lambda label, pred: numpy.abs(label - pred).mean())
+    @staticmethod
+    def _error(diff):
+        return numpy.abs(diff).mean()
 
 
 @register
-class MSE(EvalMetric):
+class MSE(_RegressionError):
     """Mean squared error, averaged over updates."""
 
     def __init__(self, name="mse", output_names=None, label_names=None):
-        super().__init__(name, output_names=output_names, label_names=label_names,
-                         has_global_stats=True)
+        super().__init__(name, output_names, label_names)
 
-    def update(self, labels, preds):
-        _add_per_pair(self, labels, preds, lambda label, pred: ((label - pred) ** 2.0).mean())
+    @staticmethod
+    def _error(diff):
+        return (diff ** 2.0).mean()
 
 
 @register
-class RMSE(EvalMetric):
+class RMSE(_RegressionError):
     """Root mean squared error per update, averaged over updates."""
 
     def __init__(self, name="rmse", output_names=None, label_names=None):
-        super().__init__(name, output_names=output_names, label_names=label_names,
+        super().__init__(name, output_names, label_names)
+
+    @staticmethod
+    def _error(diff):
+        return numpy.sqrt((diff ** 2.0).mean())
+
+
+class _PickedLogLoss(_PairwiseMetric):
+    """Sum of ``-log(pred[i, label[i]] + eps)`` over the rows of each prediction, one instance
+    per row."""
+
+    def __init__(self, eps, name, output_names, label_names):
+        super().__init__(name, eps=eps, output_names=output_names, label_names=label_names,
                          has_global_stats=True)
+        self.eps = eps
 
-    def update(self, labels, preds):
-        _add_per_pair(self, labels, preds, lambda label, pred: numpy.sqrt(((label - pred) ** 2.0).mean()))
-
-
-def _picked_log_loss(label, pred, eps):
-    """``sum(-log(pred[i, label[i]] + eps))`` and the number of samples."""
-    label = _as_numpy(label).ravel()
-    pred = _as_numpy(pred)
-    num = pred.shape[0]
-    if label.shape[0] != num:
-        raise AssertionError("label has %d entries but pred has %d rows (shapes %s, %s)"
-                             % (label.shape[0], num, label.shape, pred.shape))
-    prob = pred[numpy.arange(num, dtype=numpy.int64), numpy.int64(label)]
-    return float((-numpy.log(prob + eps)).sum()), num
+    def _score(self, label, pred):
+        label = label.ravel()
+        rows = pred.shape[0]
+        if label.shape[0] != rows:
+            raise AssertionError("label has %d entries but pred has %d rows (shapes %s, %s)"
+                                 % (label.shape[0], rows, label.shape, pred.shape))
+        chosen = pred[numpy.arange(rows, dtype=numpy.int64), numpy.int64(label)]
+        return float((-numpy.log(chosen + self.eps)).sum()), rows
 
 
 @register
 @alias("ce")
-class CrossEntropy(EvalMetric):
+class CrossEntropy(_PickedLogLoss):
     """Mean of ``-log(p[label] + eps)`` over samples."""
 
     def __init__(self, eps=1e-12, name="cross-entropy", output_names=None, label_names=None):
-        super().__init__(name, eps=eps, output_names=output_names, label_names=label_names,
-                         has_global_stats=True)
-        self.eps = eps
-
-    def update(self, labels, preds):
-        labels, preds = check_label_shapes(labels, preds, True)
-        for label, pred in zip(labels, preds):
-            self._add(*_picked_log_loss(label, pred, self.eps))
+        super().__init__(eps, name, output_names, label_names)
 
 
 @register
 @alias("nll_loss")
-class NegativeLogLikelihood(EvalMetric):
+class NegativeLogLikelihood(_PickedLogLoss):
     """Mean negative log-likelihood ``-log(p[label] + eps)`` over samples."""
 
     def __init__(self, eps=1e-12, name="nll-loss", output_names=None, label_names=None):
-        super().__init__(name, eps=eps, output_names=output_names, label_names=label_names,
-                         has_global_stats=True)
-        self.eps = eps
-
-    def update(self, labels, preds):
-        labels, preds = check_label_shapes(labels, preds, True)
-        for label, pred in zip(labels, preds):
-            self._add(*_picked_log_loss(label, pred, self.eps))
+        super().__init__(eps, name, output_names, label_names)
 
 
 class _PooledMoments:
@@ -683,15 +584,12 @@ class PearsonCorrelation(EvalMetric):
                          has_global_stats=True, average=average)
 
     def reset(self):
+        self._global = _PooledMoments()
         super().reset()
-        if self.average == "micro":
-            self._local = _PooledMoments()
-            self._global = _PooledMoments()
 
     def reset_local(self):
+        self._local = _PooledMoments()
         super().reset_local()
-        if self.average == "micro":
-            self._local = _PooledMoments()
 
     def update(self, labels, preds):
         labels, preds = check_label_shapes(labels, preds, True)
@@ -710,85 +608,80 @@ class PearsonCorrelation(EvalMetric):
                 self._global.update(label, pred)
 
     def get(self):
-        if self.num_inst == 0:
-            return (self.name, float("nan"))
-        if self.average == "macro":
-            return (self.name, self.sum_metric / self.num_inst)
-        return (self.name, self._local.pearsonr())
+        if self.average == "micro" and self.num_inst:
+            return (self.name, self._local.pearsonr())
+        return super().get()
 
     def get_global(self):
-        if self.global_num_inst == 0:
-            return (self.name, float("nan"))
-        if self.average == "macro":
-            return (self.name, self.global_sum_metric / self.global_num_inst)
-        return (self.name, self._global.pearsonr())
+        if self.average == "micro" and self.global_num_inst:
+            return (self.name, self._global.pearsonr())
+        return super().get_global()
+
+
+def _gorodkin(confusion):
+    """Multiclass correlation of a confusion matrix (rows: predicted, columns: true class).
+    Its entries are whole counts, so the integer identities used below are exact in float64;
+    NaN when either marginal is concentrated in a single class."""
+    total = confusion.sum()
+    predicted, actual = confusion.sum(axis=1), confusion.sum(axis=0)
+    spread_pred = total * total - numpy.dot(predicted, predicted)
+    spread_true = total * total - numpy.dot(actual, actual)
+    if spread_pred == 0 or spread_true == 0:
+        return float("nan")
+    agreement = total * numpy.trace(confusion) - numpy.dot(predicted, actual)
+    return float(agreement / (spread_pred * spread_true) ** 0.5)
 
 
 @register
 class PCC(EvalMetric):
     """Multiclass Pearson ("Gorodkin") correlation from a confusion matrix that grows with the
-    largest class seen; equals MCC for two classes. ``num_inst`` counts updates."""
+    largest class seen; equals MCC for two classes. ``num_inst`` counts updates, and the
+    value is always that of the whole accumulated matrix (local or global)."""
+
+    _empty_count = 0.0
 
     def __init__(self, name="pcc", output_names=None, label_names=None, has_global_stats=True):
         self.k = 2
         super().__init__(name=name, output_names=output_names, label_names=label_names,
                          has_global_stats=has_global_stats)
 
-    def _grow(self, inc):
-        self.lcm = numpy.pad(self.lcm, ((0, inc), (0, inc)), "constant", constant_values=0)
-        self.gcm = numpy.pad(self.gcm, ((0, inc), (0, inc)), "constant", constant_values=0)
-        self.k += inc
-
-    @staticmethod
-    def _calc_mcc(cmat):
-        n = cmat.sum()
-        x = cmat.sum(axis=1)
-        y = cmat.sum(axis=0)
-        cov_xx = numpy.sum(x * (n - x))
-        cov_yy = numpy.sum(y * (n - y))
-        if cov_xx == 0 or cov_yy == 0:
-            return float("nan")
-        i = cmat.diagonal()
-        cov_xy = numpy.sum(i * n - x * y)
-        return float(cov_xy / (cov_xx * cov_yy) ** 0.5)
+    def _widen(self, classes):
+        """Make room in both matrices for class codes up to ``classes - 1``."""
+        extra = classes - self.k
+        if extra > 0:
+            self.lcm, self.gcm = (numpy.pad(m, ((0, extra), (0, extra))) for m in (self.lcm, self.gcm))
+            self.k = classes
 
     def update(self, labels, preds):
         labels, preds = check_label_shapes(labels, preds, True)
         for label, pred in zip(labels, preds):
-            label = _as_numpy(label).astype("int32")
-            pred = _as_numpy(pred)
-            if pred.shape != label.shape:
-                pred = pred.argmax(axis=1)
-            else:
-                pred = pred.astype("int32")
-            pred = pred.ravel()
-            label = label.ravel()
-            n = max(pred.max(), label.max())
-            if n >= self.k:
-                self._grow(int(n) + 1 - self.k)
-            batch_cm = numpy.zeros((self.k, self.k))
-            numpy.add.at(batch_cm, (pred, label), 1)
-            self.lcm += batch_cm
-            self.gcm += batch_cm
+            truth = _as_numpy(label).astype("int32")
+            guess = _as_numpy(pred)
+            guess = guess.argmax(axis=1) if guess.shape != truth.shape else guess.astype("int32")
+            guess, truth = guess.ravel(), truth.ravel()
+            self._widen(int(max(guess.max(), truth.max())) + 1)
+            for matrix in (self.lcm, self.gcm):
+                numpy.add.at(matrix, (guess, truth), 1)
         self.num_inst += 1
         self.global_num_inst += 1
 
+    # the sums are derived from the matrices, so that get() = sum / count is the matrix's value
     @property
     def sum_metric(self):
-        return self._calc_mcc(self.lcm) * self.num_inst
+        return _gorodkin(self.lcm) * self.num_inst
 
     @property
     def global_sum_metric(self):
-        return self._calc_mcc(self.gcm) * self.global_num_inst
+        return _gorodkin(self.gcm) * self.global_num_inst
 
     def reset(self):
-        self.global_num_inst = 0.0
         self.gcm = numpy.zeros((self.k, self.k))
+        self.global_num_inst = self._empty_count
         self.reset_local()
 
     def reset_local(self):
-        self.num_inst = 0.0
         self.lcm = numpy.zeros((self.k, self.k))
+        self.num_inst = self._empty_count
 
 
 @register
@@ -800,11 +693,9 @@ class Loss(EvalMetric):
                          has_global_stats=True)
 
     def update(self, _, preds):
-        if isinstance(preds, _ARRAY_TYPES):
-            preds = [preds]
-        for pred in preds:
-            pred = _as_numpy(pred)
-            self._add(float(pred.sum()), pred.size)
+        for pred in ([preds] if isinstance(preds, _ARRAY_TYPES) else preds):
+            values = _as_numpy(pred)
+            self._add(float(values.sum()), values.size)
 
 
 @register
@@ -832,7 +723,7 @@ class CustomMetric(EvalMetric):
                  label_names=None):
         if name is None:
             name = feval.__name__
-            if name.find("<") != -1:
+            if "<" in name:
                 name = "custom(%s)" % name
         super().__init__(name, feval=feval, allow_extra_outputs=allow_extra_outputs,
                          output_names=output_names, label_names=label_names,
@@ -844,12 +735,8 @@ class CustomMetric(EvalMetric):
         if not self._allow_extra_outputs:
             labels, preds = check_label_shapes(labels, preds, True)
         for pred, label in zip(preds, labels):
-            reval = self._feval(_as_numpy(label), _as_numpy(pred))
-            if isinstance(reval, tuple):
-                sum_metric, num_inst = reval
-                self._add(sum_metric, num_inst)
-            else:
-                self._add(reval, 1)
+            result = self._feval(_as_numpy(label), _as_numpy(pred))
+            self._add(*(result if isinstance(result, tuple) else (result, 1)))
 
     def get_config(self):
         # a Python function has no JSON form; MXNet refuses the same way

@@ -4,6 +4,7 @@ Initializers and metrics are looked up by lower-cased name: ``create('Xavier')``
 ``create('acc')``, ``create('["constant", {"value": 0.5}]')``. The three factories below build,
 for one base class, the ``register`` decorator, the ``alias`` decorator and ``create``.
 """
+import functools
 import json
 import warnings
 
@@ -49,13 +50,17 @@ def get_alias_func(base_class, nickname):
     register = get_register_func(base_class, nickname)
 
     def alias(*aliases):
-        def decorate(klass):
-            for name in aliases:
-                register(klass, name)
-            return klass
-        return decorate
+        return functools.partial(_register_under, register, aliases)
 
+    alias.__doc__ = "Class decorator: register a %s class under each given name too." % nickname
     return alias
+
+
+def _register_under(register, names, klass):
+    """``register(klass, name)`` for every name; returns the class (a decorator's result)."""
+    for name in names:
+        register(klass, name)
+    return klass
 
 
 def get_create_func(base_class, nickname):

@@ -237,46 +237,51 @@ def rand_ndarray(shape, stype='default', density=None, dtype=None, modifier_func
     return arr
 
 
+def _random_dims(highs, allow_zero_size):
+    """One ``rnd.randint`` draw per entry of ``highs``, in order: a size in [1, high], or in
+    [0, high] when ``allow_zero_size``."""
+    low = 0 if allow_zero_size else 1
+    return tuple(rnd.randint(low, high + 1) for high in highs)
+
+
 def rand_shape_2d(dim0=10, dim1=10, allow_zero_size=False):
     """A random 2-D shape with dims in [1, dimN] ([0, dimN] with ``allow_zero_size``)."""
-    low = 0 if allow_zero_size else 1
-    return rnd.randint(low, dim0 + 1), rnd.randint(low, dim1 + 1)
+    return _random_dims((dim0, dim1), allow_zero_size)
 
 
 def rand_shape_3d(dim0=10, dim1=10, dim2=10, allow_zero_size=False):
     """A random 3-D shape with dims in [1, dimN] ([0, dimN] with ``allow_zero_size``)."""
-    low = 0 if allow_zero_size else 1
-    return rnd.randint(low, dim0 + 1), rnd.randint(low, dim1 + 1), rnd.randint(low, dim2 + 1)
+    return _random_dims((dim0, dim1, dim2), allow_zero_size)
 
 
 def rand_shape_nd(num_dim, dim=10, allow_zero_size=False):
-    """A random ``num_dim``-D shape (a tuple) with dims in [1, dim]."""
-    low = 0 if allow_zero_size else 1
-    return tuple(rnd.randint(low, dim + 1, size=num_dim))
+    """A random ``num_dim``-D shape (a tuple) with dims in [1, dim], from a single draw."""
+    return tuple(rnd.randint(0 if allow_zero_size else 1, dim + 1, size=num_dim))
 
 
 def rand_coord_2d(x_low, x_high, y_low, y_high):
     """A random integer point with x in [x_low, x_high) and y in [y_low, y_high)."""
-    x = np.random.randint(x_low, x_high, dtype=np.int64)
-    y = np.random.randint(y_low, y_high, dtype=np.int64)
-    return x, y
+    return tuple(np.random.randint(low, high, dtype=np.int64)
+                 for low, high in ((x_low, x_high), (y_low, y_high)))
 
 
 def np_reduce(dat, axis, keepdims, numpy_reduce_func):
-    """Reduce ``dat`` over ``axis`` (int, sequence or None) one axis at a time."""
-    if isinstance(axis, int):
-        axis = [axis]
+    """Apply ``numpy_reduce_func(x, axis=k)`` for every axis ``k`` of ``axis`` (an int, a
+    sequence, or None for all), highest axis first so the others keep their numbers; with
+    ``keepdims`` the reduced axes come back with length 1."""
+    if axis is None:
+        axes = list(range(len(dat.shape)))
     else:
-        axis = list(axis) if axis is not None else range(len(dat.shape))
-    ret = dat
-    for i in reversed(sorted(axis)):
-        ret = numpy_reduce_func(ret, axis=i)
-    if keepdims:
-        kept = list(dat.shape)
-        for i in axis:
-            kept[i] = 1
-        ret = ret.reshape(tuple(kept))
-    return ret
+        axes = [axis] if isinstance(axis, int) else list(axis)
+    reduced = dat
+    for k in sorted(axes, reverse=True):
+        reduced = numpy_reduce_func(reduced, axis=k)
+    if not keepdims:
+        return reduced
+    kept_shape = list(dat.shape)
+    for k in axes:
+        kept_shape[k] = 1
+    return reduced.reshape(tuple(kept_shape))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -329,6 +334,24 @@ def locationError(a, b, index, names, maxError=False):
         maximum, str(index), names[0], a[index], names[1], b[index])
 
 
+def _successive_violations(a, b, worst, rtol, atol, equal_nan, limit):
+    """Mismatching elements from the worst down: ``worst`` (an ``(index, ratio)`` pair of
+    ``a``/``b``), then the worst of the rest once each one found is zeroed in float64 copies
+    of both arrays. Stops when the remaining elements agree, or once ``limit`` of them are
+    listed (``limit`` <= 0: no limit). Returns the list and whether the limit stopped it."""
+    found = [worst]
+    rest_a, rest_b = a.astype(np.float64, copy=True), b.astype(np.float64, copy=True)
+    while len(found) <= a.size:
+        where = found[-1][0]
+        rest_a[where] = rest_b[where] = 0
+        if almost_equal(rest_a, rest_b, rtol, atol, equal_nan=equal_nan):
+            break
+        if 0 < limit <= len(found):
+            return found, True
+        found.append(_find_max_violation(rest_a, rest_b, rtol, atol))
+    return found, False
+
+
 def assert_almost_equal(a, b, rtol=None, atol=None, names=('a', 'b'), equal_nan=False,
                         use_broadcast=True, mismatches=(10, 10)):
     """Raise AssertionError unless ``a`` and ``b`` agree within ``atol + rtol*|b|``.
@@ -352,32 +375,22 @@ def assert_almost_equal(a, b, rtol=None, atol=None, names=('a', 'b'), equal_nan=
     a = np.asarray(a)
     b = np.asarray(b)
     a_b, b_b = np.broadcast_arrays(a, b) if a.shape != b.shape else (a, b)
-    index, ratio = _find_max_violation(a_b, b_b, rtol, atol)
-    if index != ():
-        lines = ['*** Maximum errors for vector of size %d:  rtol=%g, atol=%g'
-                 % (a_b.size, rtol, atol)]
-        work_a = a_b.astype(np.float64, copy=True)
-        work_b = b_b.astype(np.float64, copy=True)
-        first_index, first_ratio = index, ratio
-        count = 1
-        while count <= a_b.size:
-            if count <= mismatches[0]:
-                lines.append("%3d: Error %f  %s" % (count, ratio,
-                                                     locationError(a_b, b_b, index, names)))
-            work_a[index] = work_b[index] = 0
-            if almost_equal(work_a, work_b, rtol, atol, equal_nan=equal_nan):
-                break
-            count += 1
-            if count <= mismatches[1] or mismatches[1] <= 0:
-                index, ratio = _find_max_violation(work_a, work_b, rtol, atol)
-            else:
-                break
-        degree = "at least " if 0 < mismatches[1] < count else ""
-        err = "Error %f exceeds tolerance rtol=%e, atol=%e (mismatch %s%f%%).\n%s\n%s" % (
-            first_ratio, rtol, atol, degree, 100.0 * count / a_b.size,
-            locationError(a_b, b_b, first_index, names, maxError=True), "\n".join(lines))
+    worst = _find_max_violation(a_b, b_b, rtol, atol)
+    if worst[0] == ():
+        err = "Error %f exceeds tolerance rtol=%e, atol=%e.\n" % (worst[1], rtol, atol)
     else:
-        err = "Error %f exceeds tolerance rtol=%e, atol=%e.\n" % (ratio, rtol, atol)
+        found, cut_short = _successive_violations(a_b, b_b, worst, rtol, atol, equal_nan,
+                                                  mismatches[1])
+        # a search cut short counts one more mismatch than it listed, and says "at least"
+        count = len(found) + 1 if cut_short else len(found)
+        listed = ["%3d: Error %f  %s" % (rank, ratio, locationError(a_b, b_b, where, names))
+                  for rank, (where, ratio) in enumerate(found[:max(mismatches[0], 0)], 1)]
+        heading = '*** Maximum errors for vector of size %d:  rtol=%g, atol=%g' % (a_b.size,
+                                                                                 rtol, atol)
+        err = "Error %f exceeds tolerance rtol=%e, atol=%e (mismatch %s%f%%).\n%s\n%s" % (
+            worst[1], rtol, atol, "at least " if cut_short else "", 100.0 * count / a_b.size,
+            locationError(a_b, b_b, worst[0], names, maxError=True),
+            "\n".join([heading] + listed))
     with np.printoptions(threshold=4, suppress=True):
         msg = npt.build_err_msg([a, b], err_msg=err, names=tuple(names))
     raise AssertionError(msg)
@@ -462,15 +475,20 @@ def same_array(array1, array2):
     return same(array1.asnumpy(), array2.asnumpy())
 
 
+def _leaf_pairs(t1, t2):
+    """Corresponding leaves of two nested tuples; a pair with None on a side is left out."""
+    if t1 is not None and t2 is not None:
+        if not isinstance(t1, tuple):
+            yield t1, t2
+            return
+        for parts in zip(t1, t2):
+            yield from _leaf_pairs(*parts)
+
+
 def compare_ndarray_tuple(t1, t2, rtol=None, atol=None):
     """assert_almost_equal over (nested tuples of) arrays; None on either side is skipped."""
-    if t1 is None or t2 is None:
-        return
-    if isinstance(t1, tuple):
-        for s1, s2 in zip(t1, t2):
-            compare_ndarray_tuple(s1, s2, rtol, atol)
-    else:
-        assert_almost_equal(t1, t2, rtol=rtol, atol=atol)
+    for leaf1, leaf2 in _leaf_pairs(t1, t2):
+        assert_almost_equal(leaf1, leaf2, rtol=rtol, atol=atol)
 
 
 def compare_optimizer(opt1, opt2, shape, dtype, w_stype='default', g_stype='default',
@@ -485,19 +503,21 @@ def compare_optimizer(opt1, opt2, shape, dtype, w_stype='default', g_stype='defa
             return rand_ndarray(shape, stype, density=1, dtype=dtype)
         raise ValueError("compare_optimizer: storage type %r is not supported" % (stype,))
 
-    w2 = make(w_stype)
-    w1 = w2.copyto(default_context()).tostype('default')
-    g2 = make(g_stype)
-    g1 = g2.copyto(default_context()).tostype('default')
-    state1 = opt1.create_state_multi_precision(0, w1)
-    state2 = opt2.create_state_multi_precision(0, w2)
+    def dense_and_typed(stype):
+        """The same random values as a dense array (for opt1) and as ``stype`` (for opt2)."""
+        typed = make(stype)
+        return typed.copyto(default_context()).tostype('default'), typed
+
+    weights, grads = dense_and_typed(w_stype), dense_and_typed(g_stype)
+    opts = (opt1, opt2)
+    states = [opt.create_state_multi_precision(0, w) for opt, w in zip(opts, weights)]
     if compare_states:
-        compare_ndarray_tuple(state1, state2)
-    opt1.update_multi_precision(0, w1, g1, state1)
-    opt2.update_multi_precision(0, w2, g2, state2)
+        compare_ndarray_tuple(*states)
+    for opt, w, g, state in zip(opts, weights, grads, states):
+        opt.update_multi_precision(0, w, g, state)
     if compare_states:
-        compare_ndarray_tuple(state1, state2, rtol=rtol, atol=atol)
-    assert_almost_equal(w1, w2, rtol=rtol, atol=atol)
+        compare_ndarray_tuple(*states, rtol=rtol, atol=atol)
+    assert_almost_equal(weights[0], weights[1], rtol=rtol, atol=atol)
 
 
 def same_symbol_structure(sym1, sym2):
@@ -655,15 +675,14 @@ def check_numeric_gradient(sym, location, aux_states=None, numeric_eps=None, rto
     aux_states_npy = None if aux_states is None else \
         {k: v.asnumpy() for k, v in aux_states.items()}
 
+    # grad_nodes: the arguments to check, all by default; a dict also gives their grad_req
     if grad_nodes is None:
         grad_nodes = sym.list_arguments()
-        grad_req = {k: 'write' for k in grad_nodes}
+    if isinstance(grad_nodes, dict):
+        grad_req, grad_nodes = grad_nodes.copy(), list(grad_nodes)
     elif isinstance(grad_nodes, (list, tuple)):
         grad_nodes = list(grad_nodes)
-        grad_req = {k: 'write' for k in grad_nodes}
-    elif isinstance(grad_nodes, dict):
-        grad_req = grad_nodes.copy()
-        grad_nodes = list(grad_nodes.keys())
+        grad_req = dict.fromkeys(grad_nodes, 'write')
     else:
         raise ValueError("grad_nodes must be None, a list or a dict, got %s"
                          % type(grad_nodes).__name__)
@@ -888,17 +907,16 @@ def check_consistency(sym, ctx_list, scale=1.0, grad_req='write', arg_params=Non
         """The less precise of two dtypes."""
         return dt1 if dt2 is None or np.dtype(dt1).itemsize < np.dtype(dt2).itemsize else dt2
 
-    # fill in a fixed (sorted) order, so a seed reproduces the inputs
-    for n, arr in _sorted_items(exe_list[0].arg_dict):
-        if n not in arg_params:
-            if use_uniform:
-                arg_params[n] = np.random.uniform(low=-0.92 * scale, high=0.92 * scale,
-                                                  size=arr.shape).astype(rand_type)
-            else:
-                arg_params[n] = np.random.normal(size=arr.shape, scale=scale).astype(rand_type)
-    for n in exe_list[0].aux_dict:
-        if n not in aux_params:
-            aux_params[n] = 0
+    def draw(shape):
+        if use_uniform:
+            return np.random.uniform(low=-0.92 * scale, high=0.92 * scale, size=shape)
+        return np.random.normal(size=shape, scale=scale)
+
+    # missing inputs are drawn in sorted name order, so that a seed reproduces them
+    for name, arr in _sorted_items(exe_list[0].arg_dict):
+        if name not in arg_params:
+            arg_params[name] = draw(arr.shape).astype(rand_type)
+    aux_params.update((name, 0) for name in list(exe_list[0].aux_dict) if name not in aux_params)
     for exe in exe_list:
         for name, arr in exe.arg_dict.items():
             arr[:] = arg_params[name]

@@ -497,3 +497,26 @@ def test_io_namespace():
         assert getattr(mx.io, name) is getattr(mx.io.io, name)
     d = pickle.loads(pickle.dumps(DataDesc("a", (1, 2), np.int32, "NC")))
     assert tuple(d) == ("a", (1, 2)) and d.dtype is np.int32 and d.layout == "NC"
+
+
+def test_ndarrayiter_roll_over_batch_reads_the_same_twice_and_needs_iter_next():
+    """lightmod's departures from MXNet's cursor bookkeeping: the carried batch can be read
+    again (MXNet's second getdata() returned the carried labels), ``cursor`` is the first
+    fresh sample (MXNet's was negative there), and no batch exists before iter_next()."""
+    data = np.arange(20, dtype=np.float32).reshape(10, 2)
+    label = np.arange(10, dtype=np.float32) + 100
+    it = NDArrayIter(data, label, 4, last_batch_handle="roll_over")
+    with pytest.raises(mx.MXNetError, match="iter_next"):
+        it.getdata()
+    assert it.getpad() == 0
+    assert len(list(it)) == 2          # samples 8 and 9 wait for the next epoch
+    it.reset()
+    assert it.iter_next() and it.cursor == 0 and it.getpad() == 2
+    first = it.getdata()[0].asnumpy()
+    np.testing.assert_array_equal(first, data[[8, 9, 0, 1]])
+    np.testing.assert_array_equal(it.getdata()[0].asnumpy(), first)
+    np.testing.assert_array_equal(it.getlabel()[0].asnumpy(), label[[8, 9, 0, 1]])
+    assert it.iter_next() and it.cursor == 2 and it.getpad() == 0
+    np.testing.assert_array_equal(it.getdata()[0].asnumpy(), data[2:6])
+    it.hard_reset()
+    assert [b.pad for b in it] == [0, 0]

@@ -12,7 +12,6 @@ from collections import namedtuple
 import numpy as np
 
 from ..base import MXNetError, dtype_np
-from ..ndarray.ndarray import NDArray
 from .utils import _getdata_by_idx, _has_stype, _init_data, _wrap_host
 
 __all__ = ["DataDesc", "DataBatch", "DataIter", "ResizeIter", "PrefetchingIter", "NDArrayIter",
@@ -63,18 +62,13 @@ class DataBatch:
 
     def __init__(self, data, label=None, pad=None, index=None, bucket_key=None,
                  provide_data=None, provide_label=None):
-        if data is not None and not isinstance(data, (list, tuple)):
-            raise AssertionError("Data must be list of NDArrays (got %s)" % type(data).__name__)
-        if label is not None and not isinstance(label, (list, tuple)):
-            raise AssertionError("Label must be list of NDArrays (got %s)"
-                                 % type(label).__name__)
-        self.data = data
-        self.label = label
-        self.pad = pad
-        self.index = index
-        self.bucket_key = bucket_key
-        self.provide_data = provide_data
-        self.provide_label = provide_label
+        for role, arrays in (("Data", data), ("Label", label)):
+            if arrays is not None and not isinstance(arrays, (list, tuple)):
+                raise AssertionError("%s must be list of NDArrays (got %s)"
+                                     % (role, type(arrays).__name__))
+        self.data, self.label = data, label
+        self.pad, self.index, self.bucket_key = pad, index, bucket_key
+        self.provide_data, self.provide_label = provide_data, provide_label
 
     def __str__(self):
         data_shapes = [d.shape for d in self.data]
@@ -132,23 +126,38 @@ class DataIter:
         return None
 
 
-class ResizeIter(DataIter):
+def _field_of_current_batch(field):
+    def getter(self):
+        return getattr(self.current_batch, field)
+    getter.__name__ = "get" + field
+    getter.__doc__ = "``%s`` of the DataBatch the iterator is on." % field
+    return getter
+
+
+class _ServesCurrentBatch:
+    """The four getters of an iterator that keeps the whole batch it is on in
+    ``current_batch``."""
+
+    getdata = _field_of_current_batch("data")
+    getlabel = _field_of_current_batch("label")
+    getindex = _field_of_current_batch("index")
+    getpad = _field_of_current_batch("pad")
+
+
+class ResizeIter(_ServesCurrentBatch, DataIter):
     """Present ``data_iter`` as an epoch of exactly ``size`` batches.
 
-    A shorter iterator is restarted when it runs out; a longer one is cut. ``reset()`` resets
-    the inner iterator only when ``reset_internal`` is true.
+    When the inner iterator runs dry before ``size`` batches it is reset and read again; when
+    it has more, the epoch stops early. ``reset()`` passes through to the inner iterator only
+    if ``reset_internal`` is true, so without it the next epoch goes on where this one stopped.
     """
 
     def __init__(self, data_iter, size, reset_internal=True):
-        super().__init__()
-        self.data_iter = data_iter
-        self.size = size
-        self.reset_internal = reset_internal
-        self.cur = 0
+        super().__init__(data_iter.batch_size)
+        self.data_iter, self.size, self.reset_internal = data_iter, size, reset_internal
+        self.cur = 0  # batches served in this epoch
         self.current_batch = None
-        self.provide_data = data_iter.provide_data
-        self.provide_label = data_iter.provide_label
-        self.batch_size = data_iter.batch_size
+        self.provide_data, self.provide_label = data_iter.provide_data, data_iter.provide_label
         if hasattr(data_iter, "default_bucket_key"):
             self.default_bucket_key = data_iter.default_bucket_key
 
@@ -157,28 +166,19 @@ class ResizeIter(DataIter):
         if self.reset_internal:
             self.data_iter.reset()
 
-    def iter_next(self):
-        if self.cur == self.size:
-            return False
+    def _pull(self):
         try:
-            self.current_batch = self.data_iter.next()
+            return self.data_iter.next()
         except StopIteration:
             self.data_iter.reset()
-            self.current_batch = self.data_iter.next()
+            return self.data_iter.next()
+
+    def iter_next(self):
+        if self.cur >= self.size:
+            return False
+        self.current_batch = self._pull()
         self.cur += 1
         return True
-
-    def getdata(self):
-        return self.current_batch.data
-
-    def getlabel(self):
-        return self.current_batch.label
-
-    def getindex(self):
-        return self.current_batch.index
-
-    def getpad(self):
-        return self.current_batch.pad
 
 
 class _PrefetchWorker:
@@ -227,7 +227,7 @@ class _PrefetchWorker:
         self.thread.join(timeout=5.0)
 
 
-class PrefetchingIter(DataIter):
+class PrefetchingIter(_ServesCurrentBatch, DataIter):
     """Read batches from one or several iterators in background threads.
 
     With several iterators each batch concatenates their data and labels (they must yield
@@ -326,18 +326,6 @@ class PrefetchingIter(DataIter):
             return self.current_batch
         raise StopIteration
 
-    def getdata(self):
-        return self.current_batch.data
-
-    def getlabel(self):
-        return self.current_batch.label
-
-    def getindex(self):
-        return self.current_batch.index
-
-    def getpad(self):
-        return self.current_batch.pad
-
 
 _LAST_BATCH_HANDLES = ("pad", "discard", "roll_over")
 
@@ -347,19 +335,29 @@ class NDArrayIter(DataIter):
 
     Inputs are sorted by name (a list is named ``_0_data``, ``_1_data``, ...); anything that
     is not an NDArray is converted to a float32 NDArray. ``shuffle`` permutes the samples at
-    construction and at every ``reset()``; ``idx`` is the permutation. The last incomplete
-    batch is, by ``last_batch_handle``:
+    construction and at every ``reset()``; ``idx`` is the permutation. Batches start at
+    samples 0, ``batch_size``, ``2 * batch_size``...; a last batch with too few samples is
+    treated according to ``last_batch_handle``:
 
-    * ``'pad'``: completed with samples from the start of the data (repeated if the batch is
-      larger than the data); ``batch.pad`` counts them;
-    * ``'discard'``: dropped;
-    * ``'roll_over'``: kept and put in front of the first batch after ``reset()``, whose
-      ``pad`` reports how many samples were carried; ``hard_reset()`` drops them.
+    * ``'pad'``: it is filled up by going round to the start of the data again (as many times
+      as needed when the batch is larger than the data); ``batch.pad`` counts the extra samples;
+    * ``'discard'``: it is not served;
+    * ``'roll_over'``: it is not served either, but its samples are carried over by the next
+      ``reset()`` and open the first batch of the next epoch, which is completed with the
+      first samples of the (possibly reshuffled) data and has ``pad`` equal to the number of
+      carried samples. ``hard_reset()`` forgets them. When even carried plus fresh samples
+      cannot fill a batch, they are carried on together to the epoch after.
+
+    ``cursor`` is the position, in the current order of the data, of the first sample that
+    the current batch takes from the data (carried samples come before it); it is None
+    before the first batch of an epoch.
 
     csr inputs are only supported with ``'discard'``. Unlike MXNet, an unknown
     ``last_batch_handle`` raises ValueError instead of silently acting like 'discard', and
     samples are counted, shuffled and tiled along the layout's batch axis (MXNet mixes axis 0
-    and the layout axis; both agree for the usual layouts with N first).
+    and the layout axis; both agree for the usual layouts with N first). Reading the
+    current batch twice gives the same arrays (MXNet hands the carried labels out as data
+    on a second ``getdata()``), and asking for it before ``iter_next()`` raises MXNetError.
     """
 
     def __init__(self, data, label=None, batch_size=1, shuffle=False, last_batch_handle="pad",
@@ -386,11 +384,11 @@ class NDArrayIter(DataIter):
         self.shuffle = shuffle
         self.last_batch_handle = last_batch_handle
         self.batch_size = batch_size
-        self.cursor = -self.batch_size
-        self._cache_data = None
-        self._cache_label = None
+        # A short batch that ended the epoch, as (sample count, data arrays, label arrays);
+        # reset() turns it into the carry of the next epoch when rolling over.
+        self._short_batch = None
         self.reset()
-        self.data_list = [x[1] for x in self.data] + [x[1] for x in self.label]
+        self.data_list = [arr for _, arr in self.data] + [arr for _, arr in self.label]
         self.num_source = len(self.data_list)
 
     @property
@@ -416,38 +414,39 @@ class NDArrayIter(DataIter):
         """DataDescs of the labels."""
         return self._descs(self.label)
 
-    def hard_reset(self):
-        """Go back to the start, dropping any rolled-over samples."""
+    def _rewind(self, carry):
         if self.shuffle:
             self._shuffle_data()
-        self.cursor = -self.batch_size
-        self._cache_data = None
-        self._cache_label = None
+        self._carry = carry            # samples waiting to open the next batch, or None
+        self._batch_carry = None       # the carry the current batch opens with
+        self._short_batch = None
+        self._next_fresh = 0           # where the next batch's own samples begin
+        self.cursor = None
+
+    def hard_reset(self):
+        """Start the data again from its first sample, forgetting rolled-over samples."""
+        self._rewind(None)
 
     def reset(self):
-        """Go back to the start (keeping the roll-over samples with 'roll_over')."""
-        if self.shuffle:
-            self._shuffle_data()
-        if (self.last_batch_handle == "roll_over"
-                and self.num_data - self.batch_size < self.cursor < self.num_data):
-            # the next batch starts with the (num_data - cursor) samples cached by next()
-            self.cursor = self.cursor - self.num_data - self.batch_size
-        else:
-            self.cursor = -self.batch_size
+        """Start the data again; with 'roll_over' an unserved short last batch comes along."""
+        self._rewind(self._short_batch if self.last_batch_handle == "roll_over" else None)
 
     def iter_next(self):
-        self.cursor += self.batch_size
+        self._short_batch = None
+        self._batch_carry, self._carry = self._carry, None
+        carried = self._batch_carry[0] if self._batch_carry is not None else 0
+        self.cursor = self._next_fresh
+        self._next_fresh = self.cursor + self.batch_size - carried
         return self.cursor < self.num_data
 
     def next(self):
         if not self.iter_next():
             raise StopIteration
-        data = self.getdata()
-        label = self.getlabel()
-        if data[0].shape[self._batch_axis] != self.batch_size:
-            # an incomplete last batch ('discard', 'roll_over'): keep it for roll-over
-            self._cache_data = data
-            self._cache_label = label
+        data, label = self.getdata(), self.getlabel()
+        size = data[0].shape[self._batch_axis]
+        if size != self.batch_size:
+            # only 'discard' and 'roll_over' get here; reset() decides what the batch becomes
+            self._short_batch = (size, data, label)
             raise StopIteration
         return DataBatch(data=data, label=label, pad=self.getpad(), index=None)
 
@@ -470,49 +469,36 @@ class NDArrayIter(DataIter):
             out.append(_wrap_host(np.array(host[tuple(index)]), arr.context, arr.stype))
         return out
 
-    def _concat_cache(self, cached, sources, count):
-        """The cached roll-over arrays followed by the first ``count`` samples."""
-        axis = self._batch_axis
-        fresh = self._slice(sources, 0, count)
-        if not cached:
-            return fresh
-        out = []
-        for old, new in zip(cached, fresh):
-            host = np.concatenate([old._host_view(), new._host_view()], axis=axis)
-            out.append(_wrap_host(host, new.context, new.stype))
-        return out
-
-    def _batchify(self, sources):
+    def _batchify(self, sources, carried_arrays):
+        if self.cursor is None:
+            raise MXNetError("NDArrayIter: there is no current batch (call iter_next() first)")
         if self.cursor >= self.num_data:
             raise MXNetError("NDArrayIter: DataIter needs reset (the cursor is past the end)")
-        if self.last_batch_handle == "roll_over" and -self.batch_size < self.cursor < 0:
-            if self._cache_data is None and self._cache_label is None:
-                raise MXNetError("NDArrayIter: next epoch should have cached data")
-            # getdata() consumes the data cache, then getlabel() the label cache
-            if self._cache_data is not None:
-                cached, self._cache_data = self._cache_data, None
-            else:
-                cached, self._cache_label = self._cache_label, None
-            return self._concat_cache(cached, sources, self.cursor + self.batch_size)
-        if self.last_batch_handle == "pad" and self.cursor + self.batch_size > self.num_data:
-            # wrap around to the start, tiling the whole data set if the batch is larger
-            positions = (self.cursor + np.arange(self.batch_size)) % self.num_data
-            return self._take(sources, positions)
-        end = min(self.cursor + self.batch_size, self.num_data)
-        return self._slice(sources, self.cursor, end)
+        stop = self._next_fresh
+        if self.last_batch_handle == "pad" and stop > self.num_data:
+            # go round to the start as often as needed
+            return self._take(sources, np.arange(self.cursor, stop) % self.num_data)
+        fresh = self._slice(sources, self.cursor, min(stop, self.num_data))
+        if carried_arrays is None:
+            return fresh
+        axis = self._batch_axis
+        return [_wrap_host(np.concatenate([old._host_view(), new._host_view()], axis=axis),
+                           new.context, new.stype) for old, new in zip(carried_arrays, fresh)]
 
     def getdata(self):
-        return self._batchify(self.data)
+        carry = self._batch_carry
+        return self._batchify(self.data, carry[1] if carry is not None else None)
 
     def getlabel(self):
-        return self._batchify(self.label)
+        carry = self._batch_carry
+        return self._batchify(self.label, carry[2] if carry is not None else None)
 
     def getpad(self):
-        if self.last_batch_handle == "pad" and self.cursor + self.batch_size > self.num_data:
-            return self.cursor + self.batch_size - self.num_data
-        if self.last_batch_handle == "roll_over" and -self.batch_size < self.cursor < 0:
-            return -self.cursor
-        return 0
+        if self._batch_carry is not None:
+            return self._batch_carry[0]
+        if self.cursor is None or self.last_batch_handle != "pad":
+            return 0
+        return max(self._next_fresh - self.num_data, 0)
 
     def _shuffle_data(self):
         # numpy's global generator, as MXNet: np.random.seed(s) reproduces MXNet's permutation

@@ -130,19 +130,11 @@ class NDArray:
     def ndim(self):
         return len(self._data.shape)
 
-    @property
-    def context(self):
-        return self._ctx
-
-    ctx = context
-
-    @property
-    def stype(self):
-        return self._stype
-
-    @property
-    def handle(self):
-        return self._data
+    context = ctx = property(lambda self: self._ctx, doc="The Context holding the array.")
+    stype = property(lambda self: self._stype,
+                     doc="Storage type: 'default', 'row_sparse' or 'csr'.")
+    handle = property(lambda self: self._data,
+                      doc="The backing buffer (a numpy array, or a device array on a GPU).")
 
     @property
     def T(self):
@@ -390,46 +382,8 @@ class NDArray:
     def _at(self, idx):
         return self[idx]
 
-    # --- arithmetic ---------------------------------------------------------------------------
-    def __add__(self, other):
-        return add(self, other)
-
-    def __radd__(self, other):
-        return add(self, other)
-
-    def __sub__(self, other):
-        return subtract(self, other)
-
-    def __rsub__(self, other):
-        return subtract(other, self)
-
-    def __mul__(self, other):
-        return multiply(self, other)
-
-    def __rmul__(self, other):
-        return multiply(self, other)
-
-    def __truediv__(self, other):
-        return divide(self, other)
-
-    def __rtruediv__(self, other):
-        return divide(other, self)
-
-    __div__ = __truediv__
-    __rdiv__ = __rtruediv__
-
-    def __mod__(self, other):
-        return modulo(self, other)
-
-    def __rmod__(self, other):
-        return modulo(other, self)
-
-    def __pow__(self, other):
-        return power(self, other)
-
-    def __rpow__(self, other):
-        return power(other, self)
-
+    # --- arithmetic: the binary and in-place operators are attached below the module's
+    # arithmetic functions (see _BINARY_OPERATORS); the unary ones are here
     def __neg__(self):
         return _op("_mul_scalar", self, scalar=-1.0)
 
@@ -438,24 +392,6 @@ class NDArray:
 
     def __abs__(self):
         return _op("abs", self)
-
-    def __eq__(self, other):
-        return equal(self, other)
-
-    def __ne__(self, other):
-        return not_equal(self, other)
-
-    def __gt__(self, other):
-        return greater(self, other)
-
-    def __ge__(self, other):
-        return greater_equal(self, other)
-
-    def __lt__(self, other):
-        return lesser(self, other)
-
-    def __le__(self, other):
-        return lesser_equal(self, other)
 
     def _inplace(self, other, what, op_array, op_scalar):
         if not self.writable:
@@ -467,26 +403,6 @@ class NDArray:
         if isinstance(other, numeric_types):
             return _op(op_scalar, self, scalar=_scalar_attr(other), out=self)
         raise TypeError("type %s not supported" % str(type(other)))
-
-    def __iadd__(self, other):
-        return self._inplace(other, "add", "broadcast_add", "_plus_scalar")
-
-    def __isub__(self, other):
-        return self._inplace(other, "subtract", "broadcast_sub", "_minus_scalar")
-
-    def __imul__(self, other):
-        return self._inplace(other, "multiply", "broadcast_mul", "_mul_scalar")
-
-    def __itruediv__(self, other):
-        return self._inplace(other, "divide", "broadcast_div", "_div_scalar")
-
-    __idiv__ = __itruediv__
-
-    def __imod__(self, other):
-        return self._inplace(other, "take modulo", "broadcast_mod", "_mod_scalar")
-
-    def __ipow__(self, other):
-        return self._inplace(other, "raise", "broadcast_power", "_power_scalar")
 
     # --- misc ---------------------------------------------------------------------------------
     def norm(self, *args, **kwargs):
@@ -934,3 +850,45 @@ lesser_equal = _cmp("lesser_equal", "greater_equal", lambda a, b: a <= b)
 logical_and = _cmp("logical_and", "logical_and", lambda a, b: a and b)
 logical_or = _cmp("logical_or", "logical_or", lambda a, b: a or b)
 logical_xor = _cmp("logical_xor", "logical_xor", lambda a, b: bool(a) != bool(b))
+
+
+def _attach_binary_operators():
+    """Give NDArray its Python operators from the module functions above: ``(name, function,
+    whether the array is the right operand)``; the comparisons return 0/1 arrays, and the
+    in-place forms write into the left operand through NDArray._inplace."""
+    forward, reflected = False, True
+    table = [("add", add, forward), ("radd", add, forward),
+             ("sub", subtract, forward), ("rsub", subtract, reflected),
+             ("mul", multiply, forward), ("rmul", multiply, forward),
+             ("truediv", divide, forward), ("rtruediv", divide, reflected),
+             ("div", divide, forward), ("rdiv", divide, reflected),
+             ("mod", modulo, forward), ("rmod", modulo, reflected),
+             ("pow", power, forward), ("rpow", power, reflected),
+             ("eq", equal, forward), ("ne", not_equal, forward),
+             ("gt", greater, forward), ("ge", greater_equal, forward),
+             ("lt", lesser, forward), ("le", lesser_equal, forward)]
+    for name, func, swapped in table:
+        if swapped:
+            def method(self, other, func=func):
+                return func(other, self)
+        else:
+            def method(self, other, func=func):
+                return func(self, other)
+        method.__name__ = "__%s__" % name
+        setattr(NDArray, method.__name__, method)
+    # in place: (name, verb for the read-only error, array operator, scalar operator)
+    for name, verb, op_array, op_scalar in [
+            ("iadd", "add", "broadcast_add", "_plus_scalar"),
+            ("isub", "subtract", "broadcast_sub", "_minus_scalar"),
+            ("imul", "multiply", "broadcast_mul", "_mul_scalar"),
+            ("itruediv", "divide", "broadcast_div", "_div_scalar"),
+            ("idiv", "divide", "broadcast_div", "_div_scalar"),
+            ("imod", "take modulo", "broadcast_mod", "_mod_scalar"),
+            ("ipow", "raise", "broadcast_power", "_power_scalar")]:
+        def method(self, other, spec=(verb, op_array, op_scalar)):
+            return self._inplace(other, *spec)
+        method.__name__ = "__%s__" % name
+        setattr(NDArray, method.__name__, method)
+
+
+_attach_binary_operators()

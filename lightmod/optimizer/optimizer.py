@@ -125,38 +125,26 @@ class Optimizer:
     def __init__(self, rescale_grad=1., param_idx2name=None, wd=0., clip_gradient=None,
                  learning_rate=None, lr_scheduler=None, sym=None, begin_num_update=0,
                  multi_precision=False, param_dict=None):
-        self.rescale_grad = rescale_grad
-        self.lr_scheduler = lr_scheduler
-        if self.lr_scheduler is None and learning_rate is None:
-            learning_rate = 0.01
-        self.lr = learning_rate
-        if self.lr_scheduler is not None and learning_rate is not None:
-            if self.lr_scheduler.base_lr != learning_rate:
-                print(UserWarning("learning rate from ``lr_scheduler`` has been overwritten by "
-                                  "``learning_rate`` in optimizer."))
-                self.lr_scheduler.base_lr = learning_rate
-
-        self.wd = wd
-        self.lr_mult = {}
-        self.wd_mult = {}
-        self.begin_num_update = begin_num_update
-        self.num_update = begin_num_update
-        self._all_index_update_counts = {0: {}}
-        self._index_update_count = self._all_index_update_counts[0]
-        self.clip_gradient = clip_gradient
-        self.multi_precision = multi_precision
-        self.aggregate_num = 0
-
         if param_idx2name is None:
             param_idx2name = {}
         if not isinstance(param_idx2name, dict):
             raise AssertionError("param_idx2name should be a dict of param indexes to names, "
                                  "got %s" % type(param_idx2name).__name__)
+        # The attributes are created in MXNet's order: a .states file written with
+        # dump_optimizer=True pickles __dict__ in that order, byte for byte.
+        self.rescale_grad, self.lr_scheduler = rescale_grad, lr_scheduler
+        self.lr = _starting_lr(learning_rate, lr_scheduler)
+        self.wd, self.lr_mult, self.wd_mult = wd, {}, {}
+        self.begin_num_update = self.num_update = begin_num_update
+        # update counts per index, one table per device (see _set_current_context)
+        self._all_index_update_counts = {0: {}}
+        self._index_update_count = self._all_index_update_counts[0]
+        self.clip_gradient, self.multi_precision = clip_gradient, multi_precision
+        self.aggregate_num = 0  # how many weights one fused update may take; 0: no fusing
         self.idx2name = param_idx2name.copy()
         self.sym_info = (sym.attr_dict(), sym.list_arguments()) if sym is not None else ()
-        self.param_dict = param_dict if param_dict else {}
+        self.param_dict = param_dict or {}
         self.allow_np_array = False
-
         self.set_lr_mult({})
         self.set_wd_mult({})
 
@@ -202,33 +190,33 @@ class Optimizer:
         """Deprecated in MXNet: use set_lr_mult."""
         raise DeprecationWarning("set_lr_scale is deprecated, use set_lr_mult")
 
+    def _symbol_mults(self, attr_key):
+        """``{argument name: multiplier}`` read from the symbol's ``attr_key`` attributes."""
+        if not self.sym_info:
+            return {}
+        attrs, arg_names = self.sym_info
+        return {name: float(attrs[name][attr_key]) for name in arg_names
+                if attr_key in attrs.get(name, ())}
+
     def set_lr_mult(self, args_lr_mult):
         """Per-parameter learning-rate multipliers: the symbol's ``__lr_mult__`` attributes,
-        then ``args_lr_mult`` (keys: names or indices)."""
-        self.lr_mult = {}
-        if self.sym_info:
-            attr, arg_names = self.sym_info
-            for name in arg_names:
-                if name in attr and "__lr_mult__" in attr[name]:
-                    self.lr_mult[name] = float(attr[name]["__lr_mult__"])
+        overridden by ``args_lr_mult`` (keys: names or indices)."""
+        self.lr_mult = self._symbol_mults("__lr_mult__")
         self.lr_mult.update(args_lr_mult)
 
-    def set_wd_mult(self, args_wd_mult):
-        """Per-parameter weight-decay multipliers: 0 for every ``idx2name`` name not ending in
-        ``_weight`` or ``_gamma``, then the symbol's ``__wd_mult__``, then ``args_wd_mult``."""
-        self.wd_mult = {}
-        for n in self.idx2name.values():
-            if not (n.endswith("_weight") or n.endswith("_gamma")):
-                self.wd_mult[n] = 0.0
-        self._wd_mult_from_symbol()
-        self.wd_mult.update(args_wd_mult)
+    @staticmethod
+    def _decayed_by_default(name):
+        """Whether a parameter gets weight decay unless told otherwise."""
+        return name.endswith("_weight") or name.endswith("_gamma")
 
-    def _wd_mult_from_symbol(self):
-        if self.sym_info:
-            attr, arg_names = self.sym_info
-            for name in arg_names:
-                if name in attr and "__wd_mult__" in attr[name]:
-                    self.wd_mult[name] = float(attr[name]["__wd_mult__"])
+    def set_wd_mult(self, args_wd_mult):
+        """Per-parameter weight-decay multipliers: 0 for each ``idx2name`` name that
+        ``_decayed_by_default`` exempts, then the symbol's ``__wd_mult__``, then
+        ``args_wd_mult``, each overriding the one before."""
+        self.wd_mult = {name: 0.0 for name in self.idx2name.values()
+                        if not self._decayed_by_default(name)}
+        self.wd_mult.update(self._symbol_mults("__wd_mult__"))
+        self.wd_mult.update(args_wd_mult)
 
     # --- counters -------------------------------------------------------------------------------
     def _set_current_context(self, device_id):
@@ -319,6 +307,19 @@ class Optimizer:
 
 register = Optimizer.register
 create = Optimizer.create_optimizer
+
+
+def _starting_lr(learning_rate, lr_scheduler):
+    """The optimizer's ``lr``: ``learning_rate``, or 0.01 when it and the scheduler are both
+    missing. A given ``learning_rate`` also becomes the scheduler's ``base_lr``, with a
+    printed notice when that changes it."""
+    if lr_scheduler is None:
+        return 0.01 if learning_rate is None else learning_rate
+    if learning_rate is not None and lr_scheduler.base_lr != learning_rate:
+        print(UserWarning("learning rate from ``lr_scheduler`` has been overwritten by "
+                          "``learning_rate`` in optimizer."))
+        lr_scheduler.base_lr = learning_rate
+    return learning_rate
 
 
 def _cast_into(src, dst):
@@ -524,15 +525,13 @@ class LARS(Optimizer):
     def __init__(self, momentum=0.0, lazy_update=True, eta=0.001, eps=0,
                  momentum_correction=True, **kwargs):
         super().__init__(**kwargs)
-        self.momentum = momentum
-        self.momentum_correction = momentum_correction
+        # (assignment order = MXNet's attribute order, for byte-identical pickles)
+        self.momentum, self.momentum_correction = momentum, momentum_correction
         self.lazy_update = lazy_update
         self.aggregate_num = int(os.getenv("MXNET_OPTIMIZER_AGGREGATION_SIZE", "4"))
-        self.eta = eta
-        self.eps = eps
+        self.eta, self.eps = eta, eps
         self.skip = 0
-        self.last_lr = None
-        self.cur_lr = None
+        self.last_lr = self.cur_lr = None  # scheduled rates of the previous and this update
 
     def _get_lrs(self, indices):
         """Also tracks the previous and current scheduled rate (for momentum correction)."""
@@ -544,14 +543,10 @@ class LARS(Optimizer):
         self.cur_lr = lr
         return [lr * self._multiplier(index, self.lr_mult, "lr_mult") for index in indices]
 
-    def set_wd_mult(self, args_wd_mult):
-        """Only names ending in ``_weight`` get weight decay by default."""
-        self.wd_mult = {}
-        for n in self.idx2name.values():
-            if not n.endswith("_weight"):
-                self.wd_mult[n] = 0.0
-        self._wd_mult_from_symbol()
-        self.wd_mult.update(args_wd_mult)
+    @staticmethod
+    def _decayed_by_default(name):
+        """LARS decays only the ``_weight`` parameters by default."""
+        return name.endswith("_weight")
 
     def create_state_multi_precision(self, index, weight):
         return _state_and_master_copy(self, index, weight, "SGD optimizer")
@@ -569,16 +564,15 @@ class LARS(Optimizer):
         return float(numpy.float32(norm) * numpy.float32(self.rescale_grad)) if rescale else norm
 
     def _get_lars(self, i, weight, g, lr, wd):
-        name = self.idx2name[i] if i in self.idx2name else str(i)
-        if _is_lars_exempt(name):
+        """``lr`` scaled by the layer's trust ratio; unscaled for exempt names and for
+        weights or gradients whose norm is not positive."""
+        if _is_lars_exempt(self.idx2name.get(i, str(i))):
             return lr
-        w_norm = self._l2norm(weight)
-        g_norm = self._l2norm(g, rescale=True)
-        if w_norm > 0.0 and g_norm > 0.0:
-            lars = self.eta * w_norm / (g_norm + wd * w_norm + self.eps)
-        else:
-            lars = 1.0
-        return lars * lr
+        norms = (self._l2norm(weight), self._l2norm(g, rescale=True))
+        if not (norms[0] > 0.0 and norms[1] > 0.0):
+            return lr
+        trust = self.eta * norms[0] / (norms[1] + wd * norms[0] + self.eps)
+        return trust * lr
 
     def _update_impl(self, indices, weights, grads, states, multi_precision=False):
         from ..operator.optimizer_op import lars_rates
@@ -642,18 +636,13 @@ class LBSGD(Optimizer):
         logging.info("(Batch_scale=%f, warmup_epochs=%d, warmup_strategy=%s, "
                      "updates_per_epoch=%d)", batch_scale, warmup_epochs, warmup_strategy,
                      updates_per_epoch)
-        self.momentum = momentum
-        self.multi_precision = multi_precision
-        self.warmup_strategy = warmup_strategy
-        self.warmup_epochs = warmup_epochs
-        self.batch_scale = batch_scale
-        self.updates_per_epoch = updates_per_epoch
-        self.init_updates = begin_epoch * updates_per_epoch
+        # (assignment order = MXNet's attribute order, for byte-identical pickles)
+        self.momentum, self.multi_precision = momentum, multi_precision
+        self.warmup_strategy, self.warmup_epochs = warmup_strategy, warmup_epochs
+        self.batch_scale, self.updates_per_epoch = batch_scale, updates_per_epoch
+        self.init_updates = begin_epoch * updates_per_epoch  # accumulated-update count to resume at
         self.num_epochs = num_epochs
-        self.lbmult = 1
-        self.cumgrads = {}
-        self.adaptive = False
-        self.admult = 1
+        self.lbmult, self.cumgrads, self.adaptive, self.admult = 1, {}, False, 1
 
     def create_state(self, index, weight):
         if self.multi_precision and weight.dtype == numpy.float16:
@@ -720,26 +709,22 @@ class LBSGD(Optimizer):
 
     def update(self, index, weight, grad, state):
         _check_arrays(weight, grad)
-        lr = self._get_lr(index)
-        wd = self._get_wd(index)
+        lr, wd = self._get_lr(index), self._get_wd(index)
         self._update_count(index)
-        k = _kernels(weight)
-        w = weight._data
-        cgrad = self._cumulate_gradient(grad, index)
-        if (cgrad["num_cums"] % self.batch_scale) == 0:
-            grad = cgrad["cum_grad"] / self.batch_scale
-            if self.warmup_strategy == "lars":
-                lbmult = self._get_lars(weight, grad, wd)
-            else:
-                lbmult = self._get_lbmult(cgrad["num_cums"])
-            lr = lr * lbmult
-            momentum = self.momentum if self.momentum > 0 else 0.0
-            clip = _op_clip(self.clip_gradient)
-            _sgd_step(weight, grad, state, isinstance(state, (list, tuple)), lr, wd, momentum,
-                      self.rescale_grad, clip, False)
-            self._reset_cum_gradient(index)
-        else:
-            k.sgd_update(w, grad._data, w, 0.0, wd, 1.0, -1.0)
+        acc = self._cumulate_gradient(grad, index)
+        if acc["num_cums"] % self.batch_scale != 0:
+            # between the real steps only the weight decay is applied (lr 0, no clipping)
+            w = weight._data
+            _kernels(weight).sgd_update(w, grad._data, w, 0.0, wd, 1.0, -1.0)
+            return
+        # every batch_scale accumulations: one SGD step on the mean accumulated gradient
+        mean_grad = acc["cum_grad"] / self.batch_scale
+        scale = (self._get_lars(weight, mean_grad, wd) if self.warmup_strategy == "lars"
+                 else self._get_lbmult(acc["num_cums"]))
+        _sgd_step(weight, mean_grad, state, isinstance(state, (list, tuple)), lr * scale, wd,
+                  self.momentum if self.momentum > 0 else 0.0,
+                  self.rescale_grad, _op_clip(self.clip_gradient), False)
+        self._reset_cum_gradient(index)
 
 
 @register

@@ -1,20 +1,26 @@
-"""Symbolic RNN cells (``mx.rnn``), as in MXNet 1.9.1.
+"""Symbolic recurrent cells (``mx.rnn``) whose graphs are node for node MXNet 1.9.1's.
 
-A cell builds the graph of one time step (``cell(inputs, states)``) or of a whole sequence
-(``cell.unroll(length, inputs)``). Node and parameter names are MXNet's, so graphs, checkpoints
-and ``unpack_weights``/``pack_weights`` dictionaries interchange with MXNet:
+Calling a cell, ``cell(inputs, states)``, adds one time step to the graph and returns the step's
+output and new states; ``cell.unroll(length, inputs)`` adds a whole sequence. Everything is
+named the way MXNet names it, so symbol JSON, checkpoints and the dictionaries of
+``unpack_weights``/``pack_weights`` can be exchanged with MXNet:
 
-* parameters ``<prefix>i2h_weight``, ``<prefix>i2h_bias``, ``<prefix>h2h_weight``,
-  ``<prefix>h2h_bias`` (``<prefix>parameters`` for ``FusedRNNCell``);
-* step nodes ``<prefix>t<i>_i2h``, ``..._h2h``, ``..._slice``, ``..._i/_f/_c/_o``,
-  ``..._state``, ``..._out`` (GRU: ``<prefix>t<i>__i2h``, ``..._r_act``...);
-* begin states ``<prefix>begin_state_<n>`` with shape ``(0, H)`` and ``__layout__='NC'``,
-  whose batch dimension shape inference fills in.
+* the weights of a cell are ``<prefix>i2h_weight``, ``<prefix>i2h_bias``, ``<prefix>h2h_weight``
+  and ``<prefix>h2h_bias`` (one vector ``<prefix>parameters`` for ``FusedRNNCell``);
+* step ``i`` creates nodes ``<prefix>t<i>_i2h``, ``..._h2h``, ``..._slice``, ``..._i``...,
+  ``..._state`` and ``..._out`` (the GRU's nodes are ``<prefix>t<i>__i2h``, ``..._r_act``...);
+* initial states are ``<prefix>begin_state_<n>``, of shape ``(0, H)`` with
+  ``__layout__='NC'``; shape inference supplies the batch size.
 
-The order in which every cell composes its symbols follows MXNet's, so the auto-named nodes
-(``_plus0``, ``_mul1``, ``activation0``, ``split0``) come out with the same numbers.
+Nodes that get automatic names (``_plus0``, ``_mul1``, ``activation0``, ``split0``) are numbered
+in creation order, so each cell creates its symbols in the order MXNet's does.
+
+The three recurrences (Elman, LSTM, GRU) are written once each, in ``_ElmanRule``, ``_LSTMRule``
+and ``_GRURule``; a dense cell (``RNNCell``...) and a convolutional cell (``ConvRNNCell``...)
+differ only in how they project the input and the hidden state (FullyConnected or Convolution).
 """
 import warnings
+from contextlib import contextmanager
 
 from .. import initializer as init, ndarray, symbol
 from ..base import string_types, numeric_types
@@ -35,24 +41,12 @@ _MODIFIED = ("After applying modifier cells (e.g. DropoutCell) the base cell can
              "called directly. Call the modifier cell instead.")
 
 
-def _cells_state_info(cells):
-    return [info for cell in cells for info in cell.state_info]
-
-
-def _cells_begin_state(cells, **kwargs):
-    return [state for cell in cells for state in cell.begin_state(**kwargs)]
-
-
-def _cells_unpack_weights(cells, args):
-    for cell in cells:
-        args = cell.unpack_weights(args)
-    return args
-
-
-def _cells_pack_weights(cells, args):
-    for cell in cells:
-        args = cell.pack_weights(args)
-    return args
+@contextmanager
+def _unlocked(cell):
+    """Let a modifier use the cell it wraps for the length of a ``with`` block."""
+    cell._modified = False
+    yield cell
+    cell._modified = True
 
 
 def _normalize_sequence(length, inputs, layout, merge, in_layout=None):
@@ -88,10 +82,10 @@ def _normalize_sequence(length, inputs, layout, merge, in_layout=None):
 
 
 class RNNParams:
-    """Holds the weight variables of cells, so that several cells can share them.
+    """The weight variables of one or more cells, looked up by name so that cells can share them.
 
-    ``get(name, **kwargs)`` returns the variable ``<prefix><name>``, creating it (with
-    ``symbol.Variable(**kwargs)``) the first time.
+    ``get(name, **kwargs)`` gives the variable ``<prefix><name>``; the first request creates it
+    with ``symbol.Variable(<prefix><name>, **kwargs)``, later ones return that same variable.
     """
 
     def __init__(self, prefix=""):
@@ -99,36 +93,33 @@ class RNNParams:
         self._params = {}
 
     def get(self, name, **kwargs):
-        name = self._prefix + name
-        if name not in self._params:
-            self._params[name] = symbol.Variable(name, **kwargs)
-        return self._params[name]
+        full_name = self._prefix + name
+        if full_name not in self._params:
+            self._params[full_name] = symbol.Variable(full_name, **kwargs)
+        return self._params[full_name]
 
 
 class BaseRNNCell:
-    """Base class of the RNN cells.
+    """Common ground of the cells: naming, begin states, unrolling and weight (un)packing.
 
-    ``prefix`` names the cell's nodes (and its weights when ``params`` is None); ``params`` is
-    an ``RNNParams`` to share weights with other cells.
+    ``prefix`` starts the names of the cell's nodes, and of its weights unless ``params`` (an
+    ``RNNParams`` shared with other cells) supplies them. A cell counts the steps and begin
+    states it has created; ``reset()`` starts both counts again.
     """
 
     def __init__(self, prefix="", params=None):
-        if params is None:
-            params = RNNParams(prefix)
-            self._own_params = True
-        else:
-            self._own_params = False
+        # the cell owns its parameters only while it made them and nobody has asked for them
+        self._own_params = params is None
+        self._params = RNNParams(prefix) if params is None else params
         self._prefix = prefix
-        self._params = params
         self._modified = False
         self.reset()
 
     def reset(self):
         """Restart step and begin-state numbering before building another graph."""
-        self._init_counter = -1
-        self._counter = -1
-        for cell in getattr(self, "_cells", ()):
-            cell.reset()
+        self._counter = self._init_counter = -1
+        for child in getattr(self, "_cells", ()):
+            child.reset()
 
     def __call__(self, inputs, states):
         """One time step: returns (output, new states). Each cell type defines it."""
@@ -157,16 +148,20 @@ class BaseRNNCell:
         """Symbols for the initial states, ``func(name='<prefix>begin_state_<n>', **info)``.
 
         ``func`` is ``symbol.zeros`` by default; ``symbol.Variable`` makes the states inputs.
+        The keyword arguments of one state carry over to the next (as in MXNet).
         """
         _require(not self._modified, _MODIFIED)
-        states = []
-        for info in self.state_info:
+
+        def make(info):
             self._init_counter += 1
             if info is not None:
                 kwargs.update(info)
-            states.append(func(name="%sbegin_state_%d" % (self._prefix, self._init_counter),
-                               **kwargs))
-        return states
+            return func(name="%sbegin_state_%d" % (self._prefix, self._init_counter), **kwargs)
+
+        return [make(info) for info in self.state_info]
+
+    def _param_name(self, group, gate, kind):
+        return "%s%s%s_%s" % (self._prefix, group, gate, kind)
 
     def unpack_weights(self, args):
         """Split the gate-stacked i2h/h2h weights and biases into one entry per gate.
@@ -175,30 +170,27 @@ class BaseRNNCell:
         which ``<prefix>i2h_weight`` became ``<prefix>i2h_i_weight``, ``..._f_weight``...
         """
         args = args.copy()
-        if not self._gate_names:
-            return args
-        hidden = self._num_hidden
-        for group in ("i2h", "h2h"):
-            weight = args.pop("%s%s_weight" % (self._prefix, group))
-            bias = args.pop("%s%s_bias" % (self._prefix, group))
-            for j, gate in enumerate(self._gate_names):
-                rows = slice(j * hidden, (j + 1) * hidden)
-                args["%s%s%s_weight" % (self._prefix, group, gate)] = weight[rows].copy()
-                args["%s%s%s_bias" % (self._prefix, group, gate)] = bias[rows].copy()
+        gates = self._gate_names
+        if gates:
+            size = self._num_hidden
+            for group in ("i2h", "h2h"):
+                stacked = {kind: args.pop(self._param_name(group, "", kind))
+                           for kind in ("weight", "bias")}
+                for k, gate in enumerate(gates):
+                    for kind in ("weight", "bias"):
+                        block = stacked[kind][k * size:(k + 1) * size]
+                        args[self._param_name(group, gate, kind)] = block.copy()
         return args
 
     def pack_weights(self, args):
         """The inverse of ``unpack_weights``."""
         args = args.copy()
-        if not self._gate_names:
-            return args
         for group in ("i2h", "h2h"):
-            weights = [args.pop("%s%s%s_weight" % (self._prefix, group, gate))
-                       for gate in self._gate_names]
-            biases = [args.pop("%s%s%s_bias" % (self._prefix, group, gate))
-                      for gate in self._gate_names]
-            args["%s%s_weight" % (self._prefix, group)] = ndarray.concatenate(weights)
-            args["%s%s_bias" % (self._prefix, group)] = ndarray.concatenate(biases)
+            for kind in ("weight", "bias"):
+                if self._gate_names:
+                    blocks = [args.pop(self._param_name(group, gate, kind))
+                              for gate in self._gate_names]
+                    args[self._param_name(group, "", kind)] = ndarray.concatenate(blocks)
         return args
 
     def unroll(self, length, inputs, begin_state=None, layout="NTC", merge_outputs=None):
@@ -209,16 +201,13 @@ class BaseRNNCell:
         False a list, None whichever is at hand. Returns (outputs, final states).
         """
         self.reset()
-        inputs, _ = _normalize_sequence(length, inputs, layout, False)
-        if begin_state is None:
-            begin_state = self.begin_state()
-        states = begin_state
+        steps, _ = _normalize_sequence(length, inputs, layout, False)
+        states = self.begin_state() if begin_state is None else begin_state
         outputs = []
-        for i in range(length):
-            output, states = self(inputs[i], states)
-            outputs.append(output)
-        outputs, _ = _normalize_sequence(length, outputs, layout, merge_outputs)
-        return outputs, states
+        for t in range(length):
+            step_output, states = self(steps[t], states)
+            outputs.append(step_output)
+        return _normalize_sequence(length, outputs, layout, merge_outputs)[0], states
 
     def _get_activation(self, inputs, activation, **kwargs):
         """``Activation(act_type=activation)`` for a string, else ``activation(inputs)``."""
@@ -227,123 +216,145 @@ class BaseRNNCell:
         return activation(inputs, **kwargs)
 
 
-class RNNCell(BaseRNNCell):
+# ---------------------------------------------------------------------------------------------
+# the recurrences, shared by the dense and the convolutional cells
+# ---------------------------------------------------------------------------------------------
+class _ElmanRule:
+    """``h' = act(i2h + h2h)``."""
+
+    _gate_names = ("",)
+    _state_count = 1
+
+    def _combine(self, i2h, h2h, states, name):
+        output = self._get_activation(i2h + h2h, self._activation, name="%sout" % name)
+        return output, [output]
+
+
+class _LSTMRule:
+    """Gates i, f, o (sigmoid) and the candidate c (the cell's activation) are the four slices
+    of ``i2h + h2h``; ``c' = f*c + i*candidate`` and ``h' = o * act(c')``."""
+
+    _gate_names = ("_i", "_f", "_c", "_o")
+    _state_count = 2
+    _gate_axis = None  # the axis the slices are cut along (None: the operator's default)
+
+    def _combine(self, i2h, h2h, states, name):
+        along = {} if self._gate_axis is None else {"axis": self._gate_axis}
+        parts = symbol.SliceChannel(i2h + h2h, num_outputs=4, name="%sslice" % name, **along)
+        sig = {letter: symbol.Activation(parts[k], act_type="sigmoid", name=name + letter)
+               for k, letter in ((0, "i"), (1, "f"))}
+        candidate = self._get_activation(parts[2], self._activation, name="%sc" % name)
+        sig["o"] = symbol.Activation(parts[3], act_type="sigmoid", name="%so" % name)
+        cell = symbol._internal._plus(sig["f"] * states[1], sig["i"] * candidate,
+                                      name="%sstate" % name)
+        hidden = symbol._internal._mul(sig["o"], self._get_activation(cell, self._activation),
+                                       name="%sout" % name)
+        return hidden, [hidden, cell]
+
+
+class _GRURule:
+    """cuDNN's GRU: reset and update gates from the first two slices of i2h and h2h; the reset
+    gate scales the hidden projection inside the candidate; ``h' = (1-z)*candidate + z*h``."""
+
+    _gate_names = ("_r", "_z", "_o")
+    _state_count = 1
+
+    def _combine(self, i2h, h2h, states, name):
+        from_input = symbol.SliceChannel(i2h, num_outputs=3, name="%s_i2h_slice" % name)
+        from_hidden = symbol.SliceChannel(h2h, num_outputs=3, name="%s_h2h_slice" % name)
+        reset, update = [symbol.Activation(from_input[k] + from_hidden[k], act_type="sigmoid",
+                                           name="%s_%s_act" % (name, letter))
+                         for k, letter in ((0, "r"), (1, "z"))]
+        candidate = self._get_activation(from_input[2] + reset * from_hidden[2],
+                                         self._activation, name="%s_h_act" % name)
+        hidden = symbol._internal._plus((1. - update) * candidate, update * states[0],
+                                        name="%sout" % name)
+        return hidden, [hidden]
+
+
+class _StepCell(BaseRNNCell):
+    """A cell whose step is two projections (input to hidden, state to hidden) of width
+    ``num_hidden * len(_gate_names)`` combined by one of the rules above."""
+
+    _state_count = 1
+
+    def _project(self, inputs, states, name):
+        raise NotImplementedError("%s is an abstract cell class" % type(self).__name__)
+
+    def _combine(self, i2h, h2h, states, name):
+        raise NotImplementedError("%s is an abstract cell class" % type(self).__name__)
+
+    def __call__(self, inputs, states):
+        self._counter += 1
+        name = "%st%d_" % (self._prefix, self._counter)
+        i2h, h2h = self._project(inputs, states, name)
+        return self._combine(i2h, h2h, states, name)
+
+
+class _DenseStep(_StepCell):
+    """Projections by FullyConnected layers; the states are (batch, num_hidden) matrices."""
+
+    _activation = "tanh"   # the candidate's activation (RNNCell lets the user choose)
+    _node_infix = ""        # MXNet's GRUCell names its projections t<i>__i2h
+
+    def __init__(self, num_hidden, prefix, params, i2h_bias_init=None):
+        super().__init__(prefix=prefix, params=params)
+        self._num_hidden = num_hidden
+        weights = self.params
+        self._iW = weights.get("i2h_weight")
+        self._iB = (weights.get("i2h_bias") if i2h_bias_init is None
+                    else weights.get("i2h_bias", init=i2h_bias_init))
+        self._hW = weights.get("h2h_weight")
+        self._hB = weights.get("h2h_bias")
+
+    @property
+    def state_info(self):
+        return [{"shape": (0, self._num_hidden), "__layout__": "NC"}
+                for _ in range(self._state_count)]
+
+    def _project(self, inputs, states, name):
+        width = self._num_hidden * len(self._gate_names)
+        node = name + self._node_infix
+        return tuple(symbol.FullyConnected(data=data, weight=weight, bias=bias,
+                                           num_hidden=width, name=node + which)
+                     for data, weight, bias, which in ((inputs, self._iW, self._iB, "i2h"),
+                                                       (states[0], self._hW, self._hB, "h2h")))
+
+
+class RNNCell(_ElmanRule, _DenseStep):
     """Elman RNN cell: ``h' = activation(W_i x + b_i + W_h h + b_h)``.
 
     ``activation``: 'tanh' (default), 'relu' or a callable on a symbol.
     """
 
     def __init__(self, num_hidden, activation="tanh", prefix="rnn_", params=None):
-        super().__init__(prefix=prefix, params=params)
-        self._num_hidden = num_hidden
+        super().__init__(num_hidden, prefix, params)
         self._activation = activation
-        self._iW = self.params.get("i2h_weight")
-        self._iB = self.params.get("i2h_bias")
-        self._hW = self.params.get("h2h_weight")
-        self._hB = self.params.get("h2h_bias")
-
-    @property
-    def state_info(self):
-        return [{"shape": (0, self._num_hidden), "__layout__": "NC"}]
-
-    @property
-    def _gate_names(self):
-        return ("",)
-
-    def __call__(self, inputs, states):
-        self._counter += 1
-        name = "%st%d_" % (self._prefix, self._counter)
-        i2h = symbol.FullyConnected(data=inputs, weight=self._iW, bias=self._iB,
-                                    num_hidden=self._num_hidden, name="%si2h" % name)
-        h2h = symbol.FullyConnected(data=states[0], weight=self._hW, bias=self._hB,
-                                    num_hidden=self._num_hidden, name="%sh2h" % name)
-        output = self._get_activation(i2h + h2h, self._activation, name="%sout" % name)
-        return output, [output]
 
 
-class LSTMCell(BaseRNNCell):
+class LSTMCell(_LSTMRule, _DenseStep):
     """LSTM cell (gates i, f, c, o stacked in the i2h/h2h weights, in that order).
 
     ``forget_bias`` initialises the forget-gate part of ``i2h_bias`` (through the
-    ``LSTMBias`` initializer attached to the variable).
+    ``LSTMBias`` initializer attached to the variable), so the forget gate starts open.
     """
 
     def __init__(self, num_hidden, prefix="lstm_", params=None, forget_bias=1.0):
-        super().__init__(prefix=prefix, params=params)
-        self._num_hidden = num_hidden
-        self._iW = self.params.get("i2h_weight")
-        self._hW = self.params.get("h2h_weight")
-        # the forget gate starts open: LSTMBias sets its quarter of i2h_bias
-        self._iB = self.params.get("i2h_bias", init=init.LSTMBias(forget_bias=forget_bias))
-        self._hB = self.params.get("h2h_bias")
-
-    @property
-    def state_info(self):
-        return [{"shape": (0, self._num_hidden), "__layout__": "NC"},
-                {"shape": (0, self._num_hidden), "__layout__": "NC"}]
-
-    @property
-    def _gate_names(self):
-        return ["_i", "_f", "_c", "_o"]
-
-    def __call__(self, inputs, states):
-        self._counter += 1
-        name = "%st%d_" % (self._prefix, self._counter)
-        i2h = symbol.FullyConnected(data=inputs, weight=self._iW, bias=self._iB,
-                                    num_hidden=self._num_hidden * 4, name="%si2h" % name)
-        h2h = symbol.FullyConnected(data=states[0], weight=self._hW, bias=self._hB,
-                                    num_hidden=self._num_hidden * 4, name="%sh2h" % name)
-        gates = symbol.SliceChannel(i2h + h2h, num_outputs=4, name="%sslice" % name)
-        in_gate = symbol.Activation(gates[0], act_type="sigmoid", name="%si" % name)
-        forget_gate = symbol.Activation(gates[1], act_type="sigmoid", name="%sf" % name)
-        in_transform = symbol.Activation(gates[2], act_type="tanh", name="%sc" % name)
-        out_gate = symbol.Activation(gates[3], act_type="sigmoid", name="%so" % name)
-        next_c = symbol._internal._plus(forget_gate * states[1], in_gate * in_transform,
-                                        name="%sstate" % name)
-        next_h = symbol._internal._mul(out_gate, symbol.Activation(next_c, act_type="tanh"),
-                                       name="%sout" % name)
-        return next_h, [next_h, next_c]
+        super().__init__(num_hidden, prefix, params,
+                         i2h_bias_init=init.LSTMBias(forget_bias=forget_bias))
 
 
-class GRUCell(BaseRNNCell):
+class GRUCell(_GRURule, _DenseStep):
     """GRU cell in cuDNN's form (gates r, z, o; the reset gate scales ``W_h h + b_h``)."""
 
+    _node_infix = "_"
+
     def __init__(self, num_hidden, prefix="gru_", params=None):
-        super().__init__(prefix=prefix, params=params)
-        self._num_hidden = num_hidden
-        self._iW = self.params.get("i2h_weight")
-        self._iB = self.params.get("i2h_bias")
-        self._hW = self.params.get("h2h_weight")
-        self._hB = self.params.get("h2h_bias")
+        super().__init__(num_hidden, prefix, params)
 
-    @property
-    def state_info(self):
-        return [{"shape": (0, self._num_hidden), "__layout__": "NC"}]
 
-    @property
-    def _gate_names(self):
-        return ["_r", "_z", "_o"]
-
-    def __call__(self, inputs, states):
-        self._counter += 1
-        # MXNet names these nodes '<prefix>t<i>__i2h' (note the double underscore)
-        name = "%st%d_" % (self._prefix, self._counter)
-        prev_h = states[0]
-        i2h = symbol.FullyConnected(data=inputs, weight=self._iW, bias=self._iB,
-                                    num_hidden=self._num_hidden * 3, name="%s_i2h" % name)
-        h2h = symbol.FullyConnected(data=prev_h, weight=self._hW, bias=self._hB,
-                                    num_hidden=self._num_hidden * 3, name="%s_h2h" % name)
-        i2h_r, i2h_z, i2h = symbol.SliceChannel(i2h, num_outputs=3, name="%s_i2h_slice" % name)
-        h2h_r, h2h_z, h2h = symbol.SliceChannel(h2h, num_outputs=3, name="%s_h2h_slice" % name)
-        reset_gate = symbol.Activation(i2h_r + h2h_r, act_type="sigmoid",
-                                       name="%s_r_act" % name)
-        update_gate = symbol.Activation(i2h_z + h2h_z, act_type="sigmoid",
-                                        name="%s_z_act" % name)
-        candidate = symbol.Activation(i2h + reset_gate * h2h, act_type="tanh",
-                                      name="%s_h_act" % name)
-        next_h = symbol._internal._plus((1. - update_gate) * candidate, update_gate * prev_h,
-                                        name="%sout" % name)
-        return next_h, [next_h]
+_FUSED_GATES = {"rnn_relu": ("",), "rnn_tanh": ("",), "lstm": _LSTMRule._gate_names,
+                "gru": _GRURule._gate_names}
 
 
 class FusedRNNCell(BaseRNNCell):
@@ -357,154 +368,192 @@ class FusedRNNCell(BaseRNNCell):
 
     def __init__(self, num_hidden, num_layers=1, mode="lstm", bidirectional=False,
                  dropout=0., get_next_state=False, forget_bias=1.0, prefix=None, params=None):
-        if prefix is None:
-            prefix = "%s_" % mode
-        super().__init__(prefix=prefix, params=params)
-        self._num_hidden = num_hidden
-        self._num_layers = num_layers
-        self._mode = mode
-        self._bidirectional = bidirectional
-        self._dropout = dropout
-        self._get_next_state = get_next_state
+        super().__init__(prefix="%s_" % mode if prefix is None else prefix, params=params)
+        self._num_hidden, self._num_layers = num_hidden, num_layers
+        self._mode, self._bidirectional = mode, bidirectional
+        self._dropout, self._get_next_state = dropout, get_next_state
         self._directions = ["l", "r"] if bidirectional else ["l"]
-        initializer = init.FusedRNN(None, num_hidden, num_layers, mode, bidirectional,
+        packed_init = init.FusedRNN(None, num_hidden, num_layers, mode, bidirectional,
                                     forget_bias)
-        self._parameter = self.params.get("parameters", init=initializer)
+        self._parameter = self.params.get("parameters", init=packed_init)
+
+    @property
+    def _num_states(self):
+        return 2 if self._mode == "lstm" else 1
 
     @property
     def state_info(self):
-        copies = self._bidirectional + 1
-        count = (self._mode == "lstm") + 1
-        return [{"shape": (copies * self._num_layers, 0, self._num_hidden),
-                 "__layout__": "LNC"} for _ in range(count)]
+        layers = (self._bidirectional + 1) * self._num_layers
+        return [{"shape": (layers, 0, self._num_hidden), "__layout__": "LNC"}
+                for _ in range(self._num_states)]
 
     @property
     def _gate_names(self):
-        return {"rnn_relu": [""], "rnn_tanh": [""], "lstm": ["_i", "_f", "_c", "_o"],
-                "gru": ["_r", "_z", "_o"]}[self._mode]
+        return list(_FUSED_GATES[self._mode])
 
-    @property
-    def _num_gates(self):
-        return len(self._gate_names)
-
-    def _slice_weights(self, arr, li, lh):
-        """Views of the packed vector ``arr`` per layer, direction, group and gate:
-        ``<prefix><l|r><layer>_<i2h|h2h><gate>_<weight|bias>``."""
-        args = {}
-        gates = self._gate_names
-        dirs = len(self._directions)
-        pos = 0
+    def _packed_layout(self, num_input):
+        """``(name, shape)`` of every piece of the packed vector, in storage order: first all
+        weight matrices (layer by layer, direction by direction, the i2h gates then the h2h
+        gates), then all bias vectors in the same order."""
+        hidden, gates = self._num_hidden, self._gate_names
+        weights, biases = [], []
         for layer in range(self._num_layers):
-            width = li if layer == 0 else dirs * lh
+            width = num_input if layer == 0 else len(self._directions) * hidden
             for direction in self._directions:
-                for gate in gates:
-                    name = "%s%s%d_i2h%s_weight" % (self._prefix, direction, layer, gate)
-                    args[name] = arr[pos:pos + lh * width].reshape((lh, width))
-                    pos += lh * width
-                for gate in gates:
-                    name = "%s%s%d_h2h%s_weight" % (self._prefix, direction, layer, gate)
-                    args[name] = arr[pos:pos + lh * lh].reshape((lh, lh))
-                    pos += lh * lh
-        for layer in range(self._num_layers):
-            for direction in self._directions:
-                for group in ("i2h", "h2h"):
+                for group, columns in (("i2h", width), ("h2h", hidden)):
                     for gate in gates:
-                        name = "%s%s%d_%s%s_bias" % (self._prefix, direction, layer, group,
-                                                     gate)
-                        args[name] = arr[pos:pos + lh]
-                        pos += lh
-        _require(pos == arr.size, "Invalid parameters size for FusedRNNCell: %d values for "
-                                  "%d expected" % (arr.size, pos))
-        return args
+                        stem = "%s%s%d_%s%s" % (self._prefix, direction, layer, group, gate)
+                        weights.append((stem + "_weight", (hidden, columns)))
+                        biases.append((stem + "_bias", (hidden,)))
+        return weights + biases
+
+    def _packed_size(self, num_input):
+        """Length of the packed vector: per layer, each (direction, gate) has ``num_hidden``
+        rows of input weights, recurrent weights and two biases."""
+        hidden = self._num_hidden
+        directions = len(self._directions)
+
+        def row(width):
+            return width + hidden + 2
+
+        return directions * len(self._gate_names) * hidden * (
+            row(num_input) + (self._num_layers - 1) * row(directions * hidden))
+
+    def _views(self, packed, num_input):
+        """Views into ``packed`` named by ``_packed_layout``."""
+        views, offset = {}, 0
+        for name, shape in self._packed_layout(num_input):
+            count = shape[0] * shape[1] if len(shape) == 2 else shape[0]
+            piece = packed[offset:offset + count]
+            views[name] = piece.reshape(shape) if len(shape) == 2 else piece
+            offset += count
+        _require(offset == packed.size, "Invalid parameters size for FusedRNNCell: %d values "
+                                        "for %d expected" % (packed.size, offset))
+        return views
 
     def unpack_weights(self, args):
         args = args.copy()
-        arr = args.pop(self._parameter.name)
-        dirs = len(self._directions)
-        gates = self._num_gates
+        packed = args.pop(self._parameter.name)
         hidden = self._num_hidden
-        # solve the packed size for the input width
-        num_input = (arr.size // dirs // hidden // gates
-                     - (self._num_layers - 1) * (hidden + dirs * hidden + 2) - hidden - 2)
-        for name, view in self._slice_weights(arr, num_input, hidden).items():
-            args[name] = view.copy()
+        directions = len(self._directions)
+        # invert _packed_size for the input width
+        rows = packed.size // (directions * len(self._gate_names) * hidden)
+        num_input = rows - (self._num_layers - 1) * (directions * hidden + hidden + 2) - hidden - 2
+        args.update((name, view.copy()) for name, view in self._views(packed, num_input).items())
         return args
 
     def pack_weights(self, args):
         args = args.copy()
-        dirs = self._bidirectional + 1
-        gates = self._num_gates
-        hidden = self._num_hidden
         first = args["%sl0_i2h%s_weight" % (self._prefix, self._gate_names[0])]
         num_input = first.shape[1]
-        total = ((num_input + hidden + 2) * hidden * gates * dirs
-                 + (self._num_layers - 1) * gates * hidden * (hidden + dirs * hidden + 2) * dirs)
-        arr = ndarray.zeros((total,), ctx=first.context, dtype=first.dtype)
-        for name, view in self._slice_weights(arr, num_input, hidden).items():
+        packed = ndarray.zeros((self._packed_size(num_input),), ctx=first.context,
+                               dtype=first.dtype)
+        for name, view in self._views(packed, num_input).items():
             view[:] = args.pop(name)
-        args[self._parameter.name] = arr
+        args[self._parameter.name] = packed
         return args
 
     def __call__(self, inputs, states):
         raise NotImplementedError("FusedRNNCell cannot be stepped. Please use unroll")
 
+    @staticmethod
+    def _time_major(length, inputs, layout):
+        """The whole sequence as one (T, N, ...) symbol, and whether it was swapped from
+        batch-major to get there (the RNN operator wants time first)."""
+        sequence, time_axis = _normalize_sequence(length, inputs, layout, True)
+        if time_axis != 1:
+            _require(time_axis == 0, "Unsupported layout %s" % layout)
+            return sequence, False
+        warnings.warn("NTC layout detected. Consider using TNC for FusedRNNCell for faster "
+                      "speed")
+        return symbol.swapaxes(sequence, dim1=0, dim2=1), True
+
     def unroll(self, length, inputs, begin_state=None, layout="NTC", merge_outputs=None):
         self.reset()
-        inputs, axis = _normalize_sequence(length, inputs, layout, True)
-        if axis == 1:
-            warnings.warn("NTC layout detected. Consider using TNC for FusedRNNCell for faster "
-                          "speed")
-            inputs = symbol.swapaxes(inputs, dim1=0, dim2=1)
-        else:
-            _require(axis == 0, "Unsupported layout %s" % layout)
-        if begin_state is None:
-            begin_state = self.begin_state()
-        if self._mode == "lstm":
-            states = {"state": begin_state[0], "state_cell": begin_state[1]}
-        else:
-            states = {"state": begin_state[0]}
-        rnn = symbol.RNN(data=inputs, parameters=self._parameter, state_size=self._num_hidden,
-                         num_layers=self._num_layers, bidirectional=self._bidirectional,
-                         p=self._dropout, state_outputs=self._get_next_state, mode=self._mode,
-                         name=self._prefix + "rnn", **states)
-        if not self._get_next_state:
-            outputs, states = rnn, []
-        else:
-            count = 2 if self._mode == "lstm" else 1
-            for i in range(1, count + 1):
-                rnn[i]._set_attr(__layout__="LNC")
-            outputs, states = rnn[0], [rnn[i] for i in range(1, count + 1)]
-        if axis == 1:
+        inputs, swapped = self._time_major(length, inputs, layout)
+        begin = self.begin_state() if begin_state is None else begin_state
+        # the RNN operator takes the hidden state, and for an LSTM the cell state as well
+        state_keys = ("state", "state_cell")[:self._num_states]
+        state_inputs = {key: begin[k] for k, key in enumerate(state_keys)}
+        fused = symbol.RNN(data=inputs, parameters=self._parameter, state_size=self._num_hidden,
+                           num_layers=self._num_layers, bidirectional=self._bidirectional,
+                           p=self._dropout, state_outputs=self._get_next_state, mode=self._mode,
+                           name=self._prefix + "rnn", **state_inputs)
+        outputs, final_states = fused, []
+        if self._get_next_state:
+            outputs = fused[0]
+            final_states = [fused[k] for k in range(1, self._num_states + 1)]
+            for state in final_states:
+                state._set_attr(__layout__="LNC")
+        if swapped:
             outputs = symbol.swapaxes(outputs, dim1=0, dim2=1)
-        outputs, _ = _normalize_sequence(length, outputs, layout, merge_outputs)
-        return outputs, states
+        return _normalize_sequence(length, outputs, layout, merge_outputs)[0], final_states
 
     def unfuse(self):
         """The same network as a SequentialRNNCell of per-step cells (same parameter names
         after ``unpack_weights``: ``<prefix>l0_i2h_weight``...)."""
-        def make(cell_prefix):
-            if self._mode == "rnn_relu":
-                return RNNCell(self._num_hidden, activation="relu", prefix=cell_prefix)
-            if self._mode == "rnn_tanh":
-                return RNNCell(self._num_hidden, activation="tanh", prefix=cell_prefix)
-            if self._mode == "lstm":
-                return LSTMCell(self._num_hidden, prefix=cell_prefix)
-            return GRUCell(self._num_hidden, prefix=cell_prefix)
-
+        size = self._num_hidden
+        makers = {"rnn_relu": lambda p: RNNCell(size, activation="relu", prefix=p),
+                  "rnn_tanh": lambda p: RNNCell(size, activation="tanh", prefix=p),
+                  "lstm": lambda p: LSTMCell(size, prefix=p)}
+        make = makers.get(self._mode, lambda p: GRUCell(size, prefix=p))
         stack = SequentialRNNCell()
-        for i in range(self._num_layers):
+        for layer in range(self._num_layers):
+            forward = make("%sl%d_" % (self._prefix, layer))
             if self._bidirectional:
-                stack.add(BidirectionalCell(make("%sl%d_" % (self._prefix, i)),
-                                            make("%sr%d_" % (self._prefix, i)),
-                                            output_prefix="%sbi_l%d_" % (self._prefix, i)))
+                stack.add(BidirectionalCell(forward, make("%sr%d_" % (self._prefix, layer)),
+                                            output_prefix="%sbi_l%d_" % (self._prefix, layer)))
             else:
-                stack.add(make("%sl%d_" % (self._prefix, i)))
-            if self._dropout > 0 and i != self._num_layers - 1:
-                stack.add(DropoutCell(self._dropout, prefix="%s_dropout%d_" % (self._prefix, i)))
+                stack.add(forward)
+            if self._dropout > 0 and layer + 1 < self._num_layers:
+                stack.add(DropoutCell(self._dropout,
+                                      prefix="%s_dropout%d_" % (self._prefix, layer)))
         return stack
 
 
-class SequentialRNNCell(BaseRNNCell):
+class _CellGroup(BaseRNNCell):
+    """A cell made of the cells in ``self._cells``: its states are theirs, one after the other,
+    and so are its weights."""
+
+    def _share_params_with(self, children, who):
+        """Merge the children's parameters with this cell's, as MXNet does: with ``params``
+        given to this cell, each child gets them too (and must not have been given others)."""
+        if self._override_cell_params:
+            _require(all(child._own_params for child in children),
+                     "Either specify params for %s or child cells, not both." % who)
+            for child in children:
+                child.params._params.update(self.params._params)
+        for child in children:
+            self.params._params.update(child.params._params)
+
+    @property
+    def state_info(self):
+        return [info for child in self._cells for info in child.state_info]
+
+    def begin_state(self, **kwargs):
+        _require(not self._modified, _MODIFIED)
+        return [state for child in self._cells for state in child.begin_state(**kwargs)]
+
+    def unpack_weights(self, args):
+        for child in self._cells:
+            args = child.unpack_weights(args)
+        return args
+
+    def pack_weights(self, args):
+        for child in self._cells:
+            args = child.pack_weights(args)
+        return args
+
+    def _with_states(self, states):
+        """Each child with its own part of the flat list ``states``."""
+        start = 0
+        for child in self._cells:
+            stop = start + len(child.state_info)
+            yield child, states[start:stop]
+            start = stop
+
+
+class SequentialRNNCell(_CellGroup):
     """A stack of cells: each one's outputs are the next one's inputs."""
 
     def __init__(self, params=None):
@@ -515,54 +564,30 @@ class SequentialRNNCell(BaseRNNCell):
     def add(self, cell):
         """Append a cell to the stack."""
         self._cells.append(cell)
-        if self._override_cell_params:
-            _require(cell._own_params, "Either specify params for SequentialRNNCell or child "
-                                       "cells, not both.")
-            cell.params._params.update(self.params._params)
-        self.params._params.update(cell.params._params)
-
-    @property
-    def state_info(self):
-        return _cells_state_info(self._cells)
-
-    def begin_state(self, **kwargs):
-        _require(not self._modified, _MODIFIED)
-        return _cells_begin_state(self._cells, **kwargs)
-
-    def unpack_weights(self, args):
-        return _cells_unpack_weights(self._cells, args)
-
-    def pack_weights(self, args):
-        return _cells_pack_weights(self._cells, args)
+        self._share_params_with([cell], "SequentialRNNCell")
 
     def __call__(self, inputs, states):
         self._counter += 1
-        next_states = []
-        pos = 0
-        for cell in self._cells:
-            _require(not isinstance(cell, BidirectionalCell),
+        new_states = []
+        for child, own in self._with_states(states):
+            _require(not isinstance(child, BidirectionalCell),
                      "a SequentialRNNCell holding a BidirectionalCell cannot be stepped")
-            count = len(cell.state_info)
-            inputs, state = cell(inputs, states[pos:pos + count])
-            pos += count
-            next_states.extend(state)
-        return inputs, next_states
+            inputs, child_states = child(inputs, own)
+            new_states += child_states
+        return inputs, new_states
 
     def unroll(self, length, inputs, begin_state=None, layout="NTC", merge_outputs=None):
         self.reset()
-        if begin_state is None:
-            begin_state = self.begin_state()
-        pos = 0
-        next_states = []
-        last = len(self._cells) - 1
-        for i, cell in enumerate(self._cells):
-            count = len(cell.state_info)
-            inputs, states = cell.unroll(length, inputs=inputs,
-                                         begin_state=begin_state[pos:pos + count], layout=layout,
-                                         merge_outputs=merge_outputs if i == last else None)
-            pos += count
-            next_states.extend(states)
-        return inputs, next_states
+        begin = self.begin_state() if begin_state is None else begin_state
+        top = len(self._cells) - 1
+        final_states = []
+        for depth, (child, own) in enumerate(self._with_states(begin)):
+            # only the top of the stack formats the outputs as asked
+            inputs, child_states = child.unroll(
+                length, inputs=inputs, begin_state=own, layout=layout,
+                merge_outputs=merge_outputs if depth == top else None)
+            final_states += child_states
+        return inputs, final_states
 
 
 class DropoutCell(BaseRNNCell):
@@ -578,17 +603,17 @@ class DropoutCell(BaseRNNCell):
         return []
 
     def __call__(self, inputs, states):
-        if self.dropout > 0:
-            inputs = symbol.Dropout(data=inputs, p=self.dropout)
-        return inputs, states
+        dropped = symbol.Dropout(data=inputs, p=self.dropout) if self.dropout > 0 else inputs
+        return dropped, states
 
     def unroll(self, length, inputs, begin_state=None, layout="NTC", merge_outputs=None):
         self.reset()
         inputs, _ = _normalize_sequence(length, inputs, layout, merge_outputs)
-        if isinstance(inputs, symbol.Symbol):
-            return self(inputs, [])
-        return super().unroll(length, inputs, begin_state=begin_state, layout=layout,
-                              merge_outputs=merge_outputs)
+        if not isinstance(inputs, symbol.Symbol):
+            return super().unroll(length, inputs, begin_state=begin_state, layout=layout,
+                                  merge_outputs=merge_outputs)
+        # a merged sequence is dropped out in one go
+        return self(inputs, [])
 
 
 class ModifierCell(BaseRNNCell):
@@ -599,30 +624,27 @@ class ModifierCell(BaseRNNCell):
 
     def __init__(self, base_cell):
         super().__init__()
-        base_cell._modified = True
         self.base_cell = base_cell
+        base_cell._modified = True  # from now on only through this modifier
 
-    @property
-    def params(self):
-        self._own_params = False
-        return self.base_cell.params
-
-    @property
-    def state_info(self):
-        return self.base_cell.state_info
-
-    def begin_state(self, init_sym=symbol.zeros, **kwargs):
-        _require(not self._modified, _MODIFIED)
-        self.base_cell._modified = False
-        begin = self.base_cell.begin_state(init_sym, **kwargs)
-        self.base_cell._modified = True
-        return begin
+    # states and weights are the wrapped cell's
+    state_info = property(lambda self: self.base_cell.state_info)
 
     def unpack_weights(self, args):
         return self.base_cell.unpack_weights(args)
 
     def pack_weights(self, args):
         return self.base_cell.pack_weights(args)
+
+    @property
+    def params(self):
+        self._own_params = False
+        return self.base_cell.params
+
+    def begin_state(self, init_sym=symbol.zeros, **kwargs):
+        _require(not self._modified, _MODIFIED)
+        with _unlocked(self.base_cell) as wrapped:
+            return wrapped.begin_state(init_sym, **kwargs)
 
     def __call__(self, inputs, states):
         raise NotImplementedError("%s does not define a step" % type(self).__name__)
@@ -670,6 +692,10 @@ class ZoneoutCell(ModifierCell):
         return output, states
 
 
+def _plus_residual(output, inputs):
+    return symbol.elemwise_add(output, inputs, name="%s_plus_residual" % output.name)
+
+
 class ResidualCell(ModifierCell):
     """Adds the cell's input to its output (Wu et al. 2016)."""
 
@@ -678,28 +704,22 @@ class ResidualCell(ModifierCell):
 
     def __call__(self, inputs, states):
         output, states = self.base_cell(inputs, states)
-        output = symbol.elemwise_add(output, inputs, name="%s_plus_residual" % output.name)
-        return output, states
+        return _plus_residual(output, inputs), states
 
     def unroll(self, length, inputs, begin_state=None, layout="NTC", merge_outputs=None):
         self.reset()
-        self.base_cell._modified = False
-        outputs, states = self.base_cell.unroll(length, inputs=inputs, begin_state=begin_state,
-                                                layout=layout, merge_outputs=merge_outputs)
-        self.base_cell._modified = True
-        if merge_outputs is None:
-            merge_outputs = isinstance(outputs, symbol.Symbol)
-        inputs, _ = _normalize_sequence(length, inputs, layout, merge_outputs)
-        if merge_outputs:
-            outputs = symbol.elemwise_add(outputs, inputs,
-                                          name="%s_plus_residual" % outputs.name)
-        else:
-            outputs = [symbol.elemwise_add(out, inp, name="%s_plus_residual" % out.name)
-                       for out, inp in zip(outputs, inputs)]
-        return outputs, states
+        with _unlocked(self.base_cell) as wrapped:
+            outputs, states = wrapped.unroll(length, inputs=inputs, begin_state=begin_state,
+                                             layout=layout, merge_outputs=merge_outputs)
+        # the inputs are brought to the form the outputs came in
+        merged = isinstance(outputs, symbol.Symbol) if merge_outputs is None else merge_outputs
+        inputs, _ = _normalize_sequence(length, inputs, layout, merged)
+        if merged:
+            return _plus_residual(outputs, inputs), states
+        return [_plus_residual(out, inp) for out, inp in zip(outputs, inputs)], states
 
 
-class BidirectionalCell(BaseRNNCell):
+class BidirectionalCell(_CellGroup):
     """Runs ``l_cell`` forward and ``r_cell`` backward over the sequence and concatenates their
     outputs (``<output_prefix>t<i>`` per step, or ``<output_prefix>out`` merged)."""
 
@@ -707,70 +727,47 @@ class BidirectionalCell(BaseRNNCell):
         super().__init__("", params=params)
         self._output_prefix = output_prefix
         self._override_cell_params = params is not None
-        if self._override_cell_params:
-            _require(l_cell._own_params and r_cell._own_params,
-                     "Either specify params for BidirectionalCell or child cells, not both.")
-            l_cell.params._params.update(self.params._params)
-            r_cell.params._params.update(self.params._params)
-        self.params._params.update(l_cell.params._params)
-        self.params._params.update(r_cell.params._params)
+        self._share_params_with([l_cell, r_cell], "BidirectionalCell")
         self._cells = [l_cell, r_cell]
-
-    def unpack_weights(self, args):
-        return _cells_unpack_weights(self._cells, args)
-
-    def pack_weights(self, args):
-        return _cells_pack_weights(self._cells, args)
 
     def __call__(self, inputs, states):
         raise NotImplementedError("Bidirectional cannot be stepped. Please use unroll")
 
-    @property
-    def state_info(self):
-        return _cells_state_info(self._cells)
-
-    def begin_state(self, **kwargs):
-        _require(not self._modified, _MODIFIED)
-        return _cells_begin_state(self._cells, **kwargs)
-
     def unroll(self, length, inputs, begin_state=None, layout="NTC", merge_outputs=None):
         self.reset()
         inputs, axis = _normalize_sequence(length, inputs, layout, False)
-        if begin_state is None:
-            begin_state = self.begin_state()
-        l_cell, r_cell = self._cells
-        n_left = len(l_cell.state_info)
-        l_outputs, l_states = l_cell.unroll(length, inputs=inputs,
-                                            begin_state=begin_state[:n_left], layout=layout,
-                                            merge_outputs=merge_outputs)
-        r_outputs, r_states = r_cell.unroll(length, inputs=list(reversed(inputs)),
-                                            begin_state=begin_state[n_left:], layout=layout,
-                                            merge_outputs=merge_outputs)
+        begin = self.begin_state() if begin_state is None else begin_state
+        forward, backward = self._cells
+        split = len(forward.state_info)
+        fwd_out, fwd_states = forward.unroll(length, inputs=inputs, begin_state=begin[:split],
+                                             layout=layout, merge_outputs=merge_outputs)
+        bwd_out, bwd_states = backward.unroll(length, inputs=list(reversed(inputs)),
+                                              begin_state=begin[split:], layout=layout,
+                                              merge_outputs=merge_outputs)
+
+        def per_step(outputs):
+            if not isinstance(outputs, symbol.Symbol):
+                return outputs
+            return list(symbol.SliceChannel(outputs, axis=axis, num_outputs=length,
+                                            squeeze_axis=1))
+
         if merge_outputs is None:
-            merge_outputs = (isinstance(l_outputs, symbol.Symbol)
-                             and isinstance(r_outputs, symbol.Symbol))
+            merge_outputs = all(isinstance(o, symbol.Symbol) for o in (fwd_out, bwd_out))
             if not merge_outputs:
-                if isinstance(l_outputs, symbol.Symbol):
-                    l_outputs = list(symbol.SliceChannel(l_outputs, axis=axis,
-                                                         num_outputs=length, squeeze_axis=1))
-                if isinstance(r_outputs, symbol.Symbol):
-                    r_outputs = list(symbol.SliceChannel(r_outputs, axis=axis,
-                                                         num_outputs=length, squeeze_axis=1))
+                fwd_out = per_step(fwd_out)
+                bwd_out = per_step(bwd_out)
+        prefix = self._output_prefix
         if merge_outputs:
-            l_outputs = [l_outputs]
-            r_outputs = [symbol.reverse(r_outputs, axis=axis)]
+            # the backward outputs are flipped back into time order before joining
+            joined = symbol.Concat(fwd_out, symbol.reverse(bwd_out, axis=axis), dim=2,
+                                   name="%sout" % prefix)
         else:
-            r_outputs = list(reversed(r_outputs))
-        outputs = [symbol.Concat(l_o, r_o, dim=1 + merge_outputs,
-                                 name=("%sout" % self._output_prefix if merge_outputs
-                                       else "%st%d" % (self._output_prefix, i)))
-                   for i, (l_o, r_o) in enumerate(zip(l_outputs, r_outputs))]
-        if merge_outputs:
-            outputs = outputs[0]
-        return outputs, [l_states, r_states]
+            joined = [symbol.Concat(f, b, dim=1, name="%st%d" % (prefix, t))
+                      for t, (f, b) in enumerate(zip(fwd_out, reversed(bwd_out)))]
+        return joined, [fwd_states, bwd_states]
 
 
-class BaseConvRNNCell(BaseRNNCell):
+class BaseConvRNNCell(_StepCell):
     """Base class of the convolutional RNN cells: i2h and h2h are Convolutions.
 
     ``input_shape`` is the shape of one step's input (N, C, H, W); the state shape is what the
@@ -778,59 +775,48 @@ class BaseConvRNNCell(BaseRNNCell):
     h2h convolution pads to keep the state's spatial size).
     """
 
+    _state_count = 2
+
     def __init__(self, input_shape, num_hidden, h2h_kernel, h2h_dilate, i2h_kernel, i2h_stride,
                  i2h_pad, i2h_dilate, i2h_weight_initializer, h2h_weight_initializer,
                  i2h_bias_initializer, h2h_bias_initializer, activation, prefix="", params=None,
                  conv_layout="NCHW"):
         super().__init__(prefix=prefix, params=params)
-        self._h2h_kernel = h2h_kernel
-        _require(h2h_kernel[0] % 2 == 1 and h2h_kernel[1] % 2 == 1,
+        _require(all(h2h_kernel[k] % 2 == 1 for k in (0, 1)),
                  "Only support odd number, get h2h_kernel= %s" % str(h2h_kernel))
-        self._h2h_pad = (h2h_dilate[0] * (h2h_kernel[0] - 1) // 2,
-                         h2h_dilate[1] * (h2h_kernel[1] - 1) // 2)
-        self._h2h_dilate = h2h_dilate
-        self._i2h_kernel = i2h_kernel
-        self._i2h_stride = i2h_stride
-        self._i2h_pad = i2h_pad
-        self._i2h_dilate = i2h_dilate
-        self._num_hidden = num_hidden
-        self._input_shape = input_shape
-        self._conv_layout = conv_layout
-        self._activation = activation
+        self._num_hidden, self._input_shape = num_hidden, input_shape
+        self._conv_layout, self._activation = conv_layout, activation
+        i2h_conv = dict(kernel=i2h_kernel, stride=i2h_stride, pad=i2h_pad, dilate=i2h_dilate)
+        self._i2h_kernel, self._i2h_stride = i2h_kernel, i2h_stride
+        self._i2h_pad, self._i2h_dilate = i2h_pad, i2h_dilate
+        self._h2h_kernel, self._h2h_dilate = h2h_kernel, h2h_dilate
+        # "same" padding, so the state keeps its height and width from step to step
+        self._h2h_pad = tuple(h2h_dilate[k] * (h2h_kernel[k] - 1) // 2 for k in (0, 1))
+        # the state has the shape the i2h convolution gives one step's input
         probe = symbol.Convolution(data=symbol.Variable("data"), num_filter=num_hidden,
-                                   kernel=i2h_kernel, stride=i2h_stride, pad=i2h_pad,
-                                   dilate=i2h_dilate, layout=conv_layout)
-        state_shape = probe.infer_shape(data=input_shape)[1][0]
-        self._state_shape = (0,) + tuple(state_shape[1:])
+                                   layout=conv_layout, **i2h_conv)
+        self._state_shape = (0,) + tuple(probe.infer_shape(data=input_shape)[1][0][1:])
         self._iW = self.params.get("i2h_weight", init=i2h_weight_initializer)
         self._hW = self.params.get("h2h_weight", init=h2h_weight_initializer)
         self._iB = self.params.get("i2h_bias", init=i2h_bias_initializer)
         self._hB = self.params.get("h2h_bias", init=h2h_bias_initializer)
 
     @property
-    def _num_gates(self):
-        return len(self._gate_names)
-
-    @property
     def state_info(self):
-        return [{"shape": self._state_shape, "__layout__": self._conv_layout},
-                {"shape": self._state_shape, "__layout__": self._conv_layout}]
+        return [{"shape": self._state_shape, "__layout__": self._conv_layout}
+                for _ in range(self._state_count)]
 
-    def _conv_forward(self, inputs, states, name):
-        i2h = symbol.Convolution(name="%si2h" % name, data=inputs,
-                                 num_filter=self._num_hidden * self._num_gates,
+    def _project(self, inputs, states, name):
+        filters = self._num_hidden * len(self._gate_names)
+        i2h = symbol.Convolution(name="%si2h" % name, data=inputs, num_filter=filters,
                                  kernel=self._i2h_kernel, stride=self._i2h_stride,
                                  pad=self._i2h_pad, dilate=self._i2h_dilate, weight=self._iW,
                                  bias=self._iB, layout=self._conv_layout)
-        h2h = symbol.Convolution(name="%sh2h" % name, data=states[0],
-                                 num_filter=self._num_hidden * self._num_gates,
+        h2h = symbol.Convolution(name="%sh2h" % name, data=states[0], num_filter=filters,
                                  kernel=self._h2h_kernel, dilate=self._h2h_dilate,
                                  pad=self._h2h_pad, stride=(1, 1), weight=self._hW,
                                  bias=self._hB, layout=self._conv_layout)
         return i2h, h2h
-
-    def __call__(self, inputs, states):
-        raise NotImplementedError("BaseConvRNNCell is abstract class for convolutional RNN")
 
 
 def _LEAKY(inputs, **kwargs):
@@ -841,7 +827,9 @@ def _LEAKY(inputs, **kwargs):
     return symbol.LeakyReLU(inputs, act_type="leaky", slope=0.2, **kwargs)
 
 
-class ConvRNNCell(BaseConvRNNCell):
+# The three convolutional cells take BaseConvRNNCell's arguments, in its order, with their own
+# defaults; each passes them on unchanged.
+class ConvRNNCell(_ElmanRule, BaseConvRNNCell):
     """Convolutional Elman cell (activation: leaky ReLU with slope 0.2 by default)."""
 
     def __init__(self, input_shape, num_hidden, h2h_kernel=(3, 3), h2h_dilate=(1, 1),
@@ -849,106 +837,39 @@ class ConvRNNCell(BaseConvRNNCell):
                  i2h_weight_initializer=None, h2h_weight_initializer=None,
                  i2h_bias_initializer="zeros", h2h_bias_initializer="zeros",
                  activation=_LEAKY, prefix="ConvRNN_", params=None, conv_layout="NCHW"):
-        super().__init__(input_shape=input_shape, num_hidden=num_hidden,
-                         h2h_kernel=h2h_kernel, h2h_dilate=h2h_dilate, i2h_kernel=i2h_kernel,
-                         i2h_stride=i2h_stride, i2h_pad=i2h_pad, i2h_dilate=i2h_dilate,
-                         i2h_weight_initializer=i2h_weight_initializer,
-                         h2h_weight_initializer=h2h_weight_initializer,
-                         i2h_bias_initializer=i2h_bias_initializer,
-                         h2h_bias_initializer=h2h_bias_initializer, activation=activation,
-                         prefix=prefix, params=params, conv_layout=conv_layout)
-
-    @property
-    def _gate_names(self):
-        return ("",)
-
-    @property
-    def state_info(self):
-        return [{"shape": self._state_shape, "__layout__": self._conv_layout}]
-
-    def __call__(self, inputs, states):
-        self._counter += 1
-        name = "%st%d_" % (self._prefix, self._counter)
-        i2h, h2h = self._conv_forward(inputs, states, name)
-        output = self._get_activation(i2h + h2h, self._activation, name="%sout" % name)
-        return output, [output]
+        super().__init__(input_shape, num_hidden, h2h_kernel, h2h_dilate, i2h_kernel,
+                         i2h_stride, i2h_pad, i2h_dilate, i2h_weight_initializer,
+                         h2h_weight_initializer, i2h_bias_initializer, h2h_bias_initializer,
+                         activation, prefix, params, conv_layout)
 
 
-class ConvLSTMCell(BaseConvRNNCell):
-    """Convolutional LSTM cell (Shi et al. 2015); gates i, f, c, o along the channel axis."""
+class ConvLSTMCell(_LSTMRule, BaseConvRNNCell):
+    """Convolutional LSTM cell (Shi et al. 2015); gates i, f, c, o along the channel axis,
+    with the cell's activation (not tanh) for the candidate and the new cell state."""
+
+    _gate_axis = property(lambda self: self._conv_layout.find("C"))
 
     def __init__(self, input_shape, num_hidden, h2h_kernel=(3, 3), h2h_dilate=(1, 1),
                  i2h_kernel=(3, 3), i2h_stride=(1, 1), i2h_pad=(1, 1), i2h_dilate=(1, 1),
                  i2h_weight_initializer=None, h2h_weight_initializer=None,
                  i2h_bias_initializer="zeros", h2h_bias_initializer="zeros",
                  activation=_LEAKY, prefix="ConvLSTM_", params=None, conv_layout="NCHW"):
-        super().__init__(input_shape=input_shape, num_hidden=num_hidden,
-                         h2h_kernel=h2h_kernel, h2h_dilate=h2h_dilate, i2h_kernel=i2h_kernel,
-                         i2h_stride=i2h_stride, i2h_pad=i2h_pad, i2h_dilate=i2h_dilate,
-                         i2h_weight_initializer=i2h_weight_initializer,
-                         h2h_weight_initializer=h2h_weight_initializer,
-                         i2h_bias_initializer=i2h_bias_initializer,
-                         h2h_bias_initializer=h2h_bias_initializer, activation=activation,
-                         prefix=prefix, params=params, conv_layout=conv_layout)
-
-    @property
-    def _gate_names(self):
-        return ["_i", "_f", "_c", "_o"]
-
-    def __call__(self, inputs, states):
-        self._counter += 1
-        name = "%st%d_" % (self._prefix, self._counter)
-        i2h, h2h = self._conv_forward(inputs, states, name)
-        gates = symbol.SliceChannel(i2h + h2h, num_outputs=4,
-                                    axis=self._conv_layout.find("C"), name="%sslice" % name)
-        in_gate = symbol.Activation(gates[0], act_type="sigmoid", name="%si" % name)
-        forget_gate = symbol.Activation(gates[1], act_type="sigmoid", name="%sf" % name)
-        in_transform = self._get_activation(gates[2], self._activation, name="%sc" % name)
-        out_gate = symbol.Activation(gates[3], act_type="sigmoid", name="%so" % name)
-        next_c = symbol._internal._plus(forget_gate * states[1], in_gate * in_transform,
-                                        name="%sstate" % name)
-        next_h = symbol._internal._mul(out_gate, self._get_activation(next_c, self._activation),
-                                       name="%sout" % name)
-        return next_h, [next_h, next_c]
+        super().__init__(input_shape, num_hidden, h2h_kernel, h2h_dilate, i2h_kernel,
+                         i2h_stride, i2h_pad, i2h_dilate, i2h_weight_initializer,
+                         h2h_weight_initializer, i2h_bias_initializer, h2h_bias_initializer,
+                         activation, prefix, params, conv_layout)
 
 
-class ConvGRUCell(BaseConvRNNCell):
-    """Convolutional GRU cell; gates r, z, o along the channel axis."""
+class ConvGRUCell(_GRURule, BaseConvRNNCell):
+    """Convolutional GRU cell; gates r, z, o (sliced along axis 1, as MXNet does whatever the
+    layout)."""
 
     def __init__(self, input_shape, num_hidden, h2h_kernel=(3, 3), h2h_dilate=(1, 1),
                  i2h_kernel=(3, 3), i2h_stride=(1, 1), i2h_pad=(1, 1), i2h_dilate=(1, 1),
                  i2h_weight_initializer=None, h2h_weight_initializer=None,
                  i2h_bias_initializer="zeros", h2h_bias_initializer="zeros",
                  activation=_LEAKY, prefix="ConvGRU_", params=None, conv_layout="NCHW"):
-        super().__init__(input_shape=input_shape, num_hidden=num_hidden,
-                         h2h_kernel=h2h_kernel, h2h_dilate=h2h_dilate, i2h_kernel=i2h_kernel,
-                         i2h_stride=i2h_stride, i2h_pad=i2h_pad, i2h_dilate=i2h_dilate,
-                         i2h_weight_initializer=i2h_weight_initializer,
-                         h2h_weight_initializer=h2h_weight_initializer,
-                         i2h_bias_initializer=i2h_bias_initializer,
-                         h2h_bias_initializer=h2h_bias_initializer, activation=activation,
-                         prefix=prefix, params=params, conv_layout=conv_layout)
-
-    @property
-    def _gate_names(self):
-        return ["_r", "_z", "_o"]
-
-    @property
-    def state_info(self):
-        return [{"shape": self._state_shape, "__layout__": self._conv_layout}]
-
-    def __call__(self, inputs, states):
-        self._counter += 1
-        name = "%st%d_" % (self._prefix, self._counter)
-        i2h, h2h = self._conv_forward(inputs, states, name)
-        i2h_r, i2h_z, i2h = symbol.SliceChannel(i2h, num_outputs=3, name="%s_i2h_slice" % name)
-        h2h_r, h2h_z, h2h = symbol.SliceChannel(h2h, num_outputs=3, name="%s_h2h_slice" % name)
-        reset_gate = symbol.Activation(i2h_r + h2h_r, act_type="sigmoid",
-                                       name="%s_r_act" % name)
-        update_gate = symbol.Activation(i2h_z + h2h_z, act_type="sigmoid",
-                                        name="%s_z_act" % name)
-        candidate = self._get_activation(i2h + reset_gate * h2h, self._activation,
-                                         name="%s_h_act" % name)
-        next_h = symbol._internal._plus((1. - update_gate) * candidate,
-                                        update_gate * states[0], name="%sout" % name)
-        return next_h, [next_h]
+        super().__init__(input_shape, num_hidden, h2h_kernel, h2h_dilate, i2h_kernel,
+                         i2h_stride, i2h_pad, i2h_dilate, i2h_weight_initializer,
+                         h2h_weight_initializer, i2h_bias_initializer, h2h_bias_initializer,
+                         activation, prefix, params, conv_layout)

@@ -425,24 +425,6 @@ class Symbol:
     def squeeze(self, axis=None, inplace=False, **kwargs):
         return _op_call("squeeze", self, axis=axis, **kwargs)
 
-    def wait_to_read(self):
-        raise NotImplementedForSymbol(self.wait_to_read, None)
-
-    def asnumpy(self):
-        raise NotImplementedForSymbol(self.asnumpy, None)
-
-    def asscalar(self):
-        raise NotImplementedForSymbol(self.asscalar, None)
-
-    def as_in_context(self):
-        raise NotImplementedForSymbol(self.as_in_context, None)
-
-    def detach(self):
-        raise NotImplementedForSymbol(self.detach, None)
-
-    def backward(self):
-        raise NotImplementedForSymbol(self.backward, None)
-
     # ----------------------------------------------------------------------------------------
     # inference
     # ----------------------------------------------------------------------------------------
@@ -761,6 +743,20 @@ def _make_fluent(op_name):
 
 for _fluent_name in _FLUENT:
     setattr(Symbol, _fluent_name, _make_fluent(_fluent_name))
+
+
+def _ndarray_only(name):
+    """A Symbol method for an NDArray method that has no meaning on a graph node."""
+    def method(self):
+        raise NotImplementedForSymbol(getattr(self, name), None)
+    method.__name__ = name
+    method.__doc__ = "Available on NDArray only; raises NotImplementedForSymbol."
+    return method
+
+
+for _nd_method in ("wait_to_read", "asnumpy", "asscalar", "as_in_context", "detach", "backward"):
+    setattr(Symbol, _nd_method, _ndarray_only(_nd_method))
+del _nd_method
 
 
 # ---------------------------------------------------------------------------------------------
