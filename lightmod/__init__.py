@@ -17,6 +17,7 @@ from . import visualization
 from . import visualization as viz
 from . import profiler
 from . import io
+from . import recordio
 from . import initializer
 from . import initializer as init
 from . import metric

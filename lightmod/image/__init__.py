@@ -1,0 +1,1 @@
+"""Image functions and iterators (``mx.image`` / ``mx.img``)."""
