@@ -4,44 +4,41 @@
 init/initializer, optimizer, kv/kvstore, metric, callback, mon/monitor, model, rnn, test_utils,
 cpu(), gpu(), AttrScope... Importing compiles nothing and never imports numba.cuda.
 """
-# --- submodules (one line per part; keep the order: later parts import earlier ones) ---
-from . import (  # noqa: E402
-    attribute,
-    base,
-    callback,
-    context,
-    contrib,
-    executor,
-    image,
-    initializer,
-    io,
-    kvstore,
-    lr_scheduler,
-    metric,
-    model,
-    module,
-    monitor,
-    name,
-    ndarray,
-    optimizer,
-    profiler,
-    random,
-    recordio,
-    rnn,
-    symbol,
-    test_utils,
-    visualization,
-)
-from . import image as img
-from . import initializer as init
-from . import kvstore as kv
-from . import module as mod
-from . import monitor as mon
-from . import ndarray as nd
-from . import symbol as sym
-from . import visualization as viz
 from ._version import __version__
-from .attribute import AttrScope
+from . import base
 from .base import MXNetError
+from . import context
+from .context import Context, cpu, gpu, cpu_pinned, current_context, num_gpus
+from . import random
+# --- submodules (one line per part; keep the order: later parts import earlier ones) ---
+from . import ndarray, ndarray as nd  # noqa: E402
 from .compat import install_as_mxnet
-from .context import Context, cpu, cpu_pinned, current_context, gpu, num_gpus
+from . import visualization
+from . import visualization as viz
+from . import profiler
+from . import io
+from . import recordio
+from . import image
+from . import image as img
+from . import initializer
+from . import initializer as init
+from . import metric
+from . import callback
+from . import lr_scheduler
+from . import optimizer
+from . import kvstore
+from . import kvstore as kv
+from . import name
+from . import attribute
+from .attribute import AttrScope
+from . import symbol
+from . import symbol as sym
+from . import contrib
+from . import executor
+from . import model
+from . import module
+from . import module as mod
+from . import monitor
+from . import monitor as mon
+from . import rnn
+from . import test_utils
