@@ -61,7 +61,6 @@ def _demo(args):
 
 def _info(args):
     import numpy
-
     import lightmod
     print("lightmod   %s (tracks the MXNet 1.9.1 API)" % lightmod.__version__)
     print("python     %s (%s)" % (platform.python_version(), sys.executable))
@@ -106,7 +105,6 @@ def _summary(args):
 
 def _inspect(args):
     import numpy as np
-
     import lightmod as mx
     loaded = mx.nd.load(args.params)
     items = loaded.items() if isinstance(loaded, dict) else enumerate(loaded)
