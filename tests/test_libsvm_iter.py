@@ -121,7 +121,8 @@ def test_bad_lines_name_file_and_line(tmp_path, line, message):
 def test_other_bad_inputs(tmp_path):
     path = tmp_path / "d.t"
     path.write_text("1 0:1\n2 5:1\n")
-    with pytest.raises(MXNetError, match=r"feature index 5 in row 2 \(non-blank lines counted from 1\) is out of range"):
+    with pytest.raises(MXNetError, match=r"feature index 5 in row 2 \(non-blank lines counted "
+                                         r"from 1\) is out of range"):
         mx.io.LibSVMIter(data_libsvm=str(path), data_shape=(3,), batch_size=1)
     with pytest.raises(MXNetError, match="cannot read"):
         mx.io.LibSVMIter(data_libsvm=str(tmp_path / "none"), data_shape=(3,), batch_size=1)
