@@ -17,6 +17,9 @@ from . import visualization
 from . import visualization as viz
 from . import profiler
 from . import io
+from . import recordio
+from . import image
+from . import image as img
 from . import initializer
 from . import initializer as init
 from . import metric

@@ -1,4 +1,4 @@
-"""The ``lightmod`` command: demo, info, summary, inspect, run."""
+"""The ``lightmod`` command: demo, info, summary, inspect, run, im2rec."""
 import argparse
 import logging
 import os
@@ -131,7 +131,16 @@ def _run(args):
     return 0
 
 
+def _im2rec(args):
+    from lightmod.tools import im2rec
+    return im2rec.main(args.im2rec_args)
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["im2rec"]:
+        # every flag, --help included, belongs to im2rec's own parser
+        return _im2rec(argparse.Namespace(im2rec_args=argv[1:]))
     parser = argparse.ArgumentParser(prog="lightmod", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -162,6 +171,12 @@ def main(argv=None):
     p.add_argument("script")
     p.add_argument("script_args", nargs=argparse.REMAINDER)
     p.set_defaults(func=_run)
+
+    p = sub.add_parser("im2rec", add_help=False,
+                       help="make .lst image lists and pack them into .rec/.idx (MXNet's im2rec "
+                            "flags; lightmod im2rec --help)")
+    p.add_argument("im2rec_args", nargs=argparse.REMAINDER)
+    p.set_defaults(func=_im2rec)
 
     args = parser.parse_args(argv)
     return args.func(args)

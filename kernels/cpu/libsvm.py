@@ -1,0 +1,148 @@
+"""LibSVM text parsing: ``label index:value index:value ...`` lines straight from the file's
+bytes into CSR arrays (two passes: count, then fill)."""
+import numpy as np
+from numba import njit
+
+__all__ = ["libsvm_count", "libsvm_parse", "LIBSVM_ERRORS"]
+
+# status codes of libsvm_parse -> message
+LIBSVM_ERRORS = {
+    1: "the label is not a number",
+    2: "a feature index is not a non-negative integer",
+    3: "a feature has no ':' between index and value",
+    4: "a feature value is not a number",
+}
+
+
+@njit(cache=True)
+def _is_space(c):
+    return c == 32 or c == 9 or c == 13 or c == 11 or c == 12
+
+
+@njit(cache=True)
+def _number(buf, pos, end):
+    """(value, position after it, ok) of the decimal number starting at ``pos``."""
+    sign = 1.0
+    if pos < end and (buf[pos] == 45 or buf[pos] == 43):
+        if buf[pos] == 45:
+            sign = -1.0
+        pos += 1
+    mantissa = 0.0
+    digits = 0
+    exp10 = 0
+    while pos < end and 48 <= buf[pos] <= 57:
+        mantissa = mantissa * 10.0 + (buf[pos] - 48)
+        pos += 1
+        digits += 1
+    if pos < end and buf[pos] == 46:
+        pos += 1
+        while pos < end and 48 <= buf[pos] <= 57:
+            mantissa = mantissa * 10.0 + (buf[pos] - 48)
+            exp10 -= 1
+            pos += 1
+            digits += 1
+    if digits == 0:
+        return 0.0, pos, False
+    if pos < end and (buf[pos] == 101 or buf[pos] == 69):
+        pos += 1
+        esign = 1
+        if pos < end and (buf[pos] == 45 or buf[pos] == 43):
+            if buf[pos] == 45:
+                esign = -1
+            pos += 1
+        e = 0
+        edigits = 0
+        while pos < end and 48 <= buf[pos] <= 57:
+            e = e * 10 + (buf[pos] - 48)
+            pos += 1
+            edigits += 1
+        if edigits == 0:
+            return 0.0, pos, False
+        exp10 += esign * e
+    if exp10 >= 0:
+        value = mantissa * 10.0 ** exp10
+    else:
+        value = mantissa / 10.0 ** (-exp10)
+    return sign * value, pos, True
+
+
+@njit(cache=True)
+def libsvm_count(buf):
+    """(rows, features): non-blank lines and ':' separators of the text."""
+    rows = 0
+    feats = 0
+    blank = True
+    for i in range(buf.size):
+        c = buf[i]
+        if c == 10:
+            if not blank:
+                rows += 1
+            blank = True
+        elif not _is_space(c):
+            blank = False
+            if c == 58:
+                feats += 1
+    if not blank:
+        rows += 1
+    return rows, feats
+
+
+@njit(cache=True)
+def libsvm_parse(buf, labels, indptr, indices, values):
+    """Fill the label and CSR arrays; returns (status, 1-based line number of the error)."""
+    end = buf.size
+    pos = 0
+    line = 0
+    row = 0
+    nnz = 0
+    indptr[0] = 0
+    while pos < end:
+        line += 1
+        stop = pos
+        while stop < end and buf[stop] != 10:
+            stop += 1
+        while pos < stop and _is_space(buf[pos]):
+            pos += 1
+        if pos < stop:
+            value, pos, ok = _number(buf, pos, stop)
+            if not ok or (pos < stop and not _is_space(buf[pos])):
+                return 1, line
+            labels[row] = value
+            while True:
+                while pos < stop and _is_space(buf[pos]):
+                    pos += 1
+                if pos >= stop:
+                    break
+                index = 0
+                ndig = 0
+                while pos < stop and 48 <= buf[pos] <= 57:
+                    index = index * 10 + (buf[pos] - 48)
+                    pos += 1
+                    ndig += 1
+                if ndig == 0:
+                    return 2, line
+                if pos >= stop or buf[pos] != 58:
+                    return 3, line
+                pos += 1
+                value, pos, ok = _number(buf, pos, stop)
+                if not ok or (pos < stop and not _is_space(buf[pos])):
+                    return 4, line
+                indices[nnz] = index
+                values[nnz] = value
+                nnz += 1
+            row += 1
+            indptr[row] = nnz
+        pos = stop + 1
+    return 0, line
+
+
+def parse_libsvm_bytes(raw):
+    """``(status, line, labels, indptr, indices, values)`` of LibSVM text bytes."""
+    buf = np.frombuffer(raw, dtype=np.uint8)
+    rows, feats = libsvm_count(buf)
+    labels = np.zeros(rows, np.float32)
+    indptr = np.zeros(rows + 1, np.int64)
+    indices = np.zeros(feats, np.int64)
+    values = np.zeros(feats, np.float32)
+    status, line = libsvm_parse(buf, labels, indptr, indices, values)
+    return status, line, labels, indptr, indices[:indptr[-1]], values[:indptr[-1]]
