@@ -26,6 +26,7 @@ Conventions
 """
 import ast
 import collections
+import threading
 
 import numpy as np
 
@@ -458,10 +459,16 @@ def all_names():
 
 
 _loaded = False
+_load_lock = threading.RLock()
 
 
 def _ensure_loaded():
+    # Threads meeting the first lookup at once wait until every family is registered; the flag
+    # is set only then. Reentrant: operator modules may look operators up while they load.
     global _loaded
-    if not _loaded:
-        _loaded = True
-        from . import _all  # noqa: F401  (imports every operator family)
+    if _loaded:
+        return
+    with _load_lock:
+        if not _loaded:
+            from . import _all  # noqa: F401  (imports every operator family)
+            _loaded = True
