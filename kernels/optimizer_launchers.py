@@ -18,6 +18,8 @@ the update operators call.
 """
 import numpy as np
 
+from ..base import MXNetError
+
 __all__ = ["OptimizerLaunchers", "LAUNCHER_NAMES", "compute_dtype", "cast_scalars", "lamb_trust_lr"]
 
 
@@ -45,6 +47,27 @@ def lamb_trust_lr(lr, r1, r2, lower_bound, upper_bound):
     return lr * (r1 / r2)
 
 
+def _bounds_checked(launch):
+    """``launch`` behind a check, once per call, that keeps every kernel inside its arrays: the
+    kernels index all arrays with the positions of ``arrays[0]`` (or of its rows), so every array
+    must have its element count and every row index must be one of its rows."""
+    def checked(kernel, rows, arrays, written, scalars):
+        size = arrays[0].size
+        for array in arrays[1:]:
+            if array.size != size:
+                raise MXNetError("optimizer update: the arrays have shapes %s; the weight, "
+                                 "gradient, states and output must all have the weight's %d "
+                                 "elements"
+                                 % (", ".join(str(tuple(a.shape)) for a in arrays), size))
+        if rows is not None and len(rows):
+            nrows = arrays[0].shape[0] if arrays[0].ndim else 1
+            if int(np.min(rows)) < 0 or int(np.max(rows)) >= nrows:
+                raise MXNetError("optimizer update: row indices must lie in [0, %d), got %d..%d"
+                                 % (nrows, int(np.min(rows)), int(np.max(rows))))
+        launch(kernel, rows, arrays, written, scalars)
+    return checked
+
+
 class OptimizerLaunchers:
     """The update functions of one kernel half.
 
@@ -54,7 +77,7 @@ class OptimizerLaunchers:
     """
 
     def __init__(self, launch, same_buffer, kernels):
-        self._launch = launch
+        self._launch = _bounds_checked(launch)
         self._same_buffer = same_buffer
         self._kernels = kernels
 

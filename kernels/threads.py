@@ -1,52 +1,50 @@
-"""How many threads lightmod's CPU kernels use: one policy for numba's ``prange`` loops and for
-the OpenBLAS behind ``np.matmul``.
+"""How many threads lightmod's CPU kernels use: numba's ``prange`` loops and the OpenBLAS behind
+``np.matmul``.
 
-Why a policy: a parallel region ends at a barrier, so it runs at the speed of its slowest
-thread. When every core is already busy (other processes, or the other library's thread pool:
-OpenBLAS workers keep spinning for a while after each product and compete with numba's threads
-on the same cores), the OS deschedules some of our threads and every region then waits for them
-for a scheduler time slice. Measured on a 2-core machine with a load average of ~10: a
-128x784x512 float32 product took 1.5 ms on one thread and 20-90 ms (median) on two, and
-Module.fit of a small MLP ran 10x slower with the default thread counts than single-threaded.
-On an idle machine, two threads halve the same product. So the number of threads has to follow
-what the machine can actually give.
+The default: one count, fixed once per process
+-----------------------------------------------
+The first kernel call fixes the count from, in this order:
 
-The policy
-----------
-* ``cap``: at most ``LIGHTMOD_NUM_THREADS`` threads when that variable is set, else numba's
-  thread count (``NUMBA_NUM_THREADS``, by default the number of cores); BLAS never gets more
-  than the thread count it had when lightmod first looked (so ``OPENBLAS_NUM_THREADS=1`` stays
-  respected).
-* At most once per ``REFRESH_SECONDS``, lightmod looks at how much CPU the *other* processes
-  used since its last look: on Linux, the busy time of the CPUs this process may run on
-  (``/proc/stat``, per CPU of the affinity set, steal time counted as busy) minus this process's
-  own CPU time; elsewhere, the 1-minute load average minus this process's CPU rate. With
-  ``free = cpus - others``, the kernels use ``max(1, min(cap, int(free + 0.25)))`` threads: a
-  thread only for a core that is (nearly) free, i.e. on a 2-core machine two threads while the
-  others keep at most a quarter of a core busy, one thread beyond. The first decision,
-  before any interval was measured, uses the load average alone.
-* The choice is applied only when it changes: ``numba.set_num_threads`` (numba keeps the count
-  per calling thread, so it is applied in each thread that runs kernels) and
-  ``openblas_set_num_threads`` on numpy's bundled OpenBLAS (process-wide; found through ctypes,
-  whatever its symbol suffix; with another BLAS, e.g. MKL or Accelerate, BLAS is left alone).
-* Independently, kernels run serially below their own work thresholds (``PARALLEL_MIN`` in
-  each ``kernels/cpu`` file), where waking threads costs more than it saves.
+1. ``LIGHTMOD_NUM_THREADS`` (a positive integer; anything else is a ValueError);
+2. ``OMP_NUM_THREADS`` (its first number, as OpenMP reads it);
+3. ``MXNET_CPU_WORKER_NTHREADS``;
+4. the number of CPUs this process may run on (its affinity set);
+
+never more than numba's pool (``NUMBA_NUM_THREADS``). numba uses that count in every thread
+that runs kernels (numba keeps the count per calling thread, so it is applied in each);
+numpy's bundled OpenBLAS gets ``min(count, its own count at the first look)``, so
+``OPENBLAS_NUM_THREADS=1`` stays respected. ``lightmod info`` shows the count and where it
+came from; :func:`describe` returns the same.
+
+Why fixed: results must not depend on what else the machine does. OpenBLAS splits a product
+between its threads by blocks of the result, and with some core types (``OPENBLAS_CORETYPE=
+Haswell`` among them) the edge blocks go through other micro-kernels, which add in another
+order: the same product gives other bits at another thread count. A count that follows the
+machine's load therefore makes a seeded training run give different parameters from run to
+run. With one fixed count, the same seeded run gives the same bits alone, beside busy
+processes, and in several Python threads at once.
+
+Opt-in: following the machine's load
+------------------------------------
+``LIGHTMOD_THREAD_POLICY=load`` brings back the load-following policy: **the bits of a run
+may then vary from run to run** (as explained above), in exchange for speed on a crowded
+machine. A parallel region ends at a barrier, so it runs at the speed of its slowest thread:
+when every core is busy the OS deschedules some of our threads and every region waits for them
+for a time slice (measured on a 2-core machine with a load average of ~10: a 128x784x512
+float32 product took 1.5 ms on one thread and 20-90 ms on two). Under that policy, at most
+once per ``REFRESH_SECONDS``, lightmod looks at how much CPU the *other* processes used since
+its last look (Linux: busy time of the CPUs of the affinity set in ``/proc/stat``, steal
+counted as busy, minus this process's CPU time; elsewhere the 1-minute load average minus this
+process's CPU rate) and uses ``max(1, min(count, int(free + 0.25)))`` threads, ``free =
+cpus - others``: a thread only for a core that is (nearly) free. The first decision, before an
+interval was measured, uses the load average alone.
+
+Either way kernels run serially below their own work thresholds (``PARALLEL_MIN`` in each
+``kernels/cpu`` file), where waking threads costs more than it saves.
 
 Who calls it: the executor once per forward pass on CPU contexts, the FullyConnected kernels
-and the nn launchers before a parallel loop (so imperative ``nd`` calls follow the policy too);
-``refresh()`` costs a clock read between looks. Kernels of other families follow it through
-numba's thread count; their launchers can ask ``refresh() > 1`` before choosing a ``prange``
-loop.
-
-Limits: a CPU quota of a container (cgroup ``cpu.max``) is not seen, only the affinity set
-(as numba and OpenBLAS themselves see the machine); with several threads chosen, OpenBLAS's
-workers still spin for a while after each product, which numba's threads may meet on the same
-cores (the nn kernels keep element-wise work below 2^17 elements serial, so an MLP step
-overlaps nothing).
-
-Numerics do not depend on the choice: OpenBLAS splits a product over rows / columns of the
-result, never along the summed dimension, and the element-wise loops compute each element the
-same way serially or in parallel.
+and the nn launchers before a parallel loop; ``refresh()`` costs a thread-local lookup (and,
+under the load policy, a clock read between looks).
 """
 import ctypes
 import glob
@@ -54,11 +52,14 @@ import os
 import threading
 import time
 
-__all__ = ["refresh", "current", "cap", "blas_threads", "set_blas_threads", "REFRESH_SECONDS"]
+__all__ = ["refresh", "current", "cap", "describe", "blas_threads", "set_blas_threads",
+           "REFRESH_SECONDS"]
 
 REFRESH_SECONDS = 1.0
 
-_cap = None             # max threads (None until the first refresh)
+_cap = None             # the fixed count, the most under the load policy (None: not yet fixed)
+_source = None          # where _cap came from (for lightmod info)
+_follow_load = False    # LIGHTMOD_THREAD_POLICY=load
 _blas_cap = None        # BLAS thread count at the first look
 _threads = 1            # the current choice
 _next_look = 0.0        # monotonic time of the next measurement
@@ -199,20 +200,45 @@ def _choose(others):
 # ---------------------------------------------------------------------------------------------
 # the policy
 # ---------------------------------------------------------------------------------------------
-def _init():
-    global _cap, _blas_cap, _cpus
-    import numba
-    _cpus = _affinity()
-    cap = numba.config.NUMBA_NUM_THREADS
+def _positive_int(text):
+    """The first number of ``text`` ("4" or OpenMP's "4,2") if it is a positive integer."""
+    try:
+        value = int(text.split(",")[0].strip())
+    except ValueError:
+        return None
+    return value if value > 0 else None
+
+
+def _fixed_count():
+    """(thread count, where it came from), before numba's pool limit."""
     env = os.environ.get("LIGHTMOD_NUM_THREADS", "").strip()
     if env:
-        try:
-            cap = min(cap, max(1, int(env)))
-        except ValueError:
-            raise ValueError("LIGHTMOD_NUM_THREADS must be a positive integer, got %r"
-                             % env) from None
+        value = _positive_int(env) if "," not in env else None
+        if value is None:
+            raise ValueError("LIGHTMOD_NUM_THREADS must be a positive integer, got %r" % env)
+        return value, "LIGHTMOD_NUM_THREADS"
+    for name in ("OMP_NUM_THREADS", "MXNET_CPU_WORKER_NTHREADS"):
+        value = _positive_int(os.environ.get(name, ""))
+        if value is not None:
+            return value, name
+    return len(_cpus), "CPUs in the affinity set"
+
+
+def _init():
+    global _cap, _blas_cap, _cpus, _source, _follow_load, _threads
+    import numba
+    _cpus = _affinity()
+    policy = os.environ.get("LIGHTMOD_THREAD_POLICY", "fixed").strip().lower() or "fixed"
+    if policy not in ("fixed", "load"):
+        raise ValueError("LIGHTMOD_THREAD_POLICY must be 'fixed' or 'load', got %r" % policy)
+    count, source = _fixed_count()
+    if count > numba.config.NUMBA_NUM_THREADS:
+        count, source = numba.config.NUMBA_NUM_THREADS, "NUMBA_NUM_THREADS (numba's pool)"
     _blas_cap = blas_threads()
-    _cap = cap
+    _follow_load = policy == "load"
+    _source = source
+    _threads = count
+    _cap = count        # last: other threads take a set _cap as "all of it is set"
 
 
 def _apply(n):
@@ -228,15 +254,15 @@ def _apply(n):
 
 
 def refresh():
-    """The number of threads kernels should use now (measuring the load when it is time) and
-    make numba / OpenBLAS use it in the calling thread."""
+    """The number of threads kernels use now; makes numba (in the calling thread) and OpenBLAS
+    use it. Fixed at the first call, unless ``LIGHTMOD_THREAD_POLICY=load``."""
     global _threads, _next_look, _last
-    now = time.monotonic()
-    if now >= _next_look:
+    if _cap is None or (_follow_load and time.monotonic() >= _next_look):
         with _lock:
-            if now >= _next_look:
-                if _cap is None:
-                    _init()
+            if _cap is None:
+                _init()
+            now = time.monotonic()
+            if _follow_load and now >= _next_look:
                 if _cap > 1:
                     own = time.process_time()
                     busy = _busy_seconds()
@@ -257,7 +283,15 @@ def current():
 
 
 def cap():
-    """The most threads the policy may choose."""
+    """The fixed count (under the load policy: the most threads it may choose)."""
     if _cap is None:
         refresh()
     return _cap
+
+
+def describe():
+    """What ``lightmod info`` shows: the policy, the count and its source, OpenBLAS's count."""
+    if _cap is None:
+        refresh()
+    return {"policy": "load" if _follow_load else "fixed", "threads": _cap, "source": _source,
+            "blas_threads": blas_threads()}

@@ -74,7 +74,10 @@ def atomic_write(fname, data):
 
     The bytes go to a temporary file in the same directory (created with O_EXCL and mode 0o666,
     so the user's umask applies as for a plain ``open``), are flushed to disk, and the file is
-    renamed over ``fname``. A crash leaves either the old file or the new one.
+    renamed over ``fname`` and the folder is synced, so the rename survives a power cut too.
+    A crash leaves either the old file or the new one (and perhaps the temporary file, which
+    ``mx.model.write_checkpoint`` deletes at its next save). A missing folder raises
+    FileNotFoundError naming ``fname``.
     """
     import os
     import uuid
@@ -83,6 +86,9 @@ def atomic_write(fname, data):
     fname = os.fspath(fname)
     directory = os.path.dirname(os.path.abspath(fname))
     tmp = os.path.join(directory, ".%s.%s.tmp" % (os.path.basename(fname), uuid.uuid4().hex))
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(2, "cannot write %s: folder %s does not exist" % (fname, directory),
+                                fname)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -90,9 +96,25 @@ def atomic_write(fname, data):
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, fname)
+        _fsync_folder(directory)
     except BaseException:
         try:
             os.unlink(tmp)
         except OSError:
             pass
         raise
+
+
+def _fsync_folder(directory):
+    """fsync a folder (where the OS allows it: not on Windows)."""
+    import os
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -51,10 +51,14 @@ class TqdmProgressBar:
 
     Uses tqdm when it is installed and the output is a terminal; otherwise falls back to MXNet's
     text ``ProgressBar`` behaviour (a ``[====....]`` line logged every ``frequent`` batches), or
-    to nothing with ``fallback=False``. Only rank 0 of a distributed run draws.
+    to nothing with ``fallback=False``. Only rank 0 of a distributed run draws. Each epoch's
+    bar is named ``Epoch N`` as in fit's ``Epoch[N]`` log lines; with ``leave=True`` (the
+    default) the finished bar stays on screen as a line that can be read afterwards.
     """
 
-    def __init__(self, total=None, frequent=None, fallback=True, stream=None, force_tqdm=None):
+    def __init__(self, total=None, frequent=None, fallback=True, stream=None, force_tqdm=None,
+                 leave=True):
+        self.leave = leave
         self.total = total
         self.frequent = frequent
         self.fallback = fallback
@@ -91,7 +95,7 @@ class TqdmProgressBar:
             if self._use_tqdm:
                 import tqdm
                 self._bar = tqdm.tqdm(total=total, desc="Epoch %d" % param.epoch,
-                                      unit="batch", file=self.stream, leave=False)
+                                      unit="batch", file=self.stream, leave=self.leave)
             else:
                 self._bar = _TextBar(total, self.frequent) if self.fallback else None
         if self._bar is None:
@@ -330,6 +334,11 @@ def plot_history(history, path=None, keys=None, title=None):
     data = history.history if isinstance(history, History) else dict(history)
     keys = [k for k in (keys or sorted(data)) if k != "time" and data.get(k)]
     metrics = sorted({k.split("-", 1)[1] for k in keys if "-" in k})
+    # the x values are fit's epoch numbers, counted from 0 like its Epoch[N] log lines
+    longest = max((len(data[k]) for k in keys), default=0)
+    epochs = list(history.epochs) if isinstance(history, History) else []
+    if len(epochs) < longest:
+        epochs = list(range(longest))
     fig = Figure(figsize=(5.0 * max(1, len(metrics)), 3.6))
     for i, metric in enumerate(metrics or ["value"]):
         ax = fig.add_subplot(1, max(1, len(metrics)), i + 1)
@@ -337,8 +346,8 @@ def plot_history(history, path=None, keys=None, title=None):
             if key.split("-", 1)[-1] != metric:
                 continue
             values = data[key]
-            ax.plot(range(1, len(values) + 1), values, marker="o", label=key)
-        ax.set_xlabel("epoch")
+            ax.plot(epochs[:len(values)], values, marker="o", label=key)
+        ax.set_xlabel("epoch (as Epoch[N] in the log)")
         ax.set_ylabel(metric)
         ax.grid(True, alpha=0.3)
         ax.legend()

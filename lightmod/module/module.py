@@ -16,8 +16,9 @@ from .. import optimizer as opt
 from ..base import NotBoundError, atomic_write
 from ..initializer import InitDesc, Uniform
 from ..io import DataDesc
-from ..model import (_create_kvstore, _initialize_kvstore,
-                     _update_params, _update_params_on_kvstore, load_checkpoint)
+from ..model import (_check_loaded_optimizer_states, _create_kvstore, _initialize_kvstore,
+                     _update_params, _update_params_on_kvstore, checkpoint_states_file,
+                     load_checkpoint, write_checkpoint)
 from ..ndarray import zeros
 from .base_module import BaseModule, _check_input_names, _check_lifecycle, _parse_data_desc
 from .executor_group import DataParallelExecutorGroup
@@ -35,7 +36,7 @@ def _from_checkpoint(module_class, prefix, epoch, load_optimizer_states, kwargs)
     mod._aux_params = auxs
     mod.params_initialized = True
     if load_optimizer_states:
-        mod._preload_opt_states = '%s-%04d.states' % (prefix, epoch)
+        mod._preload_opt_states = checkpoint_states_file(prefix, epoch)
     return mod
 
 
@@ -133,15 +134,12 @@ class Module(BaseModule):
 
     def save_checkpoint(self, prefix, epoch, save_optimizer_states=False, remove_amp_cast=True):
         """Write ``prefix-symbol.json``, ``prefix-%04d.params`` and, if asked, the optimizer
-        states ``prefix-%04d.states``. Each file is replaced atomically."""
-        self._symbol.save('%s-symbol.json' % prefix, remove_amp_cast=remove_amp_cast)
-        param_name = '%s-%04d.params' % (prefix, epoch)
-        self.save_params(param_name)
-        logging.info('Saved checkpoint to "%s"', param_name)
-        if save_optimizer_states:
-            state_name = '%s-%04d.states' % (prefix, epoch)
-            self.save_optimizer_states(state_name)
-            logging.info('Saved optimizer state to "%s"', state_name)
+        states ``prefix-%04d.states``, as one unit (``mx.model.write_checkpoint``)."""
+        write_checkpoint(prefix, epoch,
+                         lambda fname: self._symbol.save(fname, remove_amp_cast=remove_amp_cast),
+                         self.save_params,
+                         self.save_optimizer_states if save_optimizer_states else None)
+        logging.info('Saved checkpoint to "%s-%04d.params"', prefix, epoch)
 
     def _reset_bind(self):
         """Forget the executors (parameters and optimizer are kept)."""
@@ -552,6 +550,7 @@ class Module(BaseModule):
         else:
             with open(fname, 'rb') as fin:
                 self._updater.set_states(fin.read())
+        _check_loaded_optimizer_states(self)
 
     def install_monitor(self, mon):
         """Install ``mon`` on every device's executor."""

@@ -8,6 +8,7 @@ arguments and what it does with them differs between the frontends and stays in
 ``ndarray/register.py`` (run the operator now) and ``symbol/register.py`` (add a graph node).
 """
 import sys
+import threading
 
 from ..base import MXNetError
 from . import registry
@@ -22,6 +23,7 @@ class FunctionTable:
     def __init__(self, make_function):
         self._make_function = make_function
         self._functions = {}
+        self._lock = threading.RLock()    # first use from many threads: one function per name
 
     def find(self, name):
         """The function of operator ``name`` (name or alias), or None if there is no such op."""
@@ -30,7 +32,10 @@ class FunctionTable:
             op = registry.find(name)
             if op is None:
                 return None
-            fn = self._functions[name] = self._make_function(op, name)
+            with self._lock:
+                fn = self._functions.get(name)
+                if fn is None:
+                    fn = self._functions[name] = self._make_function(op, name)
         return fn
 
     def get(self, name):

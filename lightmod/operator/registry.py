@@ -27,6 +27,7 @@ Conventions
 import ast
 import collections
 import importlib
+import threading
 
 import numpy as np
 
@@ -459,12 +460,19 @@ def all_names():
 
 
 _loaded = False
+_load_lock = threading.RLock()
 
 
 def _ensure_loaded():
     """Import every operator family (listed in ``_all.py``) on the first look-up by name: the
-    families declare their operators against this module, which never depends on them."""
+    families declare their operators against this module, which never depends on them.
+
+    Threads meeting the first lookup at once wait until every family is registered; the flag
+    is set only then. Reentrant: operator modules may look operators up while they load."""
     global _loaded
-    if not _loaded:
-        _loaded = True
-        importlib.import_module(__package__ + "._all")
+    if _loaded:
+        return
+    with _load_lock:
+        if not _loaded:
+            importlib.import_module(__package__ + "._all")
+            _loaded = True

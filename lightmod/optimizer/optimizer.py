@@ -25,6 +25,7 @@ import numpy
 from ..base import MXNetError, py_str
 from ..ndarray import NDArray, zeros
 from ..ndarray import ndarray as _nd_core
+from .states import check_state_fits
 
 __all__ = ["AdaDelta", "AdaGrad", "Adam", "Adamax", "DCASGD", "FTML", "Ftrl", "LARS", "LBSGD",
            "NAG", "Nadam", "Optimizer", "RMSProp", "SGD", "SGLD", "Signum", "LAMB", "Test",
@@ -1113,6 +1114,7 @@ class Updater:
                 self.states[idx] = self.optimizer.create_state_multi_precision(idx, weights[i])
                 self.states_synced[idx] = True
             elif not self.states_synced[idx]:
+                check_state_fits(self, idx, weights[i])     # a loaded state of another net
                 self.states[idx] = self.sync_state_context(self.states[idx], weights[i].context)
                 self.states_synced[idx] = True
         if self.aggregate_updates:

@@ -20,7 +20,7 @@ from ..base import MXNetError
 from .. import lr_scheduler as _lr_scheduler
 from ..ndarray import NDArray
 
-__all__ = ["dumps_states", "loads_states"]
+__all__ = ["dumps_states", "loads_states", "check_state_fits", "check_states_fit"]
 
 _SCHEDULERS = {name: getattr(_lr_scheduler, name) for name in _lr_scheduler.__all__}
 _OWN_OPTIMIZER_MODULE = "lightmod.optimizer.optimizer"
@@ -208,3 +208,69 @@ def loads_states(data, where="Updater.set_states"):
                              % (where, type(optimizer).__name__))
         return _check_states(states, where), optimizer
     return _check_states(loaded, where)
+
+
+# ---------------------------------------------------------------------------------------------
+# loaded states against the parameters they will update
+# ---------------------------------------------------------------------------------------------
+def _describe(value):
+    if isinstance(value, NDArray):
+        return "an array of shape %s and dtype %s" % (tuple(value.shape),
+                                                      np.dtype(value.dtype).name)
+    if value is None:
+        return "no state"
+    if isinstance(value, (tuple, list)):
+        return "a %s of %d states" % (type(value).__name__, len(value))
+    return "a %s" % type(value).__name__
+
+
+def _compare_state(loaded, expected, path):
+    """The first difference between a loaded state and the one the optimizer creates for its
+    weight, as (path, loaded, expected), or None. Only arrays are compared (shape, dtype) and
+    the nesting around them; plain numbers may differ."""
+    if isinstance(expected, NDArray):
+        if (not isinstance(loaded, NDArray) or tuple(loaded.shape) != tuple(expected.shape)
+                or np.dtype(loaded.dtype) != np.dtype(expected.dtype)):
+            return path, loaded, expected
+        return None
+    if isinstance(expected, (tuple, list)):
+        if not isinstance(loaded, (tuple, list)) or len(loaded) != len(expected):
+            return path, loaded, expected
+        for i, (got, want) in enumerate(zip(loaded, expected)):
+            found = _compare_state(got, want, "%s[%d]" % (path, i))
+            if found:
+                return found
+        return None
+    if expected is None and loaded is not None:
+        return path, loaded, expected
+    return None
+
+
+def check_state_fits(updater, key, weight, name=None, where="optimizer states"):
+    """Raise MXNetError unless ``updater.states[key]`` has the layout (array shapes, dtypes)
+    ``updater.optimizer`` creates for ``weight``: a loaded states file of another network must
+    not reach the update kernels."""
+    expected = updater.optimizer.create_state_multi_precision(key, weight)
+    found = _compare_state(updater.states[key], expected, "state")
+    if found is None:
+        return
+    path, loaded, wanted = found
+    if name is None:
+        name = getattr(updater.optimizer, "idx2name", {}).get(key, key)
+    raise MXNetError(
+        "%s: the %s of parameter %r (key %r) is %s, but a parameter of shape %s and dtype %s "
+        "needs %s (states saved for another network or optimizer?)"
+        % (where, path, name, key, _describe(loaded), tuple(weight.shape),
+           np.dtype(weight.dtype).name, _describe(wanted)))
+
+
+def check_states_fit(updater, weights, names, where="load_optimizer_states"):
+    """Check every loaded state against its weight (``weights``/``names``: key -> parameter
+    array / name); a state whose key names no parameter is refused too."""
+    for key in updater.states:
+        if key not in weights:
+            raise MXNetError(
+                "%s: the states file holds a state for key %r, but the model's parameters have "
+                "the keys %s (states saved for a larger network?)"
+                % (where, key, sorted(weights, key=str)))
+        check_state_fits(updater, key, weights[key], names[key], where)
