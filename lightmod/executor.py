@@ -10,8 +10,8 @@ per-node call lists in topological order calling ``op.forward`` with backend arr
 Gradients: an intermediate result consumed by several operators gets one buffer; the first
 writer in backward order uses req 'write' and later ones 'add' (no temporaries). Arguments
 honour their ``grad_req`` ('write', 'add' accumulates across backward calls, 'null' gives no
-gradient array). Loss heads (``op.is_loss``) ignore head gradients; other heads need one only
-when some gradient actually depends on them.
+gradient array). Loss heads (``op.is_loss``) and BlockGrad heads (``op.head_grad_unused``) take
+no head gradient; other heads need one only when some gradient actually depends on them.
 """
 import time
 
@@ -440,7 +440,7 @@ class Executor:
         head_plan = []
         for i, eid in enumerate(g.heads):
             node = g.nodes[g.entry_node[eid]]
-            if needs[eid] and not (node.op is not None and node.op.is_loss):
+            if needs[eid] and not (node.op is not None and (node.op.is_loss or node.op.head_grad_unused)):
                 head_plan.append((i, eid, next_req(eid)))
         order = [nid for nid in reversed(g.op_nids) if run_bwd[nid]]
         slot_reqs = {nid: [next_req(eid) if needs[eid] else "null"

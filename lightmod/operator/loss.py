@@ -235,6 +235,7 @@ class BlockGrad(ElementwiseOp):
     name = "BlockGrad"
     aliases = ("stop_gradient",)
     params = {}
+    head_grad_unused = True
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         k.nn_copy(outputs[0], inputs[0])
