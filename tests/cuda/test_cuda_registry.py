@@ -117,6 +117,7 @@ CASES = {
     "Reshape": [({"shape": (3, -1)}, [S(2, 3)])],
     "SliceChannel": [({"num_outputs": 3, "axis": 1}, [S(2, 3)])],
     "SoftmaxOutput": [({"normalization": "batch"}, [S(2, 3), Idx(3, 2)])],
+    "SVMOutput": [({"margin": 0.5}, [S(2, 3), Idx(3, 2)]), ({"use_linear": True}, [S(2, 3), Idx(3, 2)])],
     "SwapAxis": [({"dim1": 0, "dim2": 2}, [S(2, 3, 2)])],
     "UpSampling": [({"scale": 2, "sample_type": "nearest", "num_args": 1}, [S(1, 1, 2, 2)])],
     "_full": [({"shape": (2, 3), "value": 2.5}, [])],
