@@ -194,6 +194,7 @@ def simple_bind(symbol, ctx, grad_req="write", type_dict=None, stype_dict=None,
 
     arg_names = [g.nodes[n].name for n in g.arg_nids]
     reqs = _grad_req_list(grad_req, arg_names, "simple_bind")
+    sparse_grads = _row_sparse_grad_args(g)
     shared_names = set(shared_arg_names or ())
     stype_dict = stype_dict or {}
     arg_arrays, grad_arrays = [], []
@@ -202,6 +203,7 @@ def simple_bind(symbol, ctx, grad_req="write", type_dict=None, stype_dict=None,
         shape, dtype, actx = entry_shapes[eid], entry_types[eid], node_ctx[nid]
         stype = stype_dict.get(name) or _STYPE_IDS.get(
             int(g.nodes[nid].attrs.get("__storage_type__", "0")), "default")
+        grad_stype = "row_sparse" if nid in sparse_grads else "default"
         if shared_exec is not None and name in shared_names:
             arr = _shared_array(shared_exec.arg_dict, name, shape, dtype, "argument")
             grad = None
@@ -210,10 +212,10 @@ def simple_bind(symbol, ctx, grad_req="write", type_dict=None, stype_dict=None,
         elif shared_buffer is not None and name not in shared_names:
             arr = _from_pool(shared_buffer, name, shape, dtype, actx, stype)
             grad = None if req == "null" else \
-                _from_pool(shared_buffer, "grad of " + name, shape, dtype, actx, "default")
+                _from_pool(shared_buffer, "grad of " + name, shape, dtype, actx, grad_stype)
         else:
             arr = _zeros(shape, dtype, actx, stype)
-            grad = None if req == "null" else _zeros(shape, dtype, actx)
+            grad = None if req == "null" else _zeros(shape, dtype, actx, grad_stype)
         arg_arrays.append(arr)
         grad_arrays.append(grad)
     aux_arrays = []
@@ -229,6 +231,22 @@ def simple_bind(symbol, ctx, grad_req="write", type_dict=None, stype_dict=None,
     exe._setup(g, node_ctx, entry_shapes, entry_types, arg_arrays, grad_arrays, reqs,
                aux_arrays)
     return exe
+
+
+def _row_sparse_grad_args(g):
+    """Argument nodes whose gradient is row_sparse: every consumer computes a row_sparse
+    gradient for them (Embedding with sparse_grad, SparseEmbedding); one dense consumer makes
+    the gradient dense, as MXNet's storage-type inference falls back."""
+    sparse, dense = set(), set()
+    arg_nids = set(g.arg_nids)
+    for nid in g.op_nids:
+        node = g.nodes[nid]
+        rsp_slots = set(node.op.row_sparse_grad_inputs(g.params[nid]))
+        for slot, eid in enumerate(g.node_inputs[nid]):
+            src = g.entry_node[eid]
+            if src in arg_nids:
+                (sparse if slot in rsp_slots else dense).add(src)
+    return sparse - dense
 
 
 def _shared_array(mapping, name, shape, dtype, what):

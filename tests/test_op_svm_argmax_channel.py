@@ -94,3 +94,20 @@ def test_argmax_channel_matches_mxnet(i):
     np.testing.assert_array_equal(y.asnumpy(), np.argmax(x.asnumpy(), axis=1))
     _, out_shapes, _ = mx.sym.argmax_channel(mx.sym.var("x")).infer_shape(x=tuple(case["shape"]))
     assert list(out_shapes[0]) == case["sym_shape"]
+
+
+@pytest.mark.parametrize("i", range(len(GOLDEN["sparse_adagrad"])))
+def test_sparse_adagrad_update_matches_mxnet(i):
+    """epsilon inside the square root: with a zero history and tiny gradients the two placements
+    differ by orders of magnitude."""
+    case = GOLDEN["sparse_adagrad"][i]
+    arr = {k: np.asarray(case[k], np.float32).reshape(5, 3) for k in ("w", "g", "h", "w_out", "h_out")}
+    weight, history = mx.nd.array(arr["w"]), mx.nd.array(arr["h"])
+    mx.nd.sparse.adagrad_update(weight, mx.nd.array(arr["g"]).tostype("row_sparse"), history, out=weight,
+                                lr=0.1, epsilon=1e-7, rescale_grad=0.5, wd=0.0)
+    np.testing.assert_allclose(weight.asnumpy(), arr["w_out"], rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(history.asnumpy(), arr["h_out"], rtol=1e-6, atol=1e-12)
+    opt = mx.optimizer.AdaGrad(learning_rate=0.1, rescale_grad=0.5)
+    weight, history = mx.nd.array(arr["w"]), mx.nd.array(arr["h"])
+    opt.update(0, weight, mx.nd.array(arr["g"]).tostype("row_sparse"), history)
+    np.testing.assert_allclose(weight.asnumpy(), arr["w_out"], rtol=1e-6, atol=1e-7)

@@ -317,6 +317,10 @@ class Operator:
     def list_aux(self, p):
         return [n for n in self.list_inputs(p) if n in self.aux]
 
+    def row_sparse_grad_inputs(self, p):
+        """Positions of the inputs whose gradient is row_sparse (Embedding with sparse_grad)."""
+        return ()
+
     def list_outputs(self, p):
         """Names of the visible outputs ('output', or 'output0'...)."""
         n = self.num_visible_outputs(p)
