@@ -171,10 +171,11 @@ def adagrad(w, g, history, lr, wd, epsilon, rescale, clip_gradient):
 
 @njit(cache=True, error_model="numpy")
 def adagrad_rows(w, g, history, lr, epsilon, rescale, clip_gradient):
-    """The row_sparse adagrad_update kernel: only present rows, no weight decay."""
+    """The row_sparse adagrad_update kernel: only present rows, no weight decay; epsilon sits
+    inside the square root, as in MXNet 1.9.1's kernel (and its dense update)."""
     gr = clip(rescale * g, clip_gradient)
     history = history + gr * gr
-    return w - lr * (gr / (math.sqrt(history) + epsilon)), history
+    return w - lr * (gr / math.sqrt(history + epsilon)), history
 
 
 @njit(cache=True, error_model="numpy")

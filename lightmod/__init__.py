@@ -42,3 +42,4 @@ from . import monitor
 from . import monitor as mon
 from . import rnn
 from . import test_utils
+from . import gluon

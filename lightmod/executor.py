@@ -10,8 +10,8 @@ per-node call lists in topological order calling ``op.forward`` with backend arr
 Gradients: an intermediate result consumed by several operators gets one buffer; the first
 writer in backward order uses req 'write' and later ones 'add' (no temporaries). Arguments
 honour their ``grad_req`` ('write', 'add' accumulates across backward calls, 'null' gives no
-gradient array). Loss heads (``op.is_loss``) ignore head gradients; other heads need one only
-when some gradient actually depends on them.
+gradient array). Loss heads (``op.is_loss``) and BlockGrad heads (``op.head_grad_unused``) take
+no head gradient; other heads need one only when some gradient actually depends on them.
 """
 import time
 from typing import NamedTuple
@@ -189,6 +189,7 @@ def simple_bind(symbol, ctx, grad_req="write", type_dict=None, stype_dict=None,
 
     arg_names = [g.nodes[n].name for n in g.arg_nids]
     reqs = _grad_req_list(grad_req, arg_names, "simple_bind")
+    sparse_grads = _row_sparse_grad_args(g)
     shared_names = set(shared_arg_names or ())
     stype_dict = stype_dict or {}
     arg_arrays, grad_arrays = [], []
@@ -197,6 +198,7 @@ def simple_bind(symbol, ctx, grad_req="write", type_dict=None, stype_dict=None,
         shape, dtype, actx = entry_shapes[eid], entry_types[eid], node_ctx[nid]
         stype = stype_dict.get(name) or _STYPE_IDS.get(
             int(g.nodes[nid].attrs.get("__storage_type__", "0")), "default")
+        grad_stype = "row_sparse" if nid in sparse_grads else "default"
         if shared_exec is not None and name in shared_names:
             arr = _shared_array(shared_exec.arg_dict, name, shape, dtype, "argument")
             grad = None
@@ -205,10 +207,10 @@ def simple_bind(symbol, ctx, grad_req="write", type_dict=None, stype_dict=None,
         elif shared_buffer is not None and name not in shared_names:
             arr = _from_pool(shared_buffer, name, shape, dtype, actx, stype)
             grad = None if req is GradReq.NULL else \
-                _from_pool(shared_buffer, "grad of " + name, shape, dtype, actx, "default")
+                _from_pool(shared_buffer, "grad of " + name, shape, dtype, actx, grad_stype)
         else:
             arr = _zeros(shape, dtype, actx, stype)
-            grad = None if req is GradReq.NULL else _zeros(shape, dtype, actx)
+            grad = None if req is GradReq.NULL else _zeros(shape, dtype, actx, grad_stype)
         arg_arrays.append(arr)
         grad_arrays.append(grad)
     aux_arrays = []
@@ -224,6 +226,22 @@ def simple_bind(symbol, ctx, grad_req="write", type_dict=None, stype_dict=None,
     exe._setup(g, node_ctx, entry_shapes, entry_types, arg_arrays, grad_arrays, reqs,
                aux_arrays)
     return exe
+
+
+def _row_sparse_grad_args(g):
+    """Argument nodes whose gradient is row_sparse: every consumer computes a row_sparse
+    gradient for them (Embedding with sparse_grad, SparseEmbedding); one dense consumer makes
+    the gradient dense, as MXNet's storage-type inference falls back."""
+    sparse, dense = set(), set()
+    arg_nids = set(g.arg_nids)
+    for nid in g.op_nids:
+        node = g.nodes[nid]
+        rsp_slots = set(node.op.row_sparse_grad_inputs(g.params[nid]))
+        for slot, eid in enumerate(g.node_inputs[nid]):
+            src = g.entry_node[eid]
+            if src in arg_nids:
+                (sparse if slot in rsp_slots else dense).add(src)
+    return sparse - dense
 
 
 def _shared_array(mapping, name, shape, dtype, what):
@@ -571,7 +589,9 @@ class Executor:
         head_reqs = {}
         for i, eid in enumerate(g.heads):
             node = g.nodes[g.entry_node[eid]]
-            if needs[eid] and not (node.op is not None and node.op.is_loss):
+            takes_head_grad = node.op is None or not (node.op.is_loss or
+                                                      node.op.head_grad_unused)
+            if needs[eid] and takes_head_grad:
                 head_reqs[(i, eid)] = next_req(eid)
         slot_reqs = {nid: [next_req(eid) if needs[eid] else GradReq.NULL
                            for eid in g.node_inputs[nid]] for nid in order}

@@ -36,6 +36,10 @@ import numpy.random as rnd
 import numpy.testing as npt
 
 import lightmod as mx
+
+# MXNet's data-set download helpers (offline when the files are already local)
+from ._datasets import download, get_cifar10, get_mnist  # noqa: F401
+from ._datasets import get_mnist_iterator, get_mnist_pkl, get_mnist_ubyte  # noqa: F401
 from .context import Context, current_context
 from .ndarray import NDArray, array
 from .symbol import Symbol

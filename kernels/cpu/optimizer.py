@@ -228,6 +228,8 @@ def _adagrad(w, g, h, out, lr, wd, eps, rescale, clip_gradient):
         out[i], h[i] = M.adagrad(w[i], g[i], h[i], lr, wd, eps, rescale, clip_gradient)
 
 
+# numba's disk cache of a kernel is invalidated by its own file only, not by the math it
+# inlines: editing M.adagrad_rows (eps moved inside the square root) needs this file to change
 @njit(cache=True, error_model="numpy")
 def _adagrad_rows(ids, row_len, w, g, h, out, lr, eps, rescale, clip_gradient):
     n = w.size

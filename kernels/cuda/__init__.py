@@ -15,3 +15,4 @@ from .rnn import *  # noqa: F401,F403,E402
 from .conv import *  # noqa: F401,F403,E402
 from .pooling import *  # noqa: F401,F403,E402
 from .norm import *  # noqa: F401,F403,E402
+from .svm import *  # noqa: F401,F403,E402

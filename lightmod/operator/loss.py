@@ -1,5 +1,5 @@
 """Loss heads and gradient-shaping ops: SoftmaxOutput (Softmax), the regression outputs,
-MakeLoss, make_loss, BlockGrad (stop_gradient), smooth_l1, softmax_cross_entropy.
+MakeLoss, make_loss, BlockGrad (stop_gradient), smooth_l1, softmax_cross_entropy, SVMOutput.
 
 Loss heads (``is_loss``) ignore the incoming head gradient and give the label a zero
 gradient. Normalisation rules follow MXNet 1.9.1
@@ -235,6 +235,7 @@ class BlockGrad(ElementwiseOp):
     name = "BlockGrad"
     aliases = ("stop_gradient",)
     params = {}
+    head_grad_unused = True
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         k.nn_copy(outputs[0], inputs[0])
@@ -293,3 +294,51 @@ class SoftmaxCrossEntropy(Operator):
             return
         k.softmax_ce_backward(inputs[0], inputs[1], out_grads[0], in_grads[0],
                               req[0] == "add")
+
+
+# ---------------------------------------------------------------------------------------------
+# SVMOutput
+# ---------------------------------------------------------------------------------------------
+@register
+class SVMOutput(Operator):
+    """Support-vector-machine head: the output is the data itself; the gradient is the hinge
+    loss's (L2-SVM, or L1-SVM with ``use_linear``) with one label per row of the data viewed as
+    (rows, classes), classes being its last axis.
+
+    MXNet 1.9.1 always writes this gradient, even under grad_req 'add'; lightmod accumulates
+    under 'add' (its executor relies on 'add' to sum gradients of shared intermediates)."""
+    name = "SVMOutput"
+    inputs = ("data", "label")
+    is_loss = True
+    params = {"margin": Float(1.0, doc="The loss function penalizes outputs that lie outside "
+                                       "this margin."),
+              "regularization_coefficient": Float(1.0, doc="Regularization parameter for the "
+                                                          "SVM: the gradient's scale."),
+              "use_linear": Bool(False, doc="Use the L1-SVM (linear) objective instead of the "
+                                            "L2-SVM (squared) one.")}
+
+    def infer_shape(self, p, in_shapes):
+        shapes = list(in_shapes)
+        dshape = shapes[0]
+        if not known(dshape):
+            return shapes, [None]
+        dshape = tuple(dshape)
+        if len(dshape) < 2:
+            raise self.error("data must have at least 2 dimensions (batch, classes), got shape %s",
+                             dshape)
+        assign_shape(self, shapes, 1, "label", dshape[:-1], " (one class index per row of data %s)"
+                     % (dshape,))
+        return shapes, [dshape]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        k.nn_copy(outputs[0], inputs[0])
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        _zero_label_grad(k, in_grads, req)
+        if req[0] == "null":
+            return
+        x = inputs[0]
+        classes = int(tuple(x.shape)[-1])
+        view = (x.size // classes, classes)
+        k.svm_output_backward(x.reshape(view), inputs[1].reshape(view[0]), in_grads[0].reshape(view),
+                              p.margin, p.regularization_coefficient, p.use_linear, req[0] == "add")

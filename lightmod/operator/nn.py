@@ -327,7 +327,11 @@ class Embedding(Operator):
               "dtype": Enum("bfloat16", "float16", "float32", "float64", "int32", "int64",
                             "int8", "uint8", default="float32", doc="Data type of weight."),
               "sparse_grad": Bool(False, doc="Compute row sparse gradient in the backward "
-                                             "calculation (here: a dense gradient).")}
+                                             "calculation: the weight's gradient array is "
+                                             "row_sparse, holding the rows of the indices seen.")}
+
+    def row_sparse_grad_inputs(self, p):
+        return (1,) if p.sparse_grad else ()
 
     def check_params(self, p):
         if p.input_dim < 1 or p.output_dim < 1:
@@ -366,6 +370,23 @@ class Embedding(Operator):
         idx = inputs[0]
         k.embedding_backward(idx, dy.reshape(idx.size, p.output_dim), in_grads[1],
                              req[1] == "add")
+
+
+@register
+class SparseEmbedding(Embedding):
+    """``contrib.SparseEmbedding``: Embedding whose weight gradient is always row_sparse (only
+    the rows of the indices in the batch are nonzero, so optimizers update those rows lazily).
+    ``deterministic`` is accepted: lightmod's gradient is always deterministic."""
+    name = "_contrib_SparseEmbedding"
+    params = {"input_dim": Int(doc="Vocabulary size of the input indices."),
+              "output_dim": Int(doc="Dimension of the embedding vectors."),
+              "dtype": Enum("bfloat16", "float16", "float32", "float64", "int32", "int64",
+                            "int8", "uint8", default="float32", doc="Data type of weight."),
+              "deterministic": Bool(False, doc="Force the backward gradient calculation to be "
+                                               "executed based on a deterministic order.")}
+
+    def row_sparse_grad_inputs(self, p):
+        return (1,)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -304,6 +304,7 @@ class Operator:
     variadic = None             # name of the count parameter for ops taking *inputs ("num_args")
     hint = None                 # auto-name hint; default: the op name lower-cased
     is_loss = False             # loss heads ignore the head gradient
+    head_grad_unused = False    # backward never reads out_grads (BlockGrad): needs no head gradient
     input_init = {}             # input name -> __init__ JSON attached to auto-created variables
     # Extra attribute names accepted without being declared (legacy / cudnn / workspace knobs).
     ignored_params = ()
@@ -317,6 +318,10 @@ class Operator:
 
     def list_aux(self, p):
         return [n for n in self.list_inputs(p) if n in self.aux]
+
+    def row_sparse_grad_inputs(self, p):
+        """Positions of the inputs whose gradient is row_sparse (Embedding with sparse_grad)."""
+        return ()
 
     def list_outputs(self, p):
         """Names of the visible outputs ('output', or 'output0'...)."""

@@ -1188,6 +1188,31 @@ class ArgMin(_ArgReduce):
     is_max = False
 
 
+@register
+class ArgMaxChannel(_TensorOp):
+    """``argmax_channel``: the position of the largest value along axis 1 (the first one on
+    ties), as float; the output drops that axis. Data needs at least 2 dimensions."""
+    name = "argmax_channel"
+    params = {}
+
+    def infer_shape(self, p, in_shapes):
+        s = in_shapes[0]
+        if s is None:
+            return [None], [None]
+        if len(s) < 2:
+            raise self.error("data must have at least 2 dimensions (argmax runs along axis 1), "
+                             "got shape %s", tuple(s))
+        return [s], [s[:1] + s[2:]]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        x = inputs[0]
+        outer, n, inner = _outer_inner(x.shape, 1)
+        k.arg_reduce(outputs[0], x, outer, n, inner, True)
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        zero_grads(k, in_grads, req)
+
+
 # ---------------------------------------------------------------------------------------------
 # topk, sort, argsort
 # ---------------------------------------------------------------------------------------------
