@@ -440,7 +440,8 @@ class Executor:
         head_plan = []
         for i, eid in enumerate(g.heads):
             node = g.nodes[g.entry_node[eid]]
-            if needs[eid] and not (node.op is not None and node.op.is_loss):
+            if needs[eid] and not (node.op is not None and
+                                   node.op.ignores_head_grad(g.params[g.entry_node[eid]])):
                 head_plan.append((i, eid, next_req(eid)))
         order = [nid for nid in reversed(g.op_nids) if run_bwd[nid]]
         slot_reqs = {nid: [next_req(eid) if needs[eid] else "null"

@@ -300,6 +300,7 @@ class Operator:
     aux = ()                    # names among `inputs` that are auxiliary (mutable) states
     params = {}                 # name -> Param, in the order MXNet's generated function takes them
     variadic = None             # name of the count parameter for ops taking *inputs ("num_args")
+    positional_inputs = False   # True: *inputs named by list_inputs(p), no count parameter
     hint = None                 # auto-name hint; default: the op name lower-cased
     is_loss = False             # loss heads ignore the head gradient
     input_init = {}             # input name -> __init__ JSON attached to auto-created variables
@@ -408,6 +409,10 @@ class Operator:
 
     def has_backward(self, p):
         return True
+
+    def ignores_head_grad(self, p):
+        """Whether backward ignores the gradient of the outputs (loss heads need none)."""
+        return self.is_loss
 
     def __repr__(self):
         return "<Operator %s>" % self.name
