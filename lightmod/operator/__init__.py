@@ -3,6 +3,6 @@
 ``mx.operator`` is also MXNet's module of Python operators: ``CustomOp``, ``CustomOpProp``,
 ``register``, ``get_all_registered_operators``, ``NumpyOp`` and ``NDArrayOp`` (custom.py).
 """
-from .registry import get, find, all_ops  # noqa: F401
-from .custom import (CustomOp, CustomOpProp, register, get_all_registered_operators,  # noqa: F401
-                     PythonOp, NumpyOp, NDArrayOp)
+from .custom import (CustomOp, CustomOpProp, NDArrayOp, NumpyOp, PythonOp,  # noqa: F401
+                     get_all_registered_operators, register)
+from .registry import all_ops, find, get  # noqa: F401

@@ -363,10 +363,19 @@ class Custom(registry.Operator):
 
     def infer_shape(self, p, in_shapes):
         n_args, n_out = len(p.arg_names), len(p.out_names)
-        if not all(registry.shape_is_known(s) for s in in_shapes[:n_args]):
+        known = [registry.shape_is_known(s) for s in in_shapes[:n_args]]
+        if not any(known):
             return in_shapes, [None] * n_out
-        result = _user_call(p.op_type, "infer_shape", p.prop.infer_shape,
-                            [list(s) for s in in_shapes[:n_args]])
+        # unknown argument shapes are handed over as [] (so a hook can derive a label's shape
+        # from the data's); a hook that cannot cope with them is asked again once all are known
+        given = [list(s) if ok else [] for s, ok in zip(in_shapes, known)]
+        if all(known):
+            result = _user_call(p.op_type, "infer_shape", p.prop.infer_shape, given)
+        else:
+            try:
+                result = p.prop.infer_shape(given)
+            except Exception:  # the hook needs every shape: wait until they are known
+                return in_shapes, [None] * n_out
         args, outs, aux = _split_result(p.op_type, "infer_shape", result,
                                         (n_args, n_out, len(p.aux_names)))
         return ([_as_shape(p.op_type, s) for s in list(args) + list(aux)],
