@@ -166,9 +166,12 @@ def _inspect(args):
 
 
 def _run(args):
-    from lightmod.compat import install_as_mxnet
     _need_file(args.script, "script")
-    install_as_mxnet()
+    # Nothing is imported for the program: the first `import mxnet` (here or in any process
+    # the program starts, which inherit the variable) resolves to lightmod.
+    import lightmod_mxnet_alias
+    os.environ[lightmod_mxnet_alias.ENV_VAR] = "1"
+    lightmod_mxnet_alias.install()
     sys.argv = [args.script] + list(args.script_args)
     sys.path.insert(0, os.path.dirname(os.path.abspath(args.script)))
     runpy.run_path(args.script, run_name="__main__")

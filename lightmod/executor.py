@@ -10,8 +10,9 @@ per-node call lists in topological order calling ``op.forward`` with backend arr
 Gradients: an intermediate result consumed by several operators gets one buffer; the first
 writer in backward order uses req 'write' and later ones 'add' (no temporaries). Arguments
 honour their ``grad_req`` ('write', 'add' accumulates across backward calls, 'null' gives no
-gradient array). Loss heads (``op.is_loss``) and BlockGrad heads (``op.head_grad_unused``) take
-no head gradient; other heads need one only when some gradient actually depends on them.
+gradient array). Heads whose operator ignores the head gradient (loss heads, BlockGrad, custom
+operators without ``need_top_grad``) take no head gradient; other heads need one only when some
+gradient actually depends on them.
 """
 import time
 from typing import NamedTuple
@@ -589,8 +590,8 @@ class Executor:
         head_reqs = {}
         for i, eid in enumerate(g.heads):
             node = g.nodes[g.entry_node[eid]]
-            takes_head_grad = node.op is None or not (node.op.is_loss or
-                                                      node.op.head_grad_unused)
+            takes_head_grad = node.op is None or \
+                not node.op.ignores_head_grad(g.params[g.entry_node[eid]])
             if needs[eid] and takes_head_grad:
                 head_reqs[(i, eid)] = next_req(eid)
         slot_reqs = {nid: [next_req(eid) if needs[eid] else GradReq.NULL

@@ -166,7 +166,7 @@ def _make_function(op, public_name):
     def function(*args, out=None, name=None, **kwargs):
         attrs = {}
         by_name = {}
-        if op.variadic is not None:
+        if op.variadic is not None or op.positional_inputs:
             arrays = []
             for a in args:
                 if isinstance(a, (list, tuple)) and all(isinstance(x, NDArray) for x in a):
@@ -183,7 +183,8 @@ def _make_function(op, public_name):
             if op.variadic in attrs and int(attrs[op.variadic]) != len(arrays):
                 raise MXNetError("%s: %s=%s but %d arrays were given"
                                  % (public_name, op.variadic, attrs[op.variadic], len(arrays)))
-            attrs[op.variadic] = len(arrays)
+            if op.variadic is not None:
+                attrs[op.variadic] = len(arrays)
             p = op.parse(attrs)
             return invoke_parsed(op, p, arrays, out)
         pos = list(args)

@@ -302,6 +302,7 @@ class Operator:
     aux = ()                    # names among `inputs` that are auxiliary (mutable) states
     params = {}                 # name -> Param, in the order MXNet's generated function takes them
     variadic = None             # name of the count parameter for ops taking *inputs ("num_args")
+    positional_inputs = False   # True: *inputs named by list_inputs(p), no count parameter
     hint = None                 # auto-name hint; default: the op name lower-cased
     is_loss = False             # loss heads ignore the head gradient
     head_grad_unused = False    # backward never reads out_grads (BlockGrad): needs no head gradient
@@ -415,6 +416,11 @@ class Operator:
 
     def has_backward(self, p):
         return True
+
+    def ignores_head_grad(self, p):
+        """Whether backward ignores the gradient of the outputs, so a head made by this
+        operator needs none (loss heads; BlockGrad)."""
+        return self.is_loss or self.head_grad_unused
 
     def __repr__(self):
         return "<Operator %s>" % self.name

@@ -67,9 +67,11 @@ class Node:
 
     def aux_slots(self):
         """Positions of the inputs this operator mutates (its auxiliary states)."""
-        if self.op is None or not self.op.aux:
+        if self.op is None:
             return ()
-        aux = self.op.aux
+        aux = self.op.list_aux(self.params())
+        if not aux:
+            return ()
         return tuple(i for i, n in enumerate(self.input_names()) if n in aux)
 
     def output_name(self, index):

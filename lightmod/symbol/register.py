@@ -16,7 +16,7 @@ __all__ = ["find_function", "op_function"]
 
 def _make_function(op, public_name):
     hint = op.hint if (op.hint is not None and public_name == op.name) else public_name.lower()
-    if op.variadic is not None:
+    if op.variadic is not None or op.positional_inputs:
         function = _variadic_function(op, hint, public_name)
     else:
         function = _plain_function(op, hint, public_name)
@@ -48,7 +48,7 @@ def _variadic_function(op, hint, public_name):
                                      "%s" % str(a))
         sym_kwargs = {k: v for k, v in kwargs.items() if isinstance(v, Symbol)}
         params = {k: v for k, v in kwargs.items() if not isinstance(v, Symbol)}
-        if op.variadic not in params:
+        if op.variadic is not None and op.variadic not in params:
             params[op.variadic] = len(sym_args) + len(sym_kwargs)
         return create_op_symbol(op, hint, sym_args, params, sym_kwargs, name, attr)
     return function

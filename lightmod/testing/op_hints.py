@@ -66,6 +66,11 @@ class Hint:
         return value(p) if callable(value) else value
 
 
+def _softsign_op_type(ndim, data_shape):
+    from .custom_ops import SOFTSIGN
+    return st.just(SOFTSIGN)
+
+
 # --- value makers ------------------------------------------------------------------------------
 def _positive(rng, shape, p, shapes):
     return rng.uniform(0.5, 2.0, shape)
@@ -203,6 +208,8 @@ HINTS = {
     "BatchNorm": Hint(ndims=(2, 4), tol=(1e-4, 1e-7), values={"moving_var": _positive}),
     "InstanceNorm": Hint(ndims=(3, 4), tol=(1e-4, 1e-7)),
     "LRN": Hint(ndims=(4, 4)),
+    # a Python custom operator registered by lightmod.testing.custom_ops
+    "Custom": Hint(params={"op_type": _softsign_op_type}),
     "Reshape": Hint(ndims=(1, 3), params={"shape": _reshape_target}),
     "SliceChannel": Hint(ndims=(2, 4), params={"num_outputs": _divisor_of_axis1,
                                                "axis": lambda n, s: st.just(1)}),
