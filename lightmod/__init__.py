@@ -39,3 +39,11 @@ from . import monitor
 from . import monitor as mon
 from . import rnn
 from . import test_utils
+
+
+def __getattr__(name):
+    # mx.onnx is imported on first use: it is the only part that needs the optional onnx package
+    if name == "onnx":
+        import importlib
+        return importlib.import_module(".onnx", __name__)
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
