@@ -25,11 +25,14 @@ def random_params(sym, shapes, seed=0, int_inputs=()):
     return args, aux
 
 
-def lightmod_forward(sym, args, aux, feeds):
-    """Inference outputs of ``sym`` on ``feeds`` (numpy arrays by input name)."""
+def lightmod_forward(sym, args, aux, feeds, label_shapes=None):
+    """Inference outputs of ``sym`` on ``feeds`` (numpy arrays by input name); ``label_shapes``
+    gives the shapes of labels that inference cannot deduce (their values are not read)."""
     bound = dict(args)
     bound.update({k: mx.nd.array(v, dtype=v.dtype) for k, v in feeds.items()})
-    arg_shapes, _, _ = sym.infer_shape_partial(**{k: v.shape for k, v in feeds.items()})
+    known = {k: v.shape for k, v in feeds.items()}
+    known.update(label_shapes or {})
+    arg_shapes, _, _ = sym.infer_shape_partial(**known)
     for name, shape in zip(sym.list_arguments(), arg_shapes):
         if name not in bound:       # labels: not read by the inference forward
             bound[name] = mx.nd.zeros(shape)
@@ -49,7 +52,7 @@ def assert_close(got, want, what, rtol=RTOL, atol=1e-6):
 
 
 def check_export(sym, feeds_list, tmp_path, args=None, aux=None, opset=13, dynamic=True,
-                 round_trip=True, rtol=RTOL, atol=1e-6, name="model"):
+                 round_trip=True, rtol=RTOL, atol=1e-6, name="model", label_shapes=None):
     """Export ``sym`` for the first feeds, then compare ONNX Runtime (and the re-imported model)
     with lightmod's forward on every feeds dict. Returns the ONNX path."""
     first = feeds_list[0]
@@ -65,7 +68,8 @@ def check_export(sym, feeds_list, tmp_path, args=None, aux=None, opset=13, dynam
     if round_trip:
         sym2, args2, aux2 = mx.contrib.onnx.import_model(str(path))
     for feeds in feeds_list:
-        want = lightmod_forward(sym, args, aux or {}, feeds)
+        labels = label_shapes(feeds) if label_shapes else None
+        want = lightmod_forward(sym, args, aux or {}, feeds, labels)
         got = ort_run(path, feeds)
         assert len(got) == len(want)
         for i, (g, w) in enumerate(zip(got, want)):
