@@ -41,9 +41,9 @@ from . import rnn
 from . import test_utils
 
 
-def __getattr__(name):
+def __getattr__(attr):
     # mx.onnx is imported on first use: it is the only part that needs the optional onnx package
-    if name == "onnx":
+    if attr == "onnx":
         import importlib
         return importlib.import_module(".onnx", __name__)
-    raise AttributeError("module %r has no attribute %r" % (__name__, name))
+    raise AttributeError("module %r has no attribute %r" % (__name__, attr))

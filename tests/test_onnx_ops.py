@@ -155,13 +155,15 @@ for _name in ("log", "sqrt", "reciprocal"):
 for _name in ("elemwise_add", "elemwise_sub", "elemwise_mul", "elemwise_div", "_maximum",
               "_minimum", "_power", "_equal", "_not_equal", "_greater", "_greater_equal",
               "_lesser", "_lesser_equal"):
-    CASES[_name] = [case(lambda n=_name: getattr(S._internal, n)(D, D2), {"data": ("N", 4), "data2": ("N", 4)},
+    CASES[_name] = [case(lambda n=_name: getattr(S._internal, n)(D, D2),
+                         {"data": ("N", 4), "data2": ("N", 4)},
                          domain="positive" if _name == "_power" else "grid")]
 for _name in ("broadcast_add", "broadcast_sub", "broadcast_mul", "broadcast_div",
               "broadcast_maximum", "broadcast_minimum", "broadcast_power", "broadcast_equal",
               "broadcast_not_equal", "broadcast_greater", "broadcast_greater_equal",
               "broadcast_lesser", "broadcast_lesser_equal"):
-    CASES[_name] = [case(lambda n=_name: getattr(S._internal, n)(D, D2), {"data": ("N", 3, 4), "data2": (1, 4)},
+    CASES[_name] = [case(lambda n=_name: getattr(S._internal, n)(D, D2),
+                         {"data": ("N", 3, 4), "data2": (1, 4)},
                          domain="positive" if _name == "broadcast_power" else "grid")]
 for _name in ("_plus_scalar", "_minus_scalar", "_rminus_scalar", "_mul_scalar", "_div_scalar",
               "_rdiv_scalar", "_power_scalar", "_rpower_scalar", "_maximum_scalar",
