@@ -283,10 +283,12 @@ def test_untranslatable_attributes_name_the_node(tmp_path):
     data = S.Variable("data")
     cases = [S.Reshape(data, shape=(-1, 2), reverse=True, name="rev"),
              S.Pooling(data, kernel=(2,), pool_type="max", pooling_convention="same", name="same"),
-             S.Deconvolution(data, kernel=(2,), num_filter=2, target_shape=(5,), name="target")]
-    for sym in cases:
+             S.Deconvolution(data, kernel=(2,), num_filter=2, target_shape=(5,), name="target"),
+             S.Dropout(data, mode="always", name="always"),
+             S.BatchNorm(data, output_mean_var=True, name="stats")[0]]
+    for sym, name in zip(cases, ["rev", "same", "target", "always", "stats"]):
         args, aux = random_params(sym, {"data": (2, 4, 4)})
-        with pytest.raises(MXNetError, match="node '%s'" % sym.name):
+        with pytest.raises(MXNetError, match="node '%s'" % name):
             mx.onnx.export_model(sym, [args, aux], [(2, 4, 4)],
                                  onnx_file_path=str(tmp_path / "x.onnx"))
 

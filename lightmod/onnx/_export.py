@@ -185,6 +185,14 @@ def _live_nodes(nodes, heads):
     return live
 
 
+def _entry_name(node, index):
+    """The name ``get_internals().list_outputs()`` gives output ``index`` of a JSON node."""
+    if node["op"] == "null":
+        return node["name"]
+    op = registry.get(node["op"])
+    return "%s_%s" % (node["name"], op.list_outputs(op.parse(node.get("attrs", {})))[index])
+
+
 def _normalise_types(in_types, count):
     if isinstance(in_types, (list, tuple)):
         types = list(in_types)
@@ -268,11 +276,7 @@ def build_model(sym, params, in_shapes, in_types=np.float32, dynamic=False,
         for pos, (src, idx, _) in enumerate(node["inputs"]):
             reads = entry.reads is None or pos in entry.reads
             ins.append(tensors[(src, idx)] if reads else "")
-            key = nodes[src]["name"] if nodes[src]["op"] == "null" else None
-            if key is None:
-                src_op = registry.get(nodes[src]["op"])
-                src_p = src_op.parse(nodes[src].get("attrs", {}))
-                key = "%s_%s" % (nodes[src]["name"], src_op.list_outputs(src_p)[idx])
+            key = _entry_name(nodes[src], idx)
             in_s.append(shape_of.get(key, known_shapes.get(key)))
             in_t.append(type_of.get(key, known_types.get(key)))
         info = NodeInfo(name, op, p, ins, in_s, in_t,
@@ -294,12 +298,7 @@ def build_model(sym, params, in_shapes, in_types=np.float32, dynamic=False,
     outputs = []
     for nid, idx, _ in heads:
         tensor = tensors[(nid, idx)]
-        node = nodes[nid]
-        if node["op"] == "null":
-            key = node["name"]
-        else:
-            op = registry.get(node["op"])
-            key = "%s_%s" % (node["name"], op.list_outputs(op.parse(node.get("attrs", {})))[idx])
+        key = _entry_name(nodes[nid], idx)
         shape, dtype = shape_of.get(key), type_of.get(key) or np.float32
         if shape is None:
             raise MXNetError("export_model: the shape of output '%s' could not be inferred" % key)

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from ..operator.rnn_op import param_layout
 from ._table import translates
 
 INT64_MAX = 2 ** 63 - 1
@@ -85,14 +86,16 @@ def _batch_norm(g, node):
     rank = node.rank()
     if p.axis % rank != 1:
         raise node.error("axis=%d is not supported (the channel axis must be 1)", p.axis)
+    if p.output_mean_var:
+        raise node.error("output_mean_var=True is not supported (the inference form has one "
+                         "output)")
     data, gamma, beta, mean, var = node.inputs
     if p.fix_gamma:
         # fix_gamma: the scale is 1 whatever the stored gamma holds
         gamma_shape = node.in_shapes[1]
         gamma = g.const(np.ones(gamma_shape, dtype=node.in_dtypes[1] or np.float32),
                         node.name + "_unit_gamma")
-    y = g.add("BatchNormalization", [data, gamma, beta, mean, var], node.name, epsilon=p.eps)
-    return [y, mean, var]
+    return [g.add("BatchNormalization", [data, gamma, beta, mean, var], node.name, epsilon=p.eps)]
 
 
 @translates("InstanceNorm")
@@ -248,6 +251,8 @@ def _logistic_output(g, node):
 @translates("Dropout", "BlockGrad", "_copy", "make_loss", reads=(0,))
 def _identity(g, node):
     """Inference-time identities (Dropout only drops while training)."""
+    if node.op.name == "Dropout" and node.p.mode == "always":
+        raise node.error("mode='always' drops at inference too, which ONNX cannot express")
     return [g.add("Identity", [node.inputs[0]], node.name)]
 
 
@@ -628,7 +633,6 @@ _RNN_ONNX = {"lstm": "LSTM", "gru": "GRU", "rnn_tanh": "RNN", "rnn_relu": "RNN"}
 
 @translates("RNN")
 def _rnn(g, node):
-    from ..operator.rnn_op import param_layout
     p = node.p
     flat = g.param_value(node.inputs[1])
     if flat is None:
