@@ -46,6 +46,14 @@ CASES = {
         case(lambda: S.BatchNorm(D, name="op"), {"data": ("N", 5)}),      # fix_gamma=True
     ],
     "InstanceNorm": [case(lambda: S.InstanceNorm(D, eps=1e-4, name="op"), {"data": ("N", 3, 5, 4)})],
+    "LayerNorm": [case(lambda: S.LayerNorm(D, eps=1e-3, name="op"), {"data": ("N", 3, 5)}),
+                  case(lambda: S.LayerNorm(D, axis=1, name="op"), {"data": ("N", 4, 3)})],
+    "L2Normalization": [case(lambda m=m: S.L2Normalization(D, mode=m), {"data": ("N", 3, 2, 2)})
+                        for m in ("instance", "channel", "spatial")],
+    "UpSampling": [case(lambda: S.UpSampling(D, scale=2, sample_type="nearest", num_args=1),
+                        {"data": ("N", 2, 3, 3)}, round_trip=False)],
+    "broadcast_axis": [case(lambda: S.broadcast_axis(D, axis=(1, 2), size=(3, 2)),
+                            {"data": ("N", 1, 1)})],
     "LRN": [case(lambda: S.LRN(D, nsize=3, alpha=1e-3, beta=0.7, knorm=1.5, name="op"),
                  {"data": ("N", 5, 3, 3)})],
     "Pooling": [

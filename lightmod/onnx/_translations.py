@@ -103,6 +103,58 @@ def _instance_norm(g, node):
     return [g.add("InstanceNormalization", node.inputs, node.name, epsilon=node.p.eps)]
 
 
+@translates("LayerNorm")
+def _layer_norm(g, node):
+    """(x - mean) / sqrt(var + eps) * gamma + beta over one axis (LayerNormalization is opset 17)."""
+    p = node.p
+    if p.output_mean_var:
+        raise node.error("output_mean_var=True is not supported")
+    rank = node.rank()
+    axis = p.axis % rank
+    x, gamma, beta = node.inputs
+    mean = g.reduce("ReduceMean", x, [axis], True, node.name + "_mean")
+    centred = g.add("Sub", [x, mean], node.name + "_centred")
+    var = g.reduce("ReduceMean", g.add("Mul", [centred, centred], node.name + "_sq"), [axis], True,
+                   node.name + "_var")
+    std = g.add("Sqrt", [g.add("Add", [var, _scalar(g, node, p.eps, node.name + "_eps")],
+                               node.name + "_var_eps")], node.name + "_std")
+    normed = g.add("Div", [centred, std], node.name + "_normed")
+    if axis != rank - 1:
+        # gamma and beta run along `axis`: give them the trailing unit axes
+        trailing = list(range(1, rank - axis))
+        gamma = g.unsqueeze(gamma, trailing, node.name + "_gamma")
+        beta = g.unsqueeze(beta, trailing, node.name + "_beta")
+    scaled = g.add("Mul", [normed, gamma], node.name + "_scaled")
+    return [g.add("Add", [scaled, beta], node.name)]
+
+
+@translates("L2Normalization")
+def _l2_normalization(g, node):
+    p = node.p
+    rank = node.rank()
+    axes = {"instance": list(range(1, rank)), "channel": [1],
+            "spatial": list(range(2, rank))}[p.mode]
+    x = node.inputs[0]
+    total = g.reduce("ReduceSum", g.add("Mul", [x, x], node.name + "_sq"), axes, True,
+                     node.name + "_sumsq")
+    norm = g.add("Sqrt", [g.add("Add", [total, _scalar(g, node, p.eps, node.name + "_eps")],
+                                node.name + "_sumsq_eps")], node.name + "_norm")
+    return [g.add("Div", [x, norm], node.name)]
+
+
+@translates("UpSampling")
+def _upsampling(g, node):
+    p = node.p
+    if p.sample_type != "nearest" or p.num_args != 1:
+        raise node.error("only sample_type='nearest' with one input is supported")
+    rank = node.rank()
+    scales = g.const(np.asarray([1.0, 1.0] + [float(p.scale)] * (rank - 2), np.float32),
+                     node.name + "_scales")
+    roi = g.const(np.zeros(0, np.float32), node.name + "_roi")
+    return [g.add("Resize", [node.inputs[0], roi, scales], node.name, mode="nearest",
+                  coordinate_transformation_mode="asymmetric", nearest_mode="floor")]
+
+
 @translates("LRN")
 def _lrn(g, node):
     p = node.p
@@ -449,6 +501,14 @@ def _tile(g, node):
         x = g.unsqueeze(x, list(range(len(reps) - rank)), node.name + "_lead")
     reps = [1] * (rank - len(reps)) + reps
     return [g.add("Tile", [x, g.ints(reps, node.name + "_reps")], node.name)]
+
+
+@translates("broadcast_axis")
+def _broadcast_axis(g, node):
+    target = [1] * node.rank()
+    for axis, size in zip(node.p.axis, node.p.size):
+        target[axis] = size
+    return [g.add("Expand", [node.inputs[0], g.ints(target, node.name + "_shape")], node.name)]
 
 
 @translates("broadcast_to")
