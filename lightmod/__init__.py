@@ -43,3 +43,11 @@ from . import monitor as mon
 from . import rnn
 from . import test_utils
 from . import gluon
+
+
+def __getattr__(attr):
+    # mx.onnx is imported on first use: it is the only part that needs the optional onnx package
+    if attr == "onnx":
+        import importlib
+        return importlib.import_module(".onnx", __name__)
+    raise AttributeError("module %r has no attribute %r" % (__name__, attr))

@@ -1,4 +1,4 @@
-"""The ``lightmod`` command: demo, info, summary, inspect, run, im2rec."""
+"""The ``lightmod`` command: demo, info, summary, inspect, run, im2rec, export-onnx."""
 import argparse
 import logging
 import os
@@ -183,6 +183,25 @@ def _im2rec(args):
     return im2rec.main(args.im2rec_args)
 
 
+def _export_onnx(args):
+    from lightmod.onnx._check import export_and_compare
+    shapes = {}
+    for item in args.shape:
+        name, _, dims = item.partition("=")
+        shapes[name] = tuple(int(d) for d in dims.split(",") if d)
+    report = export_and_compare(args.prefix, args.epoch, shapes, args.output,
+                                opset_version=args.opset, dynamic=args.dynamic)
+    print("Exported %s-symbol.json / %s-%04d.params to %s (opset %d)"
+          % (args.prefix, args.prefix, args.epoch, args.output, args.opset))
+    worst = 0.0
+    for name, diff, scale in report:
+        rel = diff / scale if scale else diff
+        worst = max(worst, rel)
+        print("%s: largest difference ONNX Runtime vs lightmod %.3g (relative %.3g)"
+              % (name, diff, rel))
+    return 0 if worst <= 1e-4 else 1
+
+
 class CliError(Exception):
     """A bad command line or input file: one line on stderr, exit status 2."""
 
@@ -262,6 +281,17 @@ def main(argv=None):
                             "flags; lightmod im2rec --help)")
     p.add_argument("im2rec_args", nargs=argparse.REMAINDER)
     p.set_defaults(func=_im2rec)
+
+    p = sub.add_parser("export-onnx", help="export a checkpoint to ONNX and check it with "
+                                           "ONNX Runtime (needs the onnx extra)")
+    p.add_argument("prefix", help="checkpoint prefix (PREFIX-symbol.json)")
+    p.add_argument("epoch", type=int, help="checkpoint epoch (PREFIX-EPOCH.params)")
+    p.add_argument("--shape", action="append", required=True,
+                   help="input shape, e.g. --shape data=1,3,224,224 (repeatable)")
+    p.add_argument("-o", "--output", default="model.onnx", help="the ONNX file to write")
+    p.add_argument("--opset", type=int, default=13, choices=(12, 13))
+    p.add_argument("--dynamic", action="store_true", help="leave the input dims open")
+    p.set_defaults(func=_export_onnx)
 
     args = parser.parse_args(argv)
     try:
