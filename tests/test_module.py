@@ -366,27 +366,26 @@ def test_bind_allocates_zero_cache_and_zero_grads():
 
 # --- optimizer wiring ----------------------------------------------------------------------------
 def test_module_reshape_keeps_rescale_grad():
-    data = mx.sym.Variable("data")
-    sym = mx.sym.FullyConnected(data, num_hidden=20, name="fc")
-    dshape = (7, 20)
-    mod = mx.mod.Module(sym, ("data",), None, context=[mx.cpu(0), mx.cpu(1)])
-    mod.bind(data_shapes=[("data", dshape)])
+    """rescale_grad is fixed at init_optimizer: after a reshape to twice the batch, one
+    update with all-one head gradients moves the bias twice as far."""
+    net = mx.sym.FullyConnected(mx.sym.Variable("data"), num_hidden=20, name="fc")
+    mod = mx.mod.Module(net, ("data",), None, context=[mx.cpu(0), mx.cpu(1)])
+    mod.bind(data_shapes=[("data", (7, 20))])
     mod.init_params()
     mod.init_optimizer(optimizer_params={"learning_rate": 1})
-    mod.forward(mx.io.DataBatch(data=[mx.nd.ones(dshape)], label=None))
-    mod.backward([mx.nd.ones(dshape)])
-    mod.update()
-    assert mod.get_outputs()[0].shape == dshape
-    assert (mod.get_params()[0]["fc_bias"].asnumpy() == -1).all()
 
-    dshape = (14, 20)
-    mod.reshape(data_shapes=[("data", dshape)])
-    mod.forward(mx.io.DataBatch(data=[mx.nd.ones(dshape)], label=None))
-    mod.backward([mx.nd.ones(dshape)])
-    mod.update()
-    assert mod.get_outputs()[0].shape == dshape
-    # rescale_grad is still 1/7: a 14-sample batch moves the bias by 2
-    assert (mod.get_params()[0]["fc_bias"].asnumpy() == -3).all()
+    def one_step(rows):
+        if (rows, 20) != mod.data_shapes[0].shape:
+            mod.reshape(data_shapes=[("data", (rows, 20))])
+        mod.forward(mx.io.DataBatch(data=[mx.nd.ones((rows, 20))], label=None))
+        mod.backward([mx.nd.ones((rows, 20))])
+        mod.update()
+        assert mod.get_outputs()[0].shape == (rows, 20)
+        return mod.get_params()[0]["fc_bias"].asnumpy()
+
+    # the bias starts at 0; its gradient is the batch size, scaled by 1/7
+    assert np.all(one_step(7) == -1)
+    assert np.all(one_step(14) == -3)
 
 
 def test_module_init_optimizer_idx2name():
@@ -908,19 +907,17 @@ def test_factorization_machine_module(optimizer, epochs, target):
     factor_size, feature_dim, batch_size, num_batches = 4, 10000, 64, 5
     init = mx.init.Normal(sigma=0.01)
     x = mx.sym.Variable("data", stype="csr")
-    v = mx.sym.Variable("v", shape=(feature_dim, factor_size), init=init, stype="row_sparse")
-    w1_weight = mx.sym.var("w1_weight", shape=(feature_dim, 1), init=init, stype="row_sparse")
-    w1_bias = mx.sym.var("w1_bias", shape=(1,))
-    w1 = mx.sym.broadcast_add(mx.sym.dot(x, w1_weight), w1_bias)
-    v_s = mx.sym._internal._square_sum(data=v, axis=1, keepdims=True)
-    x_s = mx.sym.square(data=x)
-    bd_sum = mx.sym.dot(x_s, v_s)
-    w2 = mx.sym.dot(x, v)
-    w2_squared = 0.5 * mx.sym.square(data=w2)
-    w_all = mx.sym.Concat(w1, w2_squared, dim=1)
-    sum1 = mx.sym.sum(data=w_all, axis=1, keepdims=True)
-    sum2 = 0.5 * mx.sym.negative(bd_sum)
-    model = mx.sym.LinearRegressionOutput(data=mx.sym.elemwise_add(sum1, sum2),
+    factors = mx.sym.Variable("v", shape=(feature_dim, factor_size), init=init,
+                              stype="row_sparse")
+    weight = mx.sym.var("w1_weight", shape=(feature_dim, 1), init=init, stype="row_sparse")
+    linear = mx.sym.broadcast_add(mx.sym.dot(x, weight), mx.sym.var("w1_bias", shape=(1,)))
+    # the pairwise term 0.5 * (sum_f (x.v_f)^2 - sum_i x_i^2 |v_i|^2)
+    projected_sq = mx.sym.sum(data=mx.sym.square(data=mx.sym.dot(x, factors)), axis=1,
+                              keepdims=True)
+    self_terms = mx.sym.dot(mx.sym.square(data=x),
+                            mx.sym._internal._square_sum(data=factors, axis=1, keepdims=True))
+    pairwise = 0.5 * mx.sym.elemwise_sub(projected_sq, self_terms)
+    model = mx.sym.LinearRegressionOutput(data=mx.sym.elemwise_add(linear, pairwise),
                                           label=mx.sym.Variable("label"))
 
     num_samples = batch_size * num_batches
