@@ -611,25 +611,33 @@ def test_save_then_load_gives_same_outputs(tmp_path):
 
 
 # --- forward reshape, batch API variants ---------------------------------------------------------
-def test_forward_reshape_changes_batch_and_spatial_dims():
-    num_class = 10
-    data1 = mx.sym.Variable("data1")
-    data2 = mx.sym.Variable("data2")
-    conv1 = mx.sym.Convolution(data=data1, kernel=(2, 2), num_filter=2, stride=(2, 2))
-    conv2 = mx.sym.Convolution(data=data2, kernel=(3, 3), num_filter=3, stride=(1, 1))
-    pool1 = mx.sym.Pooling(data=conv1, kernel=(2, 2), stride=(1, 1), pool_type="avg")
-    pool2 = mx.sym.Pooling(data=conv2, kernel=(2, 2), stride=(1, 1), pool_type="max")
-    total = mx.sym.sum(data=mx.sym.flatten(pool1), axis=1) + \
-        mx.sym.sum(data=mx.sym.flatten(pool2), axis=1)
-    fc = mx.sym.FullyConnected(data=total, num_hidden=num_class)
-    sym = mx.sym.SoftmaxOutput(data=fc, name="softmax")
+def _two_branch_conv_net(num_class):
+    """Two image inputs of any spatial size, each convolved, pooled and summed per sample,
+    then classified."""
+    per_sample = []
+    for name, kernel, filters, stride, pool_type in (("data1", (2, 2), 2, (2, 2), "avg"),
+                                                     ("data2", (3, 3), 3, (1, 1), "max")):
+        features = mx.sym.Pooling(
+            data=mx.sym.Convolution(data=mx.sym.Variable(name), kernel=kernel,
+                                    num_filter=filters, stride=stride),
+            kernel=(2, 2), stride=(1, 1), pool_type=pool_type)
+        per_sample.append(mx.sym.sum(data=mx.sym.flatten(features), axis=1))
+    scores = mx.sym.FullyConnected(data=per_sample[0] + per_sample[1], num_hidden=num_class)
+    return mx.sym.SoftmaxOutput(data=scores, name="softmax")
 
+
+def test_forward_reshape_changes_batch_and_spatial_dims():
+    """forward re-shapes the executors whenever a batch's data shapes differ from the bound
+    ones: the batch size and the image sizes may change, and training goes on."""
+    num_class = 10
+    sym = _two_branch_conv_net(num_class)
     mod = mx.mod.Module(symbol=sym, data_names=["data1", "data2"],
                         label_names=["softmax_label"])
     mod.bind(data_shapes=[("data1", (10, 3, 16, 16)), ("data2", (10, 3, 8, 8))],
              label_shapes=[("softmax_label", (10,))])
     mod.init_params()
     mod.init_optimizer(optimizer_params={"learning_rate": 0.01})
+    start = {name: value.asnumpy() for name, value in mod.get_params()[0].items()}
     for n, s1, s2 in [(10, (16, 16), (8, 8)), (3, (16, 16), (8, 8)), (20, (16, 16), (8, 8)),
                       (20, (30, 30), (8, 16)), (5, (7, 10), (6, 4))]:
         batch = mx.io.DataBatch(data=[nd.random.uniform(0, 9, (n, 3) + s1),
@@ -639,6 +647,10 @@ def test_forward_reshape_changes_batch_and_spatial_dims():
         assert mod.get_outputs()[0].shape == (n, num_class)
         mod.backward()
         mod.update()
+    # every update reached the parameters shared by the re-shaped executors
+    after = mod.get_params()[0]
+    assert all(not np.array_equal(after[name].asnumpy(), value) for name, value in start.items()
+               if name.endswith("_weight"))
 
     eval_it = mx.io.NDArrayIter(data=[nd.random.uniform(0, 9, (30, 3, 10, 10)),
                                       nd.random.uniform(15, 25, (30, 3, 6, 8))],

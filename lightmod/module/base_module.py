@@ -39,6 +39,18 @@ def _check_lifecycle(module, action, params=False, optimizer=False, bound=True):
 _PARAMETER_SUFFIXES = ("_weight", "_bias", "_gamma", "_beta")
 
 
+def _attribute_view(attribute, doc, bound=False):
+    """A read-only property returning ``self.<attribute>``; with ``bound`` it first raises
+    NotBoundError on a module that is not bound."""
+    public = attribute.lstrip("_")
+
+    def read(module):
+        if bound:
+            _check_lifecycle(module, public)
+        return getattr(module, attribute)
+    return property(read, doc=doc)
+
+
 def _check_input_names(symbol, names, typename, throw):
     """Check that every name in ``names`` is an argument of ``symbol``.
 
@@ -155,6 +167,8 @@ def _feed_metric(module, eval_metric, batch):
         module.update_metric(eval_metric, batch.label)
 
 
+_NO_MORE_BATCHES = object()
+
 _LIFECYCLE_FLAGS = ("binded", "for_training", "inputs_need_grad", "params_initialized",
                     "optimizer_initialized")
 
@@ -186,46 +200,58 @@ class _FitLoop:
         batch's metric update but before its batch-end callbacks run. Returns whether a
         callback asked to stop.
         """
-        module, train_metric = self.module, self.train_metric
-        monitor = self.fit_locals["monitor"]
-        row_id_fn = self.fit_locals["sparse_row_id_fn"]
-        callbacks = self.fit_locals["batch_end_callback"] if self.chief else None
-        dist_kv = self.dist_kv
         started = time.time()
-        train_metric.reset()
+        self.train_metric.reset()
+        monitor = self.fit_locals["monitor"]
         batches = iter(self.train_data)
         upcoming = next(batches)
-        stop = last = False
+        stop = False
         nbatch = 0
-        while not last:
+        while upcoming is not _NO_MORE_BATCHES:
             data_batch = upcoming
-            if monitor is not None:
-                monitor.tic()
-            module.forward_backward(data_batch)
-            module.update()
-            _feed_metric(module, train_metric, data_batch)
-            try:
-                upcoming = next(batches)
-                module.prepare(upcoming, sparse_row_id_fn=row_id_fn)
-            except StopIteration:
-                last = True
+            self._train_on(data_batch, monitor)
+            upcoming = self._prefetch(batches)
             if monitor is not None:
                 monitor.toc_print()
+            last = upcoming is _NO_MORE_BATCHES
             if last:
-                summary = train_metric.get_global_name_value()
-            if callbacks is not None:
-                stop |= _call_all(callbacks, self._batch_end_param(epoch, nbatch, data_batch))
-            if dist_kv is not None:
-                # rank 0 decides; this also ends workers whose epochs are longer than rank 0's
-                stop = dist_kv._agree_to_stop(stop, last_batch=last)
+                summary = self.train_metric.get_global_name_value()
+            stop = self._end_batch(epoch, nbatch, data_batch, stop, last)
             if stop and not last:
-                last = True
-                summary = train_metric.get_global_name_value()
+                summary = self.train_metric.get_global_name_value()
+                break
             nbatch += 1
         if self.chief:
             for name, value in summary:
-                module.logger.info('Epoch[%d] Train-%s=%f', epoch, name, value)
-            module.logger.info('Epoch[%d] Time cost=%.3f', epoch, time.time() - started)
+                self.module.logger.info('Epoch[%d] Train-%s=%f', epoch, name, value)
+            self.module.logger.info('Epoch[%d] Time cost=%.3f', epoch, time.time() - started)
+        return stop
+
+    def _train_on(self, data_batch, monitor):
+        """One optimisation step on ``data_batch`` and the metric update for it."""
+        if monitor is not None:
+            monitor.tic()
+        self.module.forward_backward(data_batch)
+        self.module.update()
+        _feed_metric(self.module, self.train_metric, data_batch)
+
+    def _prefetch(self, batches):
+        """The next batch, already prepared for, or _NO_MORE_BATCHES at the end."""
+        try:
+            batch = next(batches)
+            self.module.prepare(batch, sparse_row_id_fn=self.fit_locals["sparse_row_id_fn"])
+        except StopIteration:
+            return _NO_MORE_BATCHES
+        return batch
+
+    def _end_batch(self, epoch, nbatch, data_batch, stop, last):
+        """Batch-end callbacks (rank 0) and, across workers, the shared stop decision."""
+        callbacks = self.fit_locals["batch_end_callback"]
+        if callbacks is not None and self.chief:
+            stop |= _call_all(callbacks, self._batch_end_param(epoch, nbatch, data_batch))
+        if self.dist_kv is not None:
+            # rank 0 decides; this also ends workers whose epochs are longer than rank 0's
+            stop = self.dist_kv._agree_to_stop(stop, last_batch=last)
         return stop
 
     def _batch_end_param(self, epoch, nbatch, data_batch):

@@ -120,20 +120,21 @@ class BucketingModule(BaseModule):
 
     def set_params(self, arg_params, aux_params, allow_missing=False, force_init=True,
                    allow_extra=False):
-        """Assign parameter values (see :meth:`Module.set_params`)."""
-        if not allow_missing:
-            self.init_params(initializer=None, arg_params=arg_params, aux_params=aux_params,
-                             allow_missing=False, force_init=force_init)
-            return
-        if self.params_initialized and not force_init:
+        """Assign parameter values (see :meth:`Module.set_params`).
+
+        The lenient form (``allow_missing``) writes into the current bucket's devices, which
+        every bucket shares, and leaves the host cache stale.
+        """
+        if allow_missing and self.params_initialized and not force_init:
             warnings.warn("Parameters already initialized and force_init=False. "
                           "set_params call ignored.", stacklevel=2)
-            return
-        self._curr_module.set_params(arg_params, aux_params, allow_missing=True,
-                                     force_init=force_init, allow_extra=allow_extra)
-        # the devices were written directly: the cache is stale
-        self._params_dirty = True
-        self.params_initialized = True
+        elif allow_missing:
+            self._curr_module.set_params(arg_params, aux_params, allow_missing=True,
+                                         force_init=force_init, allow_extra=allow_extra)
+            self._params_dirty = self.params_initialized = True
+        else:
+            self.init_params(initializer=None, arg_params=arg_params, aux_params=aux_params,
+                             allow_missing=False, force_init=force_init)
 
     def init_params(self, initializer=Uniform(0.01), arg_params=None, aux_params=None,
                     allow_missing=False, force_init=False, allow_extra=False):

@@ -20,7 +20,8 @@ from ..io import DataDesc
 from ..model import (_create_kvstore, _initialize_kvstore,
                      _update_params, _update_params_on_kvstore, load_checkpoint)
 from ..ndarray import zeros
-from .base_module import BaseModule, _check_lifecycle, _declared_inputs, _parse_data_desc
+from .base_module import (BaseModule, _attribute_view, _check_lifecycle, _declared_inputs,
+                          _parse_data_desc)
 from .executor_group import DataParallelExecutorGroup
 
 __all__ = ["Module"]
@@ -147,27 +148,12 @@ class Module(BaseModule):
             logging.info('Saved optimizer state to "%s.states"', stem)
 
     # --- names and shapes ----------------------------------------------------------------------
-    @property
-    def data_names(self):
-        return self._data_names
-
-    @property
-    def label_names(self):
-        return self._label_names
-
-    @property
-    def output_names(self):
-        return self._output_names
-
-    @property
-    def data_shapes(self):
-        _check_lifecycle(self, "data_shapes")
-        return self._data_shapes
-
-    @property
-    def label_shapes(self):
-        _check_lifecycle(self, "label_shapes")
-        return self._label_shapes
+    data_names = _attribute_view("_data_names", "Inputs fed from ``DataBatch.data``.")
+    label_names = _attribute_view("_label_names", "Inputs fed from ``DataBatch.label``.")
+    output_names = _attribute_view("_output_names", "The symbol's outputs.")
+    data_shapes = _attribute_view("_data_shapes", "The bound data descriptions.", bound=True)
+    label_shapes = _attribute_view("_label_shapes", "The bound label descriptions (None "
+                                   "without labels).", bound=True)
 
     @property
     def output_shapes(self):

@@ -8,7 +8,7 @@ import logging
 from .. import ndarray as nd
 from ..base import MXNetError
 from ..initializer import Uniform
-from .base_module import BaseModule, _check_lifecycle
+from .base_module import BaseModule, _attribute_view, _check_lifecycle
 
 __all__ = ["PythonModule", "PythonLossModule"]
 
@@ -16,11 +16,6 @@ __all__ = ["PythonModule", "PythonLossModule"]
 def _listed(names):
     """Tuples of names become lists; anything else (a list, None) is kept as given."""
     return list(names) if isinstance(names, tuple) else names
-
-
-def _stored(attribute, doc):
-    """A read-only property returning ``self.<attribute>``."""
-    return property(lambda module: getattr(module, attribute), doc=doc)
 
 
 class PythonModule(BaseModule):
@@ -39,12 +34,12 @@ class PythonModule(BaseModule):
         # set by bind
         self._data_shapes = self._label_shapes = self._output_shapes = None
 
-    data_names = _stored("_data_names", "Names of the data inputs.")
-    output_names = _stored("_output_names", "Names of the outputs.")
-    data_shapes = _stored("_data_shapes", "The bound data shapes (None before bind).")
-    label_shapes = _stored("_label_shapes", "The bound label shapes (None before bind or "
+    data_names = _attribute_view("_data_names", "Names of the data inputs.")
+    output_names = _attribute_view("_output_names", "Names of the outputs.")
+    data_shapes = _attribute_view("_data_shapes", "The bound data shapes (None before bind).")
+    label_shapes = _attribute_view("_label_shapes", "The bound label shapes (None before bind or "
                                             "without labels).")
-    output_shapes = _stored("_output_shapes", "``[(name, shape)]`` of the outputs, computed "
+    output_shapes = _attribute_view("_output_shapes", "``[(name, shape)]`` of the outputs, computed "
                                               "at bind.")
 
     def get_params(self):
