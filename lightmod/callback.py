@@ -103,11 +103,12 @@ class ProgressBar:
         self.total = total
 
     def __call__(self, param):
-        count = param.nbatch
-        filled_len = int(round(self.bar_len * count / float(self.total)))
-        percents = math.ceil(100.0 * count / float(self.total))
-        prog_bar = "=" * filled_len + "-" * (self.bar_len - filled_len)
-        logging.info("[%s] %s%s\r", prog_bar, percents, "%")
+        def share_of(scale):
+            # scale first, then divide: the rounding below depends on this order
+            return scale * param.nbatch / float(self.total)
+        filled = int(round(share_of(self.bar_len)))
+        bar = "=" * filled + "-" * (self.bar_len - filled)
+        logging.info("[%s] %s%s\r", bar, math.ceil(share_of(100.0)), "%")
 
 
 class LogValidationMetricsCallback:

@@ -212,20 +212,18 @@ class Module(BaseModule):
         (``allow_missing=True``): the dicts are written straight into the devices; parameters
         they lack keep their values, and unknown names are a ValueError unless ``allow_extra``.
         """
-        if not allow_missing:
+        if allow_missing and self.params_initialized and not force_init:
+            warnings.warn("Parameters already initialized and force_init=False. "
+                          "set_params call ignored.", stacklevel=2)
+        elif allow_missing:
+            _check_lifecycle(self, "set_params()")
+            self._exec_group.set_params(arg_params, aux_params, allow_extra=allow_extra)
+            # only the devices saw the new values: the host copies must be refreshed before use
+            self._params_dirty = self.params_initialized = True
+        else:
             self.init_params(initializer=None, arg_params=arg_params, aux_params=aux_params,
                              allow_missing=False, force_init=force_init,
                              allow_extra=allow_extra)
-            return
-        if self.params_initialized and not force_init:
-            warnings.warn("Parameters already initialized and force_init=False. "
-                          "set_params call ignored.", stacklevel=2)
-            return
-        _check_lifecycle(self, "set_params()")
-        self._exec_group.set_params(arg_params, aux_params, allow_extra=allow_extra)
-        # only the devices saw the new values: the host copies must be refreshed before use
-        self._params_dirty = True
-        self.params_initialized = True
 
     # --- binding -----------------------------------------------------------------------------
     def bind(self, data_shapes, label_shapes=None, for_training=True, inputs_need_grad=False,
