@@ -794,6 +794,45 @@ def test_fit_stop_training_from_callback():
     assert stopper.stopped_epoch is not None and stopper.stopped_epoch < 19
 
 
+def test_fit_batch_end_locals_name_the_run():
+    """A batch-end callback's ``param.locals`` holds fit's arguments (``self`` included) and
+    the current ``epoch``, ``nbatch``, ``data_batch`` and training ``eval_metric``; fit's
+    own loop variables are not part of it (MXNet passes its frame's locals())."""
+    x, y = toy_data(16)
+    train = mx.io.NDArrayIter(x, y, batch_size=8)
+    seen = []
+    mod = mx.mod.Module(mlp())
+    mod.fit(train, num_epoch=2, batch_end_callback=lambda p: seen.append(dict(p.locals)))
+    assert [(loc["epoch"], loc["nbatch"]) for loc in seen] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    for loc in seen:
+        assert loc["self"] is mod and loc["train_data"] is train and loc["num_epoch"] == 2
+        assert isinstance(loc["data_batch"], mx.io.DataBatch)
+        assert isinstance(loc["eval_metric"], mx.metric.EvalMetric)
+        assert loc["eval_data"] is None and loc["begin_epoch"] == 0
+
+
+def test_fit_stop_from_batch_end_ends_the_epoch_early(caplog):
+    """StopTraining from a batch-end callback ends the epoch after that batch; the epoch is
+    still logged (its metric over the batches run) and its epoch-end callbacks still run."""
+    x, y = toy_data(24)
+    train = mx.io.NDArrayIter(x, y, batch_size=8)
+    calls = []
+
+    def stop_at_first_batch(param):
+        calls.append(("batch", param.epoch, param.nbatch))
+        raise StopTraining("enough")
+
+    mod = mx.mod.Module(mlp())
+    with caplog.at_level(logging.INFO):
+        mod.fit(train, num_epoch=3, batch_end_callback=stop_at_first_batch,
+                epoch_end_callback=lambda epoch, *rest: calls.append(("epoch", epoch)))
+    assert calls == [("batch", 0, 0), ("epoch", 0)]
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("Epoch[0] Train-accuracy=") for m in messages)
+    assert "Epoch[0] a callback asked to stop training" in messages
+    assert not any(m.startswith("Epoch[1]") for m in messages)
+
+
 def test_fit_reads_labels_before_next_batch():
     """The metric is updated from the current batch before the next one is fetched."""
     state = {"current": None}

@@ -430,6 +430,10 @@ class BaseModule:
         ``train_data``. A callback raising :class:`~lightmod.fit_callbacks.StopTraining` ends
         training after the current epoch's bookkeeping.
 
+        A batch-end callback gets ``BatchEndParam(epoch, nbatch, eval_metric, locals)`` whose
+        ``locals`` maps fit's argument names (``self`` included) to their values, plus the
+        current ``epoch``, ``nbatch``, ``data_batch`` and the training ``eval_metric``.
+
         With a distributed kvstore on several workers, batch-end and epoch-end callbacks and
         the epoch log lines run on rank 0 only, rank 0's stop decision holds for all workers,
         and parameters are re-broadcast from rank 0 at the end of every epoch.
