@@ -833,6 +833,48 @@ def test_fit_stop_from_batch_end_ends_the_epoch_early(caplog):
     assert not any(m.startswith("Epoch[1]") for m in messages)
 
 
+def test_fit_calls_in_order_with_validation_metric():
+    """Per epoch: the batch-end callbacks, then the epoch-end callbacks, then validation with
+    ``validation_metric`` (its batch-end callbacks, then its end callback)."""
+    x, y = toy_data(16)
+    train = mx.io.NDArrayIter(x, y, batch_size=8)
+    val = mx.io.NDArrayIter(x, y, batch_size=4)
+    calls = []
+    mod = mx.mod.Module(mlp())
+    mod.fit(train, eval_data=val, num_epoch=2, begin_epoch=1, eval_metric="acc",
+            validation_metric="mse",
+            batch_end_callback=lambda p: calls.append(("batch", p.epoch, p.nbatch,
+                                                       p.eval_metric.name)),
+            epoch_end_callback=lambda epoch, *rest: calls.append(("epoch", epoch)),
+            eval_batch_end_callback=lambda p: calls.append(("eval batch", p.epoch, p.nbatch,
+                                                            p.eval_metric.name)),
+            eval_end_callback=lambda p: calls.append(("eval end", p.epoch, p.nbatch)))
+    assert calls == [("batch", 1, 0, "accuracy"), ("batch", 1, 1, "accuracy"), ("epoch", 1),
+                     ("eval batch", 1, 0, "mse"), ("eval batch", 1, 1, "mse"),
+                     ("eval batch", 1, 2, "mse"), ("eval batch", 1, 3, "mse"),
+                     ("eval end", 1, 4)]
+
+
+def test_fit_prepares_each_prefetched_batch():
+    """fit prepares a batch (with sparse_row_id_fn) when it fetches it ahead of time: every
+    batch but the first of each epoch, as in MXNet."""
+    prepared = []
+
+    class Recording(mx.mod.Module):
+        def prepare(self, data_batch, sparse_row_id_fn=None):
+            prepared.append((data_batch.data[0].asnumpy()[0, 0], sparse_row_id_fn))
+
+    x, y = toy_data(24)
+    train = mx.io.NDArrayIter(x, y, batch_size=8)
+
+    def row_ids(batch):
+        return {}
+
+    Recording(mlp()).fit(train, num_epoch=2, sparse_row_id_fn=row_ids)
+    firsts = [x[8, 0], x[16, 0]]
+    assert prepared == [(first, row_ids) for first in firsts] * 2
+
+
 def test_fit_reads_labels_before_next_batch():
     """The metric is updated from the current batch before the next one is fetched."""
     state = {"current": None}
