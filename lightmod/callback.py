@@ -59,43 +59,39 @@ class Speedometer:
     def __init__(self, batch_size, frequent=50, auto_reset=True):
         self.batch_size = batch_size
         self.frequent = frequent
-        self.init = False
-        self.tic = 0
-        self.last_count = 0
         self.auto_reset = auto_reset
+        # the clock: ``init`` says whether it runs, ``tic`` is the time of the last report
+        # (or of the epoch's first batch), ``last_count`` the batch number seen last
+        self.init, self.tic, self.last_count = False, 0, 0
 
     def __call__(self, param):
-        count = param.nbatch
-        if self.last_count > count:  # a new epoch started
+        batch = param.nbatch
+        if batch < self.last_count:
+            # the batch number went back: a new epoch, so the clock starts again
             self.init = False
-        self.last_count = count
-
+        self.last_count = batch
         if not self.init:
-            self.init = True
-            self.tic = time.time()
+            self.init, self.tic = True, time.time()
             return
-        if count % self.frequent != 0:
+        if batch % self.frequent:
             return
-        try:
-            speed = self.frequent * self.batch_size / (time.time() - self.tic)
-        except ZeroDivisionError:
-            speed = float("inf")
-        if param.eval_metric is not None:
-            name_value = param.eval_metric.get_name_value()
-            values = sum(name_value, ())
-            if self.auto_reset:
-                param.eval_metric.reset_local()
-                msg = "Epoch[%d] Batch [%d-%d]\tSpeed: %.2f samples/sec" + "\t%s=%f" * len(
-                    name_value)
-                logging.info(msg, param.epoch, count - self.frequent, count, speed, *values)
-            else:
-                msg = "Epoch[%d] Batch [0-%d]\tSpeed: %.2f samples/sec" + "\t%s=%f" * len(
-                    name_value)
-                logging.info(msg, param.epoch, count, speed, *values)
-        else:
-            logging.info("Iter[%d] Batch [%d]\tSpeed: %.2f samples/sec", param.epoch, count,
-                         speed)
+        elapsed = time.time() - self.tic
+        speed = self.frequent * self.batch_size / elapsed if elapsed else float("inf")
+        logging.info(*self._report(param, batch, speed))
         self.tic = time.time()
+
+    def _report(self, param, batch, speed):
+        """The logging arguments of one report (resetting the metric's local values when
+        ``auto_reset``)."""
+        if param.eval_metric is None:
+            return "Iter[%d] Batch [%d]\tSpeed: %.2f samples/sec", param.epoch, batch, speed
+        pairs = param.eval_metric.get_name_value()
+        first = 0
+        if self.auto_reset:
+            param.eval_metric.reset_local()
+            first = batch - self.frequent
+        text = "Epoch[%d] Batch [%d-%d]\tSpeed: %.2f samples/sec" + "\t%s=%f" * len(pairs)
+        return (text, param.epoch, first, batch, speed) + tuple(v for pair in pairs for v in pair)
 
 
 class ProgressBar:
@@ -107,11 +103,12 @@ class ProgressBar:
         self.total = total
 
     def __call__(self, param):
-        count = param.nbatch
-        filled_len = int(round(self.bar_len * count / float(self.total)))
-        percents = math.ceil(100.0 * count / float(self.total))
-        prog_bar = "=" * filled_len + "-" * (self.bar_len - filled_len)
-        logging.info("[%s] %s%s\r", prog_bar, percents, "%")
+        def share_of(scale):
+            # scale first, then divide: the rounding below depends on this order
+            return scale * param.nbatch / float(self.total)
+        filled = int(round(share_of(self.bar_len)))
+        bar = "=" * filled + "-" * (self.bar_len - filled)
+        logging.info("[%s] %s%s\r", bar, math.ceil(share_of(100.0)), "%")
 
 
 class LogValidationMetricsCallback:

@@ -39,27 +39,28 @@ class Monitor:
     """
 
     def __init__(self, interval, stat_func=None, pattern='.*', sort=False, monitor_all=False):
-        if stat_func is None:
-            stat_func = _default_stat
-        self.stat_func = stat_func
         self.interval = interval
-        self.activated = False
-        self.queue = []
-        self.step = 0
-        self.exes = []
+        self.stat_func = _default_stat if stat_func is None else stat_func
         self.re_prog = re.compile(pattern)
         self.sort = sort
         self.monitor_all = monitor_all
+        self.exes = []
+        # the current step: its number, whether it collects, and what it collected so far
+        self.step = 0
+        self.activated = False
+        self.queue = []
 
-        def stat_helper(name, array):
-            """Executor callback: record a statistic of ``array`` while active."""
-            if not self.activated:
-                return
-            name = name.decode("utf-8") if isinstance(name, bytes) else name
-            if not self.re_prog.match(name):
-                return
+    def stat_helper(self, name, array):
+        """The executors' callback: record ``stat_func(array)`` while a step collects."""
+        if not self.activated:
+            return
+        if isinstance(name, bytes):
+            name = name.decode("utf-8")
+        self._record(name, array)
+
+    def _record(self, name, array):
+        if self.re_prog.match(name):
             self.queue.append((self.step, name, self.stat_func(array)))
-        self.stat_helper = stat_helper
 
     def install(self, exe):
         """Start reporting from executor ``exe``."""
@@ -69,8 +70,8 @@ class Monitor:
     def tic(self):
         """Start a step; collection is active on every ``interval``-th step."""
         if self.step % self.interval == 0:
-            self.queue = []
             self.activated = True
+            self.queue = []
         self.step += 1
 
     def toc(self):
@@ -82,36 +83,32 @@ class Monitor:
         if not self.activated:
             return []
         for exe in self.exes:
-            for name, array in exe.arg_dict.items():
-                if self.re_prog.match(name):
-                    self.queue.append((self.step, name, self.stat_func(array)))
-            for name, array in exe.aux_dict.items():
-                if self.re_prog.match(name):
-                    self.queue.append((self.step, name, self.stat_func(array)))
+            for arrays in (exe.arg_dict, exe.aux_dict):
+                for name, array in arrays.items():
+                    self._record(name, array)
         self.activated = False
+        collected, self.queue = self.queue, []
         if self.sort:
-            self.queue.sort(key=lambda x: x[1])
-        res = []
-        for step, name, values in self.queue:
-            if isinstance(values, NDArray):
-                values = [values]
-            if not isinstance(values, list):
-                raise TypeError("Monitor stat_func must return an NDArray or a list of "
-                                "NDArrays, got %s for %r" % (type(values).__name__, name))
-            text = ''
-            for value in values:
-                if not isinstance(value, NDArray):
-                    raise TypeError("Monitor stat_func must return NDArrays, got %s for %r"
-                                    % (type(value).__name__, name))
-                if value.shape == (1,):
-                    text += str(value.asscalar()) + '\t'
-                else:
-                    text += str(value.asnumpy()) + '\t'
-            res.append((step, name, text))
-        self.queue = []
-        return res
+            collected.sort(key=lambda entry: entry[1])
+        return [(step, name, _stat_text(name, stat)) for step, name, stat in collected]
 
     def toc_print(self):
         """End the step and log every collected statistic."""
         for step, name, text in self.toc():
             logging.info('Batch: {:7d} {:30s} {:s}'.format(step, name, text))
+
+
+def _stat_text(name, stat):
+    """A statistic (an NDArray or a list of them) as text: each value followed by a tab,
+    a one-element value as its scalar, any other as the numpy array's ``str``."""
+    values = [stat] if isinstance(stat, NDArray) else stat
+    if not isinstance(values, list):
+        raise TypeError("Monitor stat_func must return an NDArray or a list of "
+                        "NDArrays, got %s for %r" % (type(stat).__name__, name))
+    pieces = []
+    for value in values:
+        if not isinstance(value, NDArray):
+            raise TypeError("Monitor stat_func must return NDArrays, got %s for %r"
+                            % (type(value).__name__, name))
+        pieces.append(str(value.asscalar() if value.shape == (1,) else value.asnumpy()))
+    return "".join(piece + "\t" for piece in pieces)

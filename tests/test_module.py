@@ -366,27 +366,26 @@ def test_bind_allocates_zero_cache_and_zero_grads():
 
 # --- optimizer wiring ----------------------------------------------------------------------------
 def test_module_reshape_keeps_rescale_grad():
-    data = mx.sym.Variable("data")
-    sym = mx.sym.FullyConnected(data, num_hidden=20, name="fc")
-    dshape = (7, 20)
-    mod = mx.mod.Module(sym, ("data",), None, context=[mx.cpu(0), mx.cpu(1)])
-    mod.bind(data_shapes=[("data", dshape)])
+    """rescale_grad is fixed at init_optimizer: after a reshape to twice the batch, one
+    update with all-one head gradients moves the bias twice as far."""
+    net = mx.sym.FullyConnected(mx.sym.Variable("data"), num_hidden=20, name="fc")
+    mod = mx.mod.Module(net, ("data",), None, context=[mx.cpu(0), mx.cpu(1)])
+    mod.bind(data_shapes=[("data", (7, 20))])
     mod.init_params()
     mod.init_optimizer(optimizer_params={"learning_rate": 1})
-    mod.forward(mx.io.DataBatch(data=[mx.nd.ones(dshape)], label=None))
-    mod.backward([mx.nd.ones(dshape)])
-    mod.update()
-    assert mod.get_outputs()[0].shape == dshape
-    assert (mod.get_params()[0]["fc_bias"].asnumpy() == -1).all()
 
-    dshape = (14, 20)
-    mod.reshape(data_shapes=[("data", dshape)])
-    mod.forward(mx.io.DataBatch(data=[mx.nd.ones(dshape)], label=None))
-    mod.backward([mx.nd.ones(dshape)])
-    mod.update()
-    assert mod.get_outputs()[0].shape == dshape
-    # rescale_grad is still 1/7: a 14-sample batch moves the bias by 2
-    assert (mod.get_params()[0]["fc_bias"].asnumpy() == -3).all()
+    def one_step(rows):
+        if (rows, 20) != mod.data_shapes[0].shape:
+            mod.reshape(data_shapes=[("data", (rows, 20))])
+        mod.forward(mx.io.DataBatch(data=[mx.nd.ones((rows, 20))], label=None))
+        mod.backward([mx.nd.ones((rows, 20))])
+        mod.update()
+        assert mod.get_outputs()[0].shape == (rows, 20)
+        return mod.get_params()[0]["fc_bias"].asnumpy()
+
+    # the bias starts at 0; its gradient is the batch size, scaled by 1/7
+    assert np.all(one_step(7) == -1)
+    assert np.all(one_step(14) == -3)
 
 
 def test_module_init_optimizer_idx2name():
@@ -612,25 +611,33 @@ def test_save_then_load_gives_same_outputs(tmp_path):
 
 
 # --- forward reshape, batch API variants ---------------------------------------------------------
-def test_forward_reshape_changes_batch_and_spatial_dims():
-    num_class = 10
-    data1 = mx.sym.Variable("data1")
-    data2 = mx.sym.Variable("data2")
-    conv1 = mx.sym.Convolution(data=data1, kernel=(2, 2), num_filter=2, stride=(2, 2))
-    conv2 = mx.sym.Convolution(data=data2, kernel=(3, 3), num_filter=3, stride=(1, 1))
-    pool1 = mx.sym.Pooling(data=conv1, kernel=(2, 2), stride=(1, 1), pool_type="avg")
-    pool2 = mx.sym.Pooling(data=conv2, kernel=(2, 2), stride=(1, 1), pool_type="max")
-    total = mx.sym.sum(data=mx.sym.flatten(pool1), axis=1) + \
-        mx.sym.sum(data=mx.sym.flatten(pool2), axis=1)
-    fc = mx.sym.FullyConnected(data=total, num_hidden=num_class)
-    sym = mx.sym.SoftmaxOutput(data=fc, name="softmax")
+def _two_branch_conv_net(num_class):
+    """Two image inputs of any spatial size, each convolved, pooled and summed per sample,
+    then classified."""
+    per_sample = []
+    for name, kernel, filters, stride, pool_type in (("data1", (2, 2), 2, (2, 2), "avg"),
+                                                     ("data2", (3, 3), 3, (1, 1), "max")):
+        features = mx.sym.Pooling(
+            data=mx.sym.Convolution(data=mx.sym.Variable(name), kernel=kernel,
+                                    num_filter=filters, stride=stride),
+            kernel=(2, 2), stride=(1, 1), pool_type=pool_type)
+        per_sample.append(mx.sym.sum(data=mx.sym.flatten(features), axis=1))
+    scores = mx.sym.FullyConnected(data=per_sample[0] + per_sample[1], num_hidden=num_class)
+    return mx.sym.SoftmaxOutput(data=scores, name="softmax")
 
+
+def test_forward_reshape_changes_batch_and_spatial_dims():
+    """forward re-shapes the executors whenever a batch's data shapes differ from the bound
+    ones: the batch size and the image sizes may change, and training goes on."""
+    num_class = 10
+    sym = _two_branch_conv_net(num_class)
     mod = mx.mod.Module(symbol=sym, data_names=["data1", "data2"],
                         label_names=["softmax_label"])
     mod.bind(data_shapes=[("data1", (10, 3, 16, 16)), ("data2", (10, 3, 8, 8))],
              label_shapes=[("softmax_label", (10,))])
     mod.init_params()
     mod.init_optimizer(optimizer_params={"learning_rate": 0.01})
+    start = {name: value.asnumpy() for name, value in mod.get_params()[0].items()}
     for n, s1, s2 in [(10, (16, 16), (8, 8)), (3, (16, 16), (8, 8)), (20, (16, 16), (8, 8)),
                       (20, (30, 30), (8, 16)), (5, (7, 10), (6, 4))]:
         batch = mx.io.DataBatch(data=[nd.random.uniform(0, 9, (n, 3) + s1),
@@ -640,6 +647,10 @@ def test_forward_reshape_changes_batch_and_spatial_dims():
         assert mod.get_outputs()[0].shape == (n, num_class)
         mod.backward()
         mod.update()
+    # every update reached the parameters shared by the re-shaped executors
+    after = mod.get_params()[0]
+    assert all(not np.array_equal(after[name].asnumpy(), value) for name, value in start.items()
+               if name.endswith("_weight"))
 
     eval_it = mx.io.NDArrayIter(data=[nd.random.uniform(0, 9, (30, 3, 10, 10)),
                                       nd.random.uniform(15, 25, (30, 3, 6, 8))],
@@ -783,6 +794,87 @@ def test_fit_stop_training_from_callback():
     assert stopper.stopped_epoch is not None and stopper.stopped_epoch < 19
 
 
+def test_fit_batch_end_locals_name_the_run():
+    """A batch-end callback's ``param.locals`` holds fit's arguments (``self`` included) and
+    the current ``epoch``, ``nbatch``, ``data_batch`` and training ``eval_metric``; fit's
+    own loop variables are not part of it (MXNet passes its frame's locals())."""
+    x, y = toy_data(16)
+    train = mx.io.NDArrayIter(x, y, batch_size=8)
+    seen = []
+    mod = mx.mod.Module(mlp())
+    mod.fit(train, num_epoch=2, batch_end_callback=lambda p: seen.append(dict(p.locals)))
+    assert [(loc["epoch"], loc["nbatch"]) for loc in seen] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    for loc in seen:
+        assert loc["self"] is mod and loc["train_data"] is train and loc["num_epoch"] == 2
+        assert isinstance(loc["data_batch"], mx.io.DataBatch)
+        assert isinstance(loc["eval_metric"], mx.metric.EvalMetric)
+        assert loc["eval_data"] is None and loc["begin_epoch"] == 0
+
+
+def test_fit_stop_from_batch_end_ends_the_epoch_early(caplog):
+    """StopTraining from a batch-end callback ends the epoch after that batch; the epoch is
+    still logged (its metric over the batches run) and its epoch-end callbacks still run."""
+    x, y = toy_data(24)
+    train = mx.io.NDArrayIter(x, y, batch_size=8)
+    calls = []
+
+    def stop_at_first_batch(param):
+        calls.append(("batch", param.epoch, param.nbatch))
+        raise StopTraining("enough")
+
+    mod = mx.mod.Module(mlp())
+    with caplog.at_level(logging.INFO):
+        mod.fit(train, num_epoch=3, batch_end_callback=stop_at_first_batch,
+                epoch_end_callback=lambda epoch, *rest: calls.append(("epoch", epoch)))
+    assert calls == [("batch", 0, 0), ("epoch", 0)]
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("Epoch[0] Train-accuracy=") for m in messages)
+    assert "Epoch[0] a callback asked to stop training" in messages
+    assert not any(m.startswith("Epoch[1]") for m in messages)
+
+
+def test_fit_calls_in_order_with_validation_metric():
+    """Per epoch: the batch-end callbacks, then the epoch-end callbacks, then validation with
+    ``validation_metric`` (its batch-end callbacks, then its end callback)."""
+    x, y = toy_data(16)
+    train = mx.io.NDArrayIter(x, y, batch_size=8)
+    val = mx.io.NDArrayIter(x, y, batch_size=4)
+    calls = []
+    mod = mx.mod.Module(mlp())
+    mod.fit(train, eval_data=val, num_epoch=2, begin_epoch=1, eval_metric="acc",
+            validation_metric="mse",
+            batch_end_callback=lambda p: calls.append(("batch", p.epoch, p.nbatch,
+                                                       p.eval_metric.name)),
+            epoch_end_callback=lambda epoch, *rest: calls.append(("epoch", epoch)),
+            eval_batch_end_callback=lambda p: calls.append(("eval batch", p.epoch, p.nbatch,
+                                                            p.eval_metric.name)),
+            eval_end_callback=lambda p: calls.append(("eval end", p.epoch, p.nbatch)))
+    assert calls == [("batch", 1, 0, "accuracy"), ("batch", 1, 1, "accuracy"), ("epoch", 1),
+                     ("eval batch", 1, 0, "mse"), ("eval batch", 1, 1, "mse"),
+                     ("eval batch", 1, 2, "mse"), ("eval batch", 1, 3, "mse"),
+                     ("eval end", 1, 4)]
+
+
+def test_fit_prepares_each_prefetched_batch():
+    """fit prepares a batch (with sparse_row_id_fn) when it fetches it ahead of time: every
+    batch but the first of each epoch, as in MXNet."""
+    prepared = []
+
+    class Recording(mx.mod.Module):
+        def prepare(self, data_batch, sparse_row_id_fn=None):
+            prepared.append((data_batch.data[0].asnumpy()[0, 0], sparse_row_id_fn))
+
+    x, y = toy_data(24)
+    train = mx.io.NDArrayIter(x, y, batch_size=8)
+
+    def row_ids(batch):
+        return {}
+
+    Recording(mlp()).fit(train, num_epoch=2, sparse_row_id_fn=row_ids)
+    firsts = [x[8, 0], x[16, 0]]
+    assert prepared == [(first, row_ids) for first in firsts] * 2
+
+
 def test_fit_reads_labels_before_next_batch():
     """The metric is updated from the current batch before the next one is fetched."""
     state = {"current": None}
@@ -908,19 +1000,17 @@ def test_factorization_machine_module(optimizer, epochs, target):
     factor_size, feature_dim, batch_size, num_batches = 4, 10000, 64, 5
     init = mx.init.Normal(sigma=0.01)
     x = mx.sym.Variable("data", stype="csr")
-    v = mx.sym.Variable("v", shape=(feature_dim, factor_size), init=init, stype="row_sparse")
-    w1_weight = mx.sym.var("w1_weight", shape=(feature_dim, 1), init=init, stype="row_sparse")
-    w1_bias = mx.sym.var("w1_bias", shape=(1,))
-    w1 = mx.sym.broadcast_add(mx.sym.dot(x, w1_weight), w1_bias)
-    v_s = mx.sym._internal._square_sum(data=v, axis=1, keepdims=True)
-    x_s = mx.sym.square(data=x)
-    bd_sum = mx.sym.dot(x_s, v_s)
-    w2 = mx.sym.dot(x, v)
-    w2_squared = 0.5 * mx.sym.square(data=w2)
-    w_all = mx.sym.Concat(w1, w2_squared, dim=1)
-    sum1 = mx.sym.sum(data=w_all, axis=1, keepdims=True)
-    sum2 = 0.5 * mx.sym.negative(bd_sum)
-    model = mx.sym.LinearRegressionOutput(data=mx.sym.elemwise_add(sum1, sum2),
+    factors = mx.sym.Variable("v", shape=(feature_dim, factor_size), init=init,
+                              stype="row_sparse")
+    weight = mx.sym.var("w1_weight", shape=(feature_dim, 1), init=init, stype="row_sparse")
+    linear = mx.sym.broadcast_add(mx.sym.dot(x, weight), mx.sym.var("w1_bias", shape=(1,)))
+    # the pairwise term 0.5 * (sum_f (x.v_f)^2 - sum_i x_i^2 |v_i|^2)
+    projected_sq = mx.sym.sum(data=mx.sym.square(data=mx.sym.dot(x, factors)), axis=1,
+                              keepdims=True)
+    self_terms = mx.sym.dot(mx.sym.square(data=x),
+                            mx.sym._internal._square_sum(data=factors, axis=1, keepdims=True))
+    pairwise = 0.5 * mx.sym.elemwise_sub(projected_sq, self_terms)
+    model = mx.sym.LinearRegressionOutput(data=mx.sym.elemwise_add(linear, pairwise),
                                           label=mx.sym.Variable("label"))
 
     num_samples = batch_size * num_batches

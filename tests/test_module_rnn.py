@@ -44,25 +44,31 @@ def lm_sym_gen(stack, vocab, num_embed, num_hidden, embed_name="embed"):
     return sym_gen
 
 
-def test_module_states_with_rnn_cells():
-    stack = lstm_stack(2, 20)
-    begin_state = stack.begin_state(func=mx.sym.Variable)
-    _, states = stack.unroll(10, begin_state=begin_state, inputs=mx.sym.Variable("data"))
-    state_names = [i.name for i in begin_state]
-    mod = mx.mod.Module(mx.sym.Group(states), context=[mx.cpu(0), mx.cpu(1)],
-                        label_names=None, state_names=state_names)
+def test_set_states_reaches_every_device_and_changes_the_outputs():
+    """States split over two devices: a constant fills each device's part, the state outputs
+    can be set back as states, and the next pass then gives other outputs."""
+    cells = lstm_stack(2, 20)
+    begin = cells.begin_state(func=mx.sym.Variable)
+    _, final = cells.unroll(10, begin_state=begin, inputs=mx.sym.Variable("data"))
+    mod = mx.mod.Module(mx.sym.Group(final), context=[mx.cpu(0), mx.cpu(1)],
+                        label_names=None, state_names=[state.name for state in begin])
     mod.bind(data_shapes=[("data", (5, 10))], label_shapes=None, for_training=False)
     mod.init_params()
-    batch = mx.io.DataBatch(data=[mx.nd.zeros((5, 10))], label=[])
+    zeros = mx.io.DataBatch(data=[mx.nd.zeros((5, 10))], label=[])
+
     mod.set_states(value=1)
-    mod.forward(batch)
-    out = mod.get_outputs(merge_multi_context=False)
-    out1 = mod.get_outputs(merge_multi_context=True)
-    mod.set_states(states=out)
-    mod.forward(batch)
-    out2 = mod.get_outputs(merge_multi_context=True)
-    for x1, x2 in zip(out1, out2):
-        assert not np.allclose(x1.asnumpy(), x2.asnumpy(), rtol=1e-3)
+    states = mod.get_states(merge_multi_context=False)
+    assert len(states) == 4
+    # five samples over two equal work loads: two on the first device, three on the second
+    assert all([s.shape for s in per_device] == [(2, 20), (3, 20)] for per_device in states)
+    assert all(np.all(s.asnumpy() == 1) for per_device in states for s in per_device)
+
+    mod.forward(zeros)
+    before = [out.asnumpy() for out in mod.get_outputs()]
+    mod.set_states(states=mod.get_outputs(merge_multi_context=False))
+    mod.forward(zeros)
+    after = [out.asnumpy() for out in mod.get_outputs()]
+    assert all(not np.allclose(a, b, rtol=1e-3) for a, b in zip(before, after))
 
 
 def test_module_switch_bucket_with_rnn_cells():

@@ -85,29 +85,44 @@ class _nothing:
         return False
 
 
-def test_module_states_feed_back():
-    """test_module_states: begin states as variables, set_states, outputs fed back."""
-    stack = mx.rnn.SequentialRNNCell()
-    for i in range(2):
-        stack.add(mx.rnn.LSTMCell(num_hidden=20, prefix="lstm_l%d_" % i))
-    begin_state = stack.begin_state(func=mx.sym.Variable)
-    _, states = stack.unroll(10, begin_state=begin_state, inputs=mx.sym.Variable("data"))
-    state_names = [s.name for s in begin_state]
-    mod = mx.mod.Module(mx.sym.Group(states), context=[mx.cpu(0), mx.cpu(1)],
-                        label_names=None, state_names=state_names)
-    mod.bind(data_shapes=[("data", (5, 10))], label_shapes=None, for_training=False)
-    mod.init_params()
-    batch = mx.io.DataBatch(data=[mx.nd.zeros((5, 10))], label=[])
-    mod.set_states(value=1)
-    mod.forward(batch)
-    per_device = mod.get_outputs(merge_multi_context=False)
-    first = [o.asnumpy() for o in mod.get_outputs(merge_multi_context=True)]
-    assert [o.shape for o in first] == [(5, 20)] * 4
-    mod.set_states(states=per_device)
-    mod.forward(batch)
-    second = [o.asnumpy() for o in mod.get_outputs(merge_multi_context=True)]
-    for a, b in zip(first, second):
-        assert not np.allclose(a, b, rtol=1e-3)
+def _lstm_state_module(steps, contexts):
+    """A Module whose outputs are the final states of a 2-layer LSTM unrolled ``steps`` times;
+    its begin states are inputs set with set_states."""
+    cells = mx.rnn.SequentialRNNCell()
+    for layer in range(2):
+        cells.add(mx.rnn.LSTMCell(num_hidden=6, prefix="lstm_l%d_" % layer))
+    begin = cells.begin_state(func=mx.sym.Variable)
+    _, final = cells.unroll(steps, begin_state=begin, inputs=mx.sym.Variable("data"))
+    return mx.mod.Module(mx.sym.Group(final), context=contexts, label_names=None,
+                         state_names=[state.name for state in begin])
+
+
+def test_states_fed_back_continue_the_sequence():
+    """Two 4-step passes, the first pass's final states set as the second pass's begin
+    states, end in the same states as one 8-step pass from zero states."""
+    x = np.random.RandomState(3).uniform(-1, 1, (4, 8, 3)).astype(np.float32)
+    whole = _lstm_state_module(8, [mx.cpu(0)])
+    whole.bind(data_shapes=[("data", (4, 8, 3))], for_training=False)
+    whole.init_params(initializer=mx.init.Uniform(0.5))
+    whole.set_states(value=0)
+    whole.forward(mx.io.DataBatch(data=[mx.nd.array(x)], label=[]))
+    expected = [out.asnumpy() for out in whole.get_outputs()]
+
+    halves = _lstm_state_module(4, [mx.cpu(0), mx.cpu(1)])
+    halves.bind(data_shapes=[("data", (4, 4, 3))], for_training=False)
+    halves.set_params(*whole.get_params())
+    halves.set_states(value=0)
+    halves.forward(mx.io.DataBatch(data=[mx.nd.array(x[:, :4])], label=[]))
+    halves.set_states(states=halves.get_outputs(merge_multi_context=False))
+    for state, device_outputs in zip(halves.get_states(merge_multi_context=False),
+                                     halves.get_outputs(merge_multi_context=False)):
+        for on_device, output in zip(state, device_outputs):
+            np.testing.assert_array_equal(on_device.asnumpy(), output.asnumpy())
+    halves.forward(mx.io.DataBatch(data=[mx.nd.array(x[:, 4:])], label=[]))
+    got = [out.asnumpy() for out in halves.get_outputs()]
+    assert [g.shape for g in got] == [(4, 6)] * 4
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
 
 
 def test_module_switch_bucket_shares_memory():

@@ -36,24 +36,53 @@ def _check_lifecycle(module, action, params=False, optimizer=False, bound=True):
         raise NotBoundError("call init_optimizer() before %s" % action)
 
 
+_PARAMETER_SUFFIXES = ("_weight", "_bias", "_gamma", "_beta")
+
+
+def _attribute_view(attribute, doc, bound=False):
+    """A read-only property returning ``self.<attribute>``; with ``bound`` it first raises
+    NotBoundError on a module that is not bound."""
+    public = attribute.lstrip("_")
+
+    def read(module):
+        if bound:
+            _check_lifecycle(module, public)
+        return getattr(module, attribute)
+    return property(read, doc=doc)
+
+
 def _check_input_names(symbol, names, typename, throw):
     """Check that every name in ``names`` is an argument of ``symbol``.
 
-    Unknown names raise ValueError when ``throw`` (data, state and fixed_param names) and only
-    warn otherwise (label names: a net without a loss layer has no label argument).
+    A name the symbol lacks is reported with the symbol's non-parameter arguments as
+    suggestions: as a ValueError when ``throw`` (data, state and fixed_param names), as a
+    warning otherwise (label names, since a net without a loss layer has no label input).
     """
-    args = symbol.list_arguments()
-    for name in names:
-        if name in args:
-            continue
-        candidates = [arg for arg in args
-                      if not arg.endswith(("_weight", "_bias", "_gamma", "_beta"))]
-        msg = ("You created Module with Module(..., %s_names=%s) but input with name '%s' is "
-               "not found in symbol.list_arguments(). Did you mean one of:\n\t%s"
-               % (typename, str(names), name, "\n\t".join(candidates)))
+    arguments = symbol.list_arguments()
+    unknown = [name for name in names if name not in arguments]
+    if not unknown:
+        return
+    suggestions = "\n\t".join(arg for arg in arguments if not arg.endswith(_PARAMETER_SUFFIXES))
+    for name in unknown:
+        message = ("You created Module with Module(..., %s_names=%s) but input with name '%s' "
+                   "is not found in symbol.list_arguments(). Did you mean one of:\n\t%s"
+                   % (typename, str(names), name, suggestions))
         if throw:
-            raise ValueError(msg)
-        warnings.warn(msg)
+            raise ValueError(message)
+        warnings.warn(message)
+
+
+def _declared_inputs(symbol, data_names, label_names, state_names, fixed_param_names):
+    """The data, label, state and fixed-parameter names of a module, as four lists.
+
+    ``None`` stands for no names. Each list is checked against the symbol's arguments: unknown
+    labels only warn, the other kinds raise ValueError.
+    """
+    given = (data_names, label_names, state_names, fixed_param_names)
+    lists = [[] if names is None else list(names) for names in given]
+    for names, kind in zip(lists, ("data", "label", "state", "fixed_param")):
+        _check_input_names(symbol, names, kind, kind != "label")
+    return lists
 
 
 def _check_names_match(data_names, data_shapes, name, throw):
@@ -125,6 +154,158 @@ def _call_all(callbacks, *args):
     return stop
 
 
+def _as_metric(value):
+    """An EvalMetric as given, or the one ``metric.create`` makes from a name or list."""
+    return value if isinstance(value, metric.EvalMetric) else metric.create(value)
+
+
+def _feed_metric(module, eval_metric, batch):
+    """Update ``eval_metric`` with ``batch``'s labels (per device for a list of batches)."""
+    if isinstance(batch, list):
+        module.update_metric(eval_metric, [part.label for part in batch], pre_sliced=True)
+    else:
+        module.update_metric(eval_metric, batch.label)
+
+
+_NO_MORE_BATCHES = object()
+
+_LIFECYCLE_FLAGS = ("binded", "for_training", "inputs_need_grad", "params_initialized",
+                    "optimizer_initialized")
+
+
+class _FitLoop:
+    """The steps of one ``BaseModule.fit`` call, one method per step.
+
+    ``fit_locals`` are fit's arguments; batch-end callbacks find them, together with the
+    current ``epoch``, ``nbatch`` and ``data_batch``, in ``BatchEndParam.locals``.
+
+    In a distributed run on several workers only rank 0 (the "chief") logs and runs the
+    batch-end and epoch-end callbacks; the workers agree on stopping through the kvstore.
+    """
+
+    def __init__(self, module, fit_locals, train_metric, validation_metric):
+        self.module = module
+        self.fit_locals = fit_locals
+        self.train_data = fit_locals["train_data"]
+        self.train_metric = train_metric
+        self.validation_metric = validation_metric
+        self.dist_kv = _distributed_kvstore(module)
+        self.chief = self.dist_kv is None or self.dist_kv.rank == 0
+
+    def train_epoch(self, epoch):
+        """Run every batch of ``train_data`` once and log the epoch's training metric.
+
+        A batch's metric update reads its labels before the next batch is fetched (an
+        iterator may reuse the label arrays). The epoch summary is taken after the last
+        batch's metric update but before its batch-end callbacks run. Returns whether a
+        callback asked to stop.
+        """
+        started = time.time()
+        self.train_metric.reset()
+        monitor = self.fit_locals["monitor"]
+        batches = iter(self.train_data)
+        upcoming = next(batches)
+        stop = False
+        nbatch = 0
+        while upcoming is not _NO_MORE_BATCHES:
+            data_batch = upcoming
+            self._train_on(data_batch, monitor)
+            upcoming = self._prefetch(batches)
+            if monitor is not None:
+                monitor.toc_print()
+            last = upcoming is _NO_MORE_BATCHES
+            if last:
+                summary = self.train_metric.get_global_name_value()
+            stop = self._end_batch(epoch, nbatch, data_batch, stop, last)
+            if stop and not last:
+                summary = self.train_metric.get_global_name_value()
+                break
+            nbatch += 1
+        if self.chief:
+            for name, value in summary:
+                self.module.logger.info('Epoch[%d] Train-%s=%f', epoch, name, value)
+            self.module.logger.info('Epoch[%d] Time cost=%.3f', epoch, time.time() - started)
+        return stop
+
+    def _train_on(self, data_batch, monitor):
+        """One optimisation step on ``data_batch`` and the metric update for it."""
+        if monitor is not None:
+            monitor.tic()
+        self.module.forward_backward(data_batch)
+        self.module.update()
+        _feed_metric(self.module, self.train_metric, data_batch)
+
+    def _prefetch(self, batches):
+        """The next batch, already prepared for, or _NO_MORE_BATCHES at the end."""
+        try:
+            batch = next(batches)
+            self.module.prepare(batch, sparse_row_id_fn=self.fit_locals["sparse_row_id_fn"])
+        except StopIteration:
+            return _NO_MORE_BATCHES
+        return batch
+
+    def _end_batch(self, epoch, nbatch, data_batch, stop, last):
+        """Batch-end callbacks (rank 0) and, across workers, the shared stop decision."""
+        callbacks = self.fit_locals["batch_end_callback"]
+        if callbacks is not None and self.chief:
+            stop |= _call_all(callbacks, self._batch_end_param(epoch, nbatch, data_batch))
+        if self.dist_kv is not None:
+            # rank 0 decides; this also ends workers whose epochs are longer than rank 0's
+            stop = self.dist_kv._agree_to_stop(stop, last_batch=last)
+        return stop
+
+    def _batch_end_param(self, epoch, nbatch, data_batch):
+        scope = dict(self.fit_locals, epoch=epoch, nbatch=nbatch, data_batch=data_batch,
+                     eval_metric=self.train_metric)
+        return BatchEndParam(epoch=epoch, nbatch=nbatch, eval_metric=self.train_metric,
+                             locals=scope)
+
+    def sync_params(self):
+        """Average the parameters over the devices (and take rank 0's across workers), write
+        them back to every device, and return them as ``(arg_params, aux_params)``."""
+        arg_params, aux_params = self.module.get_params()
+        if self.dist_kv is not None:
+            self.dist_kv._sync_params_from_rank0(arg_params, aux_params)
+        self.module.set_params(arg_params, aux_params)
+        return arg_params, aux_params
+
+    def end_epoch(self, epoch, arg_params, aux_params):
+        """Run the epoch-end callbacks (rank 0 only); True if one asked to stop."""
+        if not self.chief:
+            return False
+        return _call_all(self.fit_locals["epoch_end_callback"], epoch, self.module.symbol,
+                         arg_params, aux_params)
+
+    def validate(self, epoch):
+        """Score ``eval_data`` with the validation metric and log it; True if a validation
+        callback asked to stop."""
+        eval_data = self.fit_locals["eval_data"]
+        if eval_data is None:
+            return False
+        stop = False
+        try:
+            results = self.module.score(
+                eval_data, self.validation_metric, epoch=epoch,
+                score_end_callback=self.fit_locals["eval_end_callback"],
+                batch_end_callback=self.fit_locals["eval_batch_end_callback"])
+        except StopTraining:
+            stop = True
+            results = self.validation_metric.get_name_value()
+        if self.chief:
+            for name, value in results:
+                self.module.logger.info('Epoch[%d] Validation-%s=%f', epoch, name, value)
+        return stop
+
+    def finish_epoch(self, epoch, stop):
+        """Rewind ``train_data``; True when training ends here (all workers agree)."""
+        self.train_data.reset()
+        if self.dist_kv is not None:
+            stop = self.dist_kv._agree_to_stop(stop)
+        if stop:
+            self.module.logger.info('Epoch[%d] a callback asked to stop training', epoch)
+        return stop
+
+
 class BaseModule:
     """The module interface: a computation that can be bound, initialised, run and trained.
 
@@ -134,11 +315,8 @@ class BaseModule:
 
     def __init__(self, logger=logging):
         self.logger = logger
-        self.binded = False
-        self.for_training = False
-        self.inputs_need_grad = False
-        self.params_initialized = False
-        self.optimizer_initialized = False
+        for flag in _LIFECYCLE_FLAGS:
+            setattr(self, flag, False)
         self._symbol = None
         self._total_exec_bytes = 0
 
@@ -148,6 +326,24 @@ class BaseModule:
         self.forward(data_batch, is_train=True)
         self.backward()
 
+    def _inference_batches(self, eval_data, num_batch, reset, sparse_row_id_fn):
+        """Yield ``(nbatch, batch)`` after running each batch forward in inference mode.
+
+        Rewinds ``eval_data`` first when ``reset``; stops after ``num_batch`` batches.
+        """
+        if reset:
+            eval_data.reset()
+        for nbatch, batch in enumerate(eval_data):
+            if nbatch == num_batch:
+                return
+            self.prepare(batch, sparse_row_id_fn=sparse_row_id_fn)
+            self.forward(batch, is_train=False)
+            yield nbatch, batch
+
+    def _unpadded_outputs(self, batch):
+        """The current outputs without the rows that pad ``batch`` (views, not copies)."""
+        return [out[0:out.shape[0] - batch.pad] for out in self.get_outputs()]
+
     def score(self, eval_data, eval_metric, num_batch=None, batch_end_callback=None,
               score_end_callback=None, reset=True, epoch=0, sparse_row_id_fn=None):
         """Run inference over ``eval_data`` and return ``eval_metric``'s ``(name, value)`` list.
@@ -155,29 +351,21 @@ class BaseModule:
         Padded samples of the last batch are evaluated too (MXNet does not strip them here).
         """
         _check_lifecycle(self, "score()", params=True)
-        if reset:
-            eval_data.reset()
-        if not isinstance(eval_metric, metric.EvalMetric):
-            eval_metric = metric.create(eval_metric)
+        batches = self._inference_batches(eval_data, num_batch, reset, sparse_row_id_fn)
+        eval_metric = _as_metric(eval_metric)
         eval_metric.reset()
         stop = False
-        actual_num_batch = 0
-        for nbatch, eval_batch in enumerate(eval_data):
-            if num_batch is not None and nbatch == num_batch:
-                break
-            self.prepare(eval_batch, sparse_row_id_fn=sparse_row_id_fn)
-            self.forward(eval_batch, is_train=False)
-            if isinstance(eval_batch, list):
-                self.update_metric(eval_metric, [eb.label for eb in eval_batch], pre_sliced=True)
-            else:
-                self.update_metric(eval_metric, eval_batch.label)
+        seen = 0
+        for nbatch, eval_batch in batches:
+            _feed_metric(self, eval_metric, eval_batch)
             if batch_end_callback is not None:
                 stop |= _call_all(batch_end_callback, BatchEndParam(
                     epoch=epoch, nbatch=nbatch, eval_metric=eval_metric, locals=locals()))
-            actual_num_batch += 1
+            seen += 1
         if score_end_callback:
+            # ``nbatch`` here is the number of batches scored
             stop |= _call_all(score_end_callback, BatchEndParam(
-                epoch=epoch, nbatch=actual_num_batch, eval_metric=eval_metric, locals=locals()))
+                epoch=epoch, nbatch=seen, eval_metric=eval_metric, locals=locals()))
         if stop:
             raise StopTraining("a score callback asked to stop")
         return eval_metric.get_name_value()
@@ -188,16 +376,9 @@ class BaseModule:
         The outputs are the module's own arrays (no copy): use them before the next batch.
         """
         _check_lifecycle(self, "iter_predict()", params=True)
-        if reset:
-            eval_data.reset()
-        for nbatch, eval_batch in enumerate(eval_data):
-            if num_batch is not None and nbatch == num_batch:
-                break
-            self.prepare(eval_batch, sparse_row_id_fn=sparse_row_id_fn)
-            self.forward(eval_batch, is_train=False)
-            pad = eval_batch.pad
-            outputs = [out[0:out.shape[0] - pad] for out in self.get_outputs()]
-            yield outputs, nbatch, eval_batch
+        for nbatch, batch in self._inference_batches(eval_data, num_batch, reset,
+                                                     sparse_row_id_fn):
+            yield self._unpadded_outputs(batch), nbatch, batch
 
     def predict(self, eval_data, num_batch=None, merge_batches=True, reset=True,
                 always_output_list=False, sparse_row_id_fn=None):
@@ -209,37 +390,26 @@ class BaseModule:
         concatenated on axis 0; a single output is returned bare unless ``always_output_list``.
         """
         _check_lifecycle(self, "predict()", params=True)
-        if isinstance(eval_data, (ndarray.NDArray, np.ndarray)):
-            if isinstance(eval_data, np.ndarray):
-                eval_data = ndarray.array(eval_data)
+        if isinstance(eval_data, np.ndarray):
+            eval_data = ndarray.array(eval_data)
+        if isinstance(eval_data, ndarray.NDArray):
             self.forward(DataBatch([eval_data]))
             return self.get_outputs()[0]
         if not isinstance(eval_data, DataIter):
             raise ValueError("eval_data must be of type NDArray or DataIter, got %s"
                              % type(eval_data).__name__)
-        if reset:
-            eval_data.reset()
-        output_list = []
-        for nbatch, eval_batch in enumerate(eval_data):
-            if num_batch is not None and nbatch == num_batch:
-                break
-            self.prepare(eval_batch, sparse_row_id_fn=sparse_row_id_fn)
-            self.forward(eval_batch, is_train=False)
-            pad = eval_batch.pad
-            output_list.append([out[0:out.shape[0] - pad].copy() for out in self.get_outputs()])
-        if not output_list:
-            return output_list
-        if not merge_batches:
-            return output_list
-        num_outputs = len(output_list[0])
-        for outs in output_list:
-            if len(outs) != num_outputs:
+        per_batch = [[out.copy() for out in self._unpadded_outputs(batch)] for _, batch in
+                     self._inference_batches(eval_data, num_batch, reset, sparse_row_id_fn)]
+        if not per_batch or not merge_batches:
+            return per_batch
+        expected = len(per_batch[0])
+        for outs in per_batch:
+            if len(outs) != expected:
                 raise ValueError("Cannot merge batches, as num of outputs is not the same in "
                                  "mini-batches (%d vs. %d). Maybe bucketing is used?"
-                                 % (len(outs), num_outputs))
-        merged = [ndarray.concatenate([outs[i] for outs in output_list])
-                  for i in range(num_outputs)]
-        if num_outputs == 1 and not always_output_list:
+                                 % (len(outs), expected))
+        merged = [ndarray.concatenate(list(column)) for column in zip(*per_batch)]
+        if len(merged) == 1 and not always_output_list:
             return merged[0]
         return merged
 
@@ -260,104 +430,46 @@ class BaseModule:
         ``train_data``. A callback raising :class:`~lightmod.fit_callbacks.StopTraining` ends
         training after the current epoch's bookkeeping.
 
+        A batch-end callback gets ``BatchEndParam(epoch, nbatch, eval_metric, locals)`` whose
+        ``locals`` maps fit's argument names (``self`` included) to their values, plus the
+        current ``epoch``, ``nbatch``, ``data_batch`` and the training ``eval_metric``.
+
         With a distributed kvstore on several workers, batch-end and epoch-end callbacks and
         the epoch log lines run on rank 0 only, rank 0's stop decision holds for all workers,
         and parameters are re-broadcast from rank 0 at the end of every epoch.
         """
         if num_epoch is None:
             raise ValueError("fit(): please specify number of epochs (num_epoch)")
-        self.bind(data_shapes=train_data.provide_data, label_shapes=train_data.provide_label,
-                  for_training=True, force_rebind=force_rebind)
-        if monitor is not None:
-            self.install_monitor(monitor)
-        self.init_params(initializer=initializer, arg_params=arg_params, aux_params=aux_params,
-                         allow_missing=allow_missing, force_init=force_init)
-        self.init_optimizer(kvstore=kvstore, optimizer=optimizer,
-                            optimizer_params=optimizer_params)
+        fit_locals = dict(locals())
+        self._get_ready_to_train(fit_locals)
+        # an EvalMetric given as eval_metric also serves validation unless one is named
         if validation_metric is None:
             validation_metric = eval_metric
-        if not isinstance(eval_metric, metric.EvalMetric):
-            eval_metric = metric.create(eval_metric)
-        if eval_data is not None and not isinstance(validation_metric, metric.EvalMetric):
-            validation_metric = metric.create(validation_metric)
-        dist_kv = _distributed_kvstore(self)
-        chief = dist_kv is None or dist_kv.rank == 0
+        if eval_data is not None:
+            validation_metric = _as_metric(validation_metric)
+        loop = _FitLoop(self, fit_locals, _as_metric(eval_metric), validation_metric)
 
         for epoch in range(begin_epoch, num_epoch):
-            tic = time.time()
-            eval_metric.reset()
-            stop = False
-            nbatch = 0
-            data_iter = iter(train_data)
-            end_of_batch = False
-            next_data_batch = next(data_iter)
-            while not end_of_batch:
-                data_batch = next_data_batch
-                if monitor is not None:
-                    monitor.tic()
-                self.forward_backward(data_batch)
-                self.update()
-                # the metric reads this batch's labels before the iterator may recycle them
-                if isinstance(data_batch, list):
-                    self.update_metric(eval_metric, [db.label for db in data_batch],
-                                       pre_sliced=True)
-                else:
-                    self.update_metric(eval_metric, data_batch.label)
-                try:
-                    next_data_batch = next(data_iter)
-                    self.prepare(next_data_batch, sparse_row_id_fn=sparse_row_id_fn)
-                except StopIteration:
-                    end_of_batch = True
-                if monitor is not None:
-                    monitor.toc_print()
-                if end_of_batch:
-                    # the epoch summary, taken before the last batch's callbacks run
-                    eval_name_vals = eval_metric.get_global_name_value()
-                if batch_end_callback is not None and chief:
-                    stop |= _call_all(batch_end_callback, BatchEndParam(
-                        epoch=epoch, nbatch=nbatch, eval_metric=eval_metric, locals=locals()))
-                if dist_kv is not None:
-                    # rank 0's word holds; also catches workers with epochs of unequal length
-                    stop = dist_kv._agree_to_stop(stop, last_batch=end_of_batch)
-                if stop and not end_of_batch:
-                    end_of_batch = True
-                    eval_name_vals = eval_metric.get_global_name_value()
-                nbatch += 1
-
-            toc = time.time()
-            if chief:
-                for name, val in eval_name_vals:
-                    self.logger.info('Epoch[%d] Train-%s=%f', epoch, name, val)
-                self.logger.info('Epoch[%d] Time cost=%.3f', epoch, (toc - tic))
-
-            # sync parameters (and aux states) across devices, and across workers from rank 0
-            arg_params_, aux_params_ = self.get_params()
-            if dist_kv is not None:
-                dist_kv._sync_params_from_rank0(arg_params_, aux_params_)
-            self.set_params(arg_params_, aux_params_)
-
-            if chief:
-                stop |= _call_all(epoch_end_callback, epoch, self.symbol, arg_params_,
-                                  aux_params_)
-
-            if eval_data is not None:
-                try:
-                    res = self.score(eval_data, validation_metric,
-                                     score_end_callback=eval_end_callback,
-                                     batch_end_callback=eval_batch_end_callback, epoch=epoch)
-                except StopTraining:
-                    stop = True
-                    res = validation_metric.get_name_value()
-                if chief:
-                    for name, val in res:
-                        self.logger.info('Epoch[%d] Validation-%s=%f', epoch, name, val)
-
-            train_data.reset()
-            if dist_kv is not None:
-                stop = dist_kv._agree_to_stop(stop)
-            if stop:
-                self.logger.info('Epoch[%d] a callback asked to stop training', epoch)
+            stop = loop.train_epoch(epoch)
+            arg_params, aux_params = loop.sync_params()
+            stop |= loop.end_epoch(epoch, arg_params, aux_params)
+            stop |= loop.validate(epoch)
+            if loop.finish_epoch(epoch, stop):
                 break
+
+    def _get_ready_to_train(self, args):
+        """fit's set-up: bind for training, install the monitor, initialise parameters and
+        optimizer (each step keeps what an earlier call already did)."""
+        train_data = args["train_data"]
+        self.bind(data_shapes=train_data.provide_data, label_shapes=train_data.provide_label,
+                  for_training=True, force_rebind=args["force_rebind"])
+        if args["monitor"] is not None:
+            self.install_monitor(args["monitor"])
+        self.init_params(initializer=args["initializer"], arg_params=args["arg_params"],
+                         aux_params=args["aux_params"], allow_missing=args["allow_missing"],
+                         force_init=args["force_init"])
+        self.init_optimizer(kvstore=args["kvstore"], optimizer=args["optimizer"],
+                            optimizer_params=args["optimizer_params"])
 
     # --- abstract interface ---------------------------------------------------------------------
     # Subclasses override these; the base class only knows the contract.

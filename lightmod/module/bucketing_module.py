@@ -17,7 +17,7 @@ from .. import symbol as sym
 from ..initializer import Uniform
 from ..model import load_params
 from ..name import NameManager
-from .base_module import BaseModule, _check_input_names, _check_lifecycle
+from .base_module import BaseModule, _check_lifecycle, _declared_inputs
 from .module import Module
 
 __all__ = ["BucketingModule"]
@@ -41,33 +41,23 @@ class BucketingModule(BaseModule):
                  work_load_list=None, fixed_param_names=None, state_names=None,
                  group2ctxs=None, compression_params=None):
         super().__init__(logger=logger)
-
         if default_bucket_key is None:
             raise ValueError("BucketingModule needs a default_bucket_key")
         self._default_bucket_key = default_bucket_key
         self._sym_gen = sym_gen
 
-        symbol, data_names, label_names = self._call_sym_gen(default_bucket_key)
-        data_names = list(data_names) if data_names is not None else []
-        label_names = list(label_names) if label_names is not None else []
-        state_names = list(state_names) if state_names is not None else []
-        fixed_param_names = list(fixed_param_names) if fixed_param_names is not None else []
-
-        _check_input_names(symbol, data_names, "data", True)
-        _check_input_names(symbol, label_names, "label", False)
-        _check_input_names(symbol, state_names, "state", True)
-        _check_input_names(symbol, fixed_param_names, "fixed_param", True)
-
-        self._compression_params = compression_params
-        self._fixed_param_names = fixed_param_names
-        self._state_names = state_names
+        # the default bucket's symbol checks the names every bucket will be given
+        default_symbol, data_names, label_names = self._call_sym_gen(default_bucket_key)
+        _, _, self._state_names, self._fixed_param_names = _declared_inputs(
+            default_symbol, data_names, label_names, state_names, fixed_param_names)
+        # what every bucket's Module is constructed with, besides its symbol and names
         self._context = context
         self._work_load_list = work_load_list
         self._group2ctxs = group2ctxs
+        self._compression_params = compression_params
 
         self._buckets = {}
-        self._curr_module = None
-        self._curr_bucket_key = None
+        self._curr_module = self._curr_bucket_key = None
         self._params_dirty = False
         self._monitor = None
         self._grad_req = None
@@ -76,8 +66,7 @@ class BucketingModule(BaseModule):
         """Forget every bucket."""
         self.binded = False
         self._buckets = {}
-        self._curr_module = None
-        self._curr_bucket_key = None
+        self._curr_module = self._curr_bucket_key = None
 
     def _call_sym_gen(self, *args, **kwargs):
         """``sym_gen`` under a fresh NameManager: auto names restart in every bucket."""
@@ -85,6 +74,7 @@ class BucketingModule(BaseModule):
             return self._sym_gen(*args, **kwargs)
 
     def _new_module(self, symbol, data_names, label_names):
+        """A Module for one bucket, configured like this BucketingModule."""
         return Module(symbol, data_names, label_names, logger=self.logger,
                       context=self._context, work_load_list=self._work_load_list,
                       fixed_param_names=self._fixed_param_names, state_names=self._state_names,
@@ -95,15 +85,13 @@ class BucketingModule(BaseModule):
     def data_names(self):
         if self.binded:
             return self._curr_module.data_names
-        _, data_names, _ = self._call_sym_gen(self._default_bucket_key)
-        return data_names
+        return self._call_sym_gen(self._default_bucket_key)[1]
 
     @property
     def output_names(self):
         if self.binded:
             return self._curr_module.output_names
-        symbol, _, _ = self._call_sym_gen(self._default_bucket_key)
-        return symbol.list_outputs()
+        return self._call_sym_gen(self._default_bucket_key)[0].list_outputs()
 
     @property
     def data_shapes(self):
@@ -141,22 +129,21 @@ class BucketingModule(BaseModule):
 
     def set_params(self, arg_params, aux_params, allow_missing=False, force_init=True,
                    allow_extra=False):
-        """Assign parameter values (see :meth:`Module.set_params`)."""
-        if not allow_missing:
-            self.init_params(initializer=None, arg_params=arg_params, aux_params=aux_params,
-                             allow_missing=allow_missing, force_init=force_init)
-            return
+        """Assign parameter values (see :meth:`Module.set_params`).
 
-        if self.params_initialized and not force_init:
+        The lenient form (``allow_missing``) writes into the current bucket's devices, which
+        every bucket shares, and leaves the host cache stale.
+        """
+        if allow_missing and self.params_initialized and not force_init:
             warnings.warn("Parameters already initialized and force_init=False. "
                           "set_params call ignored.", stacklevel=2)
-            return
-
-        self._curr_module.set_params(arg_params, aux_params, allow_missing=allow_missing,
-                                     force_init=force_init, allow_extra=allow_extra)
-        # the devices were written directly: the cache is stale
-        self._params_dirty = True
-        self.params_initialized = True
+        elif allow_missing:
+            self._curr_module.set_params(arg_params, aux_params, allow_missing=True,
+                                         force_init=force_init, allow_extra=allow_extra)
+            self._params_dirty = self.params_initialized = True
+        else:
+            self.init_params(initializer=None, arg_params=arg_params, aux_params=aux_params,
+                             allow_missing=False, force_init=force_init)
 
     def init_params(self, initializer=Uniform(0.01), arg_params=None, aux_params=None,
                     allow_missing=False, force_init=False, allow_extra=False):
@@ -184,64 +171,52 @@ class BucketingModule(BaseModule):
              force_rebind=False, shared_module=None, grad_req='write'):
         """Bind the default bucket. ``force_rebind`` drops every bucket; parameters already
         initialised are carried over to the new default bucket."""
-        # in case we already initialized params, keep it
-        if self.params_initialized:
-            arg_params, aux_params = self.get_params()
-
+        kept = self.get_params() if self.params_initialized else None
         if force_rebind:
             self._reset_bind()
-
         if self.binded:
             self.logger.warning('Already bound, ignoring bind()')
             return
-
         if shared_module is not None:
             raise ValueError('shared_module for BucketingModule is not supported')
 
         self.for_training = for_training
         self.inputs_need_grad = inputs_need_grad
         self._grad_req = grad_req
-
-        symbol, data_names, label_names = self._call_sym_gen(self._default_bucket_key)
-        if self._default_bucket_key in self._buckets:
-            # a module created by load(): bind it as it is
-            module = self._buckets[self._default_bucket_key]
-        else:
-            module = self._new_module(symbol, data_names, label_names)
-        module.bind(data_shapes, label_shapes, for_training, inputs_need_grad,
-                    force_rebind=False, shared_module=None, grad_req=self._grad_req)
-        self._curr_module = module
-        self._curr_bucket_key = self._default_bucket_key
-        self._buckets[self._default_bucket_key] = module
+        key = self._default_bucket_key
+        # a module made by load() is bound as it is; otherwise the generator makes one
+        default = self._buckets.get(key)
+        if default is None:
+            default = self._new_module(*self._call_sym_gen(key))
+        default.bind(data_shapes, label_shapes, for_training, inputs_need_grad,
+                     force_rebind=False, shared_module=None, grad_req=grad_req)
+        self._buckets[key] = self._curr_module = default
+        self._curr_bucket_key = key
         self.binded = True
-
-        # copy back saved params, if already initialized
-        if self.params_initialized:
-            self.set_params(arg_params, aux_params)
+        if kept is not None:
+            self.set_params(*kept)
 
     def switch_bucket(self, bucket_key, data_shapes, label_shapes=None):
-        """Make ``bucket_key`` current, creating and binding its Module (sharing with the
-        default bucket) when needed. A bound bucket is selected as it is."""
+        """Make ``bucket_key`` the current bucket.
+
+        A bucket seen for the first time gets a Module from ``sym_gen`` (and the installed
+        monitor, if any); a bucket not bound yet (a new one, or one made by ``load``) is bound
+        for ``data_shapes``/``label_shapes`` sharing the default bucket's memory. A bound
+        bucket is taken as it is.
+        """
         _check_lifecycle(self, "switch_bucket()")
         module = self._buckets.get(bucket_key)
-        if module is None:
-            symbol, data_names, label_names = self._call_sym_gen(bucket_key)
-            module = self._new_module(symbol, data_names, label_names)
+        fresh = module is None
+        if fresh:
+            module = self._buckets[bucket_key] = self._new_module(*self._call_sym_gen(bucket_key))
+        if not module.binded:
             module.bind(data_shapes, label_shapes, self._curr_module.for_training,
                         self._curr_module.inputs_need_grad, force_rebind=False,
                         shared_module=self._buckets[self._default_bucket_key],
                         grad_req=self._grad_req)
-            if self._monitor is not None:
-                module.install_monitor(self._monitor)
-            self._buckets[bucket_key] = module
-        elif not module.binded:
-            module.bind(data_shapes, label_shapes, self._curr_module.for_training,
-                        self._curr_module.inputs_need_grad, force_rebind=False,
-                        shared_module=self._buckets[self._default_bucket_key],
-                        grad_req=self._grad_req)
-
-        self._curr_module = module
-        self._curr_bucket_key = bucket_key
+        if fresh and self._monitor is not None:
+            module.install_monitor(self._monitor)
+        self._curr_module, self._curr_bucket_key = module, bucket_key
 
     # --- optimizer ---------------------------------------------------------------------------
     def init_optimizer(self, kvstore='local', optimizer='sgd',
@@ -251,24 +226,23 @@ class BucketingModule(BaseModule):
         if self.optimizer_initialized and not force_init:
             self.logger.warning('optimizer already initialized, ignoring.')
             return
-
-        self._curr_module.init_optimizer(kvstore, optimizer, optimizer_params,
-                                         force_init=force_init)
-        for mod in self._buckets.values():
-            if mod is not self._curr_module:
-                mod.borrow_optimizer(self._curr_module)
-
+        owner = self._curr_module
+        owner.init_optimizer(kvstore, optimizer, optimizer_params, force_init=force_init)
+        for module in self._buckets.values():
+            if module is not owner:
+                module.borrow_optimizer(owner)
         self.optimizer_initialized = True
 
     # --- computation -------------------------------------------------------------------------
     def prepare(self, data_batch, sparse_row_id_fn=None):
-        """Bind the batch's bucket if needed and prepare it, then switch back."""
+        """Let the batch's bucket (bound here if new) prepare for it; the current bucket
+        stays current."""
         _check_lifecycle(self, "prepare()", params=True)
-        bucket_key = data_batch.bucket_key
-        original_bucket_key = self._curr_bucket_key
-        self.switch_bucket(bucket_key, data_batch.provide_data, data_batch.provide_label)
+        current = self._curr_bucket_key
+        self.switch_bucket(data_batch.bucket_key, data_batch.provide_data,
+                           data_batch.provide_label)
         self._curr_module.prepare(data_batch, sparse_row_id_fn=sparse_row_id_fn)
-        self.switch_bucket(original_bucket_key, None, None)
+        self.switch_bucket(current, None, None)
 
     def forward(self, data_batch, is_train=None):
         """Switch to the batch's bucket (``bucket_key``, ``provide_data``, ``provide_label``)
@@ -310,8 +284,8 @@ class BucketingModule(BaseModule):
         """Install ``mon`` on every bucket, present and future."""
         _check_lifecycle(self, "install_monitor()")
         self._monitor = mon
-        for mod in self._buckets.values():
-            mod.install_monitor(mon)
+        for module in self._buckets.values():
+            module.install_monitor(mon)
 
     # --- checkpoints -------------------------------------------------------------------------
     def save_checkpoint(self, prefix, epoch, remove_amp_cast=False):
@@ -323,13 +297,12 @@ class BucketingModule(BaseModule):
         """
         if not self._buckets:
             raise ValueError("Empty BucketingModule cannot be saved")
-        param_name = "%s-%04d.params" % (prefix, epoch)
-        self.save_params(param_name)
-        for bucket_key in self._buckets:
-            symbol, _, _ = self._sym_gen(bucket_key)
-            symbol.save("%s-%s-symbol.json" % (prefix, bucket_key),
-                        remove_amp_cast=remove_amp_cast)
-        nd.save("%s.buckets" % prefix, nd.array(list(self._buckets.keys()), dtype=np.int32))
+        self.save_params("%s-%04d.params" % (prefix, epoch))
+        keys = list(self._buckets)
+        for key in keys:
+            self._sym_gen(key)[0].save("%s-%s-symbol.json" % (prefix, key),
+                                       remove_amp_cast=remove_amp_cast)
+        nd.save("%s.buckets" % prefix, nd.array(keys, dtype=np.int32))
 
     @staticmethod
     def load(prefix, epoch, sym_gen=None, default_bucket_key=None, **kwargs):
@@ -341,45 +314,40 @@ class BucketingModule(BaseModule):
             raise ValueError("sym_gen is required for loading BucketingModule")
         if default_bucket_key is None:
             raise ValueError("default_bucket_key is required for loading BucketingModule")
-        buckets = nd.load("%s.buckets" % prefix)
-        buckets = list(buckets[0].asnumpy().astype('int32'))
-        bucketing_mod = BucketingModule(sym_gen, default_bucket_key, **kwargs)
-        for bucket_key in buckets:
-            _, data_names, label_names = sym_gen(bucket_key)
-            symbol = sym.load("%s-%s-symbol.json" % (prefix, bucket_key))
-            bucketing_mod._buckets[bucket_key] = Module(symbol, data_names, label_names,
-                                                        **kwargs)
-            if bucket_key == default_bucket_key:
-                bucketing_mod._curr_module = bucketing_mod._buckets[bucket_key]
-                arg_params, aux_params = load_params(prefix, epoch)
-                bucketing_mod._curr_module._arg_params = arg_params
-                bucketing_mod._curr_module._aux_params = aux_params
-                bucketing_mod._curr_module.params_initialized = True
-                bucketing_mod.params_initialized = True
-        return bucketing_mod
+        keys = nd.load("%s.buckets" % prefix)[0].asnumpy().astype('int32')
+        symbols = {key: sym.load("%s-%s-symbol.json" % (prefix, key)) for key in keys}
+        return BucketingModule._assemble(sym_gen, default_bucket_key, symbols,
+                                         lambda key: sym_gen(key),
+                                         lambda: load_params(prefix, epoch), kwargs)
 
     @staticmethod
     def load_dict(sym_dict=None, sym_gen=None, default_bucket_key=None, arg_params=None,
                   aux_params=None, **kwargs):
-        """A BucketingModule from in-memory symbols ``{bucket_key: symbol}`` and parameters."""
-        if sym_dict is None:
-            raise ValueError("sym_dict needs to be provided for BucketingModule.load_dict")
-        if arg_params is None:
-            raise ValueError("arg_params need to be provided for BucketingModule.load_dict")
-        if aux_params is None:
-            raise ValueError("aux_params need to be provided for BucketingModule.load_dict")
-        if default_bucket_key is None:
-            raise ValueError("default_bucket_key needs to be provided for "
-                             "BucketingModule.load_dict")
-        bucketing_mod = BucketingModule(sym_gen, default_bucket_key, **kwargs)
-        for bucket_key, loaded_sym in sym_dict.items():
-            _, data_names, label_names = sym_gen(default_bucket_key)
-            bucketing_mod._buckets[bucket_key] = Module(loaded_sym, data_names, label_names,
-                                                        **kwargs)
-            if bucket_key == default_bucket_key:
-                bucketing_mod._curr_module = bucketing_mod._buckets[bucket_key]
-                bucketing_mod._curr_module._arg_params = arg_params
-                bucketing_mod._curr_module._aux_params = aux_params
-                bucketing_mod._curr_module.params_initialized = True
-                bucketing_mod.params_initialized = True
-        return bucketing_mod
+        """A BucketingModule from in-memory symbols ``{bucket_key: symbol}`` and parameters.
+
+        Every bucket takes its data and label names from ``sym_gen(default_bucket_key)``.
+        """
+        for value, what in ((sym_dict, "sym_dict needs to be provided"),
+                            (arg_params, "arg_params need to be provided"),
+                            (aux_params, "aux_params need to be provided"),
+                            (default_bucket_key, "default_bucket_key needs to be provided")):
+            if value is None:
+                raise ValueError("%s for BucketingModule.load_dict" % what)
+        return BucketingModule._assemble(sym_gen, default_bucket_key, sym_dict,
+                                         lambda key: sym_gen(default_bucket_key),
+                                         lambda: (arg_params, aux_params), kwargs)
+
+    @staticmethod
+    def _assemble(sym_gen, default_bucket_key, symbols, names_of, params, kwargs):
+        """A BucketingModule whose buckets are unbound Modules over ``symbols`` (a dict
+        key -> Symbol), named by ``names_of(key)``; when the default key is among them, its
+        Module becomes current and holds ``params()`` as initialised parameters."""
+        loaded = BucketingModule(sym_gen, default_bucket_key, **kwargs)
+        for key, symbol in symbols.items():
+            _, data_names, label_names = names_of(key)
+            loaded._buckets[key] = Module(symbol, data_names, label_names, **kwargs)
+            if key == default_bucket_key:
+                module = loaded._curr_module = loaded._buckets[key]
+                module._arg_params, module._aux_params = params()
+                module.params_initialized = loaded.params_initialized = True
+        return loaded

@@ -3,9 +3,10 @@
 Lifecycle: ``bind`` (executors for given input shapes) -> ``init_params`` (or ``set_params``,
 or ``Module.load``) -> ``init_optimizer`` -> ``forward``/``backward``/``update``.
 
-The module keeps a CPU copy of the parameters (``_arg_params``/``_aux_params``, the dicts
-``get_params`` returns); the devices hold the working copies. ``update()`` makes the cache stale
-(``_params_dirty``); ``get_params`` refreshes it in place with the average over devices.
+Two copies of the parameters exist. The devices hold the working copies inside the executor
+group; the module keeps host copies in ``_arg_params``/``_aux_params``, the very dicts that
+``get_params`` hands out. ``update()`` only marks the host copies stale (``_params_dirty``); the
+next ``get_params`` overwrites them in place with the mean of the device copies.
 """
 import logging
 import warnings
@@ -20,7 +21,8 @@ from ..model import (_check_loaded_optimizer_states, _create_kvstore, _initializ
                      _update_params, _update_params_on_kvstore, checkpoint_states_file,
                      load_checkpoint, write_checkpoint)
 from ..ndarray import zeros
-from .base_module import BaseModule, _check_input_names, _check_lifecycle, _parse_data_desc
+from .base_module import (BaseModule, _attribute_view, _check_lifecycle, _declared_inputs,
+                          _parse_data_desc)
 from .executor_group import DataParallelExecutorGroup
 
 __all__ = ["Module"]
@@ -30,14 +32,44 @@ def _from_checkpoint(module_class, prefix, epoch, load_optimizer_states, kwargs)
     """``load`` of Module and its subclasses: ``module_class(symbol=<prefix-symbol.json>,
     **kwargs)`` holding the parameters of ``prefix-%04d.params`` as initialised ones, and
     reading ``prefix-%04d.states`` in ``init_optimizer`` when ``load_optimizer_states``."""
-    sym, args, auxs = load_checkpoint(prefix, epoch)
-    mod = module_class(symbol=sym, **kwargs)
-    mod._arg_params = args
-    mod._aux_params = auxs
-    mod.params_initialized = True
+    symbol, arg_params, aux_params = load_checkpoint(prefix, epoch)
+    loaded = module_class(symbol=symbol, **kwargs)
+    loaded._arg_params, loaded._aux_params = arg_params, aux_params
+    loaded.params_initialized = True
     if load_optimizer_states:
-        mod._preload_opt_states = checkpoint_states_file(prefix, epoch)
-    return mod
+        loaded._preload_opt_states = checkpoint_states_file(prefix, epoch)
+    return loaded
+
+
+def _context_list(context, work_load_list):
+    """The contexts as a list and one work load per context (equal loads by default)."""
+    contexts = [context] if isinstance(context, ctx.Context) else context
+    if work_load_list is None:
+        return contexts, [1] * len(contexts)
+    if len(work_load_list) != len(contexts):
+        raise ValueError("work_load_list has %d entries for %d contexts"
+                         % (len(work_load_list), len(contexts)))
+    return contexts, work_load_list
+
+
+def _batch_input_shapes(data_batch):
+    """The full-batch shape of every data input of ``data_batch``.
+
+    A list of batches (one per device, already split) counts as one batch whose leading axis
+    is the sum of theirs; all of them must agree on every shape.
+    """
+    if not isinstance(data_batch, list):
+        return tuple(array.shape for array in data_batch.data)
+    if not data_batch:
+        raise ValueError("forward(): encountered an empty list of data batches")
+    shapes = []
+    for position, first in enumerate(data_batch[0].data):
+        for other in data_batch:
+            if other.data[position].shape != first.shape:
+                raise ValueError("All data batches in a list need to have the same shape "
+                                 "(%s vs. %s)" % (first.shape, other.data[position].shape))
+        shapes.append((first.shape[0] * len(data_batch),) + first.shape[1:])
+    return tuple(shapes)
 
 
 class Module(BaseModule):
@@ -71,55 +103,28 @@ class Module(BaseModule):
                  fixed_param_names=None, state_names=None, group2ctxs=None,
                  compression_params=None):
         super().__init__(logger=logger)
-
-        if isinstance(context, ctx.Context):
-            context = [context]
-        self._context = context
-        if work_load_list is None:
-            work_load_list = [1] * len(self._context)
-        if len(work_load_list) != len(self._context):
-            raise ValueError("work_load_list has %d entries for %d contexts"
-                             % (len(work_load_list), len(self._context)))
-        self._work_load_list = work_load_list
+        self._context, self._work_load_list = _context_list(context, work_load_list)
         self._group2ctxs = group2ctxs
-
+        self._compression_params = compression_params
         self._symbol = symbol
 
-        data_names = list(data_names) if data_names is not None else []
-        label_names = list(label_names) if label_names is not None else []
-        state_names = list(state_names) if state_names is not None else []
-        fixed_param_names = list(fixed_param_names) if fixed_param_names is not None else []
-
-        _check_input_names(symbol, data_names, "data", True)
-        _check_input_names(symbol, label_names, "label", False)
-        _check_input_names(symbol, state_names, "state", True)
-        _check_input_names(symbol, fixed_param_names, "fixed_param", True)
-
-        arg_names = symbol.list_arguments()
-        input_names = data_names + label_names + state_names
-        self._param_names = [x for x in arg_names if x not in input_names]
-        self._fixed_param_names = fixed_param_names
+        (self._data_names, self._label_names, self._state_names,
+         self._fixed_param_names) = _declared_inputs(symbol, data_names, label_names,
+                                                     state_names, fixed_param_names)
+        # every argument the batch or set_states does not feed is a parameter
+        fed = set(self._data_names) | set(self._label_names) | set(self._state_names)
+        self._param_names = [name for name in symbol.list_arguments() if name not in fed]
         self._aux_names = symbol.list_auxiliary_states()
-        self._data_names = data_names
-        self._label_names = label_names
-        self._state_names = state_names
         self._output_names = symbol.list_outputs()
 
-        self._arg_params = None
-        self._aux_params = None
+        # host copies of the parameters; created by bind, loaded by load()
+        self._arg_params = self._aux_params = None
         self._params_dirty = False
-
-        self._compression_params = compression_params
-        self._optimizer = None
-        self._kvstore = None
-        self._update_on_kvstore = None
-        self._updater = None
+        # optimizer side, filled by init_optimizer or borrow_optimizer
+        self._optimizer = self._kvstore = self._update_on_kvstore = self._updater = None
         self._preload_opt_states = None
         self._grad_req = None
-
-        self._exec_group = None
-        self._data_shapes = None
-        self._label_shapes = None
+        self._exec_group = self._data_shapes = self._label_shapes = None
 
     # --- checkpoints ---------------------------------------------------------------------------
     @staticmethod
@@ -141,35 +146,13 @@ class Module(BaseModule):
                          self.save_optimizer_states if save_optimizer_states else None)
         logging.info('Saved checkpoint to "%s-%04d.params"', prefix, epoch)
 
-    def _reset_bind(self):
-        """Forget the executors (parameters and optimizer are kept)."""
-        self.binded = False
-        self._exec_group = None
-        self._data_shapes = None
-        self._label_shapes = None
-
     # --- names and shapes ----------------------------------------------------------------------
-    @property
-    def data_names(self):
-        return self._data_names
-
-    @property
-    def label_names(self):
-        return self._label_names
-
-    @property
-    def output_names(self):
-        return self._output_names
-
-    @property
-    def data_shapes(self):
-        _check_lifecycle(self, "data_shapes")
-        return self._data_shapes
-
-    @property
-    def label_shapes(self):
-        _check_lifecycle(self, "label_shapes")
-        return self._label_shapes
+    data_names = _attribute_view("_data_names", "Inputs fed from ``DataBatch.data``.")
+    label_names = _attribute_view("_label_names", "Inputs fed from ``DataBatch.label``.")
+    output_names = _attribute_view("_output_names", "The symbol's outputs.")
+    data_shapes = _attribute_view("_data_shapes", "The bound data descriptions.", bound=True)
+    label_shapes = _attribute_view("_label_shapes", "The bound label descriptions (None "
+                                   "without labels).", bound=True)
 
     @property
     def output_shapes(self):
@@ -187,38 +170,33 @@ class Module(BaseModule):
 
     def init_params(self, initializer=Uniform(0.01), arg_params=None, aux_params=None,
                     allow_missing=False, force_init=False, allow_extra=False):
-        """Initialise parameters and aux states, then copy them to every device.
+        """Give every parameter and aux state a value, then copy them all to the devices.
 
-        Names are visited in sorted order (which fixes the sequence of random draws). A name in
-        ``arg_params``/``aux_params`` is copied from there; a name missing from a given dict
-        raises RuntimeError unless ``allow_missing`` (then ``initializer`` fills it). Already
-        initialised and not ``force_init``: a warning, nothing else.
+        The host arrays are filled in name order, so random initialisers draw in a fixed
+        sequence. When a source dict (``arg_params`` or ``aux_params``) is given, a name found
+        there is copied from it; a name it lacks is an error (RuntimeError) unless
+        ``allow_missing``, in which case ``initializer`` fills it. Calling this again without
+        ``force_init`` only warns.
         """
         if self.params_initialized and not force_init:
             warnings.warn("Parameters already initialized and force_init=False. "
                           "init_params call ignored.", stacklevel=2)
             return
         _check_lifecycle(self, "init_params()")
-
-        def _impl(name, arr, cache):
-            if cache is not None:
-                if name in cache:
-                    cache_arr = cache[name]
-                    if cache_arr is not arr:
-                        cache_arr.copyto(arr)
-                else:
-                    if not allow_missing:
-                        raise RuntimeError("%s is not presented" % name)
-                    if initializer is not None:
-                        initializer(name, arr)
-            else:
-                initializer(name, arr)
-
         attrs = self._symbol.attr_dict()
-        for name, arr in sorted(self._arg_params.items()):
-            _impl(InitDesc(name, attrs.get(name, None)), arr, arg_params)
-        for name, arr in sorted(self._aux_params.items()):
-            _impl(InitDesc(name, attrs.get(name, None)), arr, aux_params)
+
+        for host, given in ((self._arg_params, arg_params), (self._aux_params, aux_params)):
+            for name in sorted(host):
+                target, desc = host[name], InitDesc(name, attrs.get(name, None))
+                if given is None:
+                    initializer(desc, target)
+                elif name in given:
+                    if given[name] is not target:
+                        given[name].copyto(target)
+                elif not allow_missing:
+                    raise RuntimeError("%s is not presented" % desc)
+                elif initializer is not None:
+                    initializer(desc, target)
 
         self.params_initialized = True
         self._params_dirty = False
@@ -228,25 +206,23 @@ class Module(BaseModule):
                    allow_extra=False):
         """Assign parameter values.
 
-        ``allow_missing=False``: every parameter must be in the dicts (RuntimeError otherwise);
-        extra names are ignored. ``allow_missing=True``: the dicts go straight to the devices;
-        extra names raise ValueError unless ``allow_extra``, missing ones keep their values.
+        Strict form (``allow_missing=False``): it is ``init_params`` without an initializer,
+        so each parameter must be in the dicts and unknown names are ignored. Lenient form
+        (``allow_missing=True``): the dicts are written straight into the devices; parameters
+        they lack keep their values, and unknown names are a ValueError unless ``allow_extra``.
         """
-        if not allow_missing:
-            self.init_params(initializer=None, arg_params=arg_params, aux_params=aux_params,
-                             allow_missing=allow_missing, force_init=force_init,
-                             allow_extra=allow_extra)
-            return
-
-        if self.params_initialized and not force_init:
+        if allow_missing and self.params_initialized and not force_init:
             warnings.warn("Parameters already initialized and force_init=False. "
                           "set_params call ignored.", stacklevel=2)
-            return
-        _check_lifecycle(self, "set_params()")
-        self._exec_group.set_params(arg_params, aux_params, allow_extra=allow_extra)
-        # the devices now hold values the cache has not seen
-        self._params_dirty = True
-        self.params_initialized = True
+        elif allow_missing:
+            _check_lifecycle(self, "set_params()")
+            self._exec_group.set_params(arg_params, aux_params, allow_extra=allow_extra)
+            # only the devices saw the new values: the host copies must be refreshed before use
+            self._params_dirty = self.params_initialized = True
+        else:
+            self.init_params(initializer=None, arg_params=arg_params, aux_params=aux_params,
+                             allow_missing=False, force_init=force_init,
+                             allow_extra=allow_extra)
 
     # --- binding -----------------------------------------------------------------------------
     def bind(self, data_shapes, label_shapes=None, for_training=True, inputs_need_grad=False,
@@ -260,61 +236,71 @@ class Module(BaseModule):
         """
         if force_rebind:
             self._reset_bind()
-
         if self.binded:
             self.logger.warning('Already bound, ignoring bind()')
             return
-
-        if not for_training and inputs_need_grad:
+        if inputs_need_grad and not for_training:
             raise ValueError("bind(): inputs_need_grad=True requires for_training=True")
 
         self.for_training = for_training
         self.inputs_need_grad = inputs_need_grad
         self._grad_req = grad_req
-
         self._data_shapes, self._label_shapes = _parse_data_desc(
             self.data_names, self.label_names, data_shapes, label_shapes)
-
-        if shared_module is not None:
-            if not isinstance(shared_module, Module):
-                raise TypeError("shared_module must be a Module, got %s"
-                                % type(shared_module).__name__)
-            _check_lifecycle(shared_module, "binding another module to it (shared_module)",
-                             params=True)
-            shared_group = shared_module._exec_group
-            if len(shared_group.execs) < len(self._context):
-                raise ValueError("shared_module has %d executors, fewer than this module's %d "
-                                 "contexts" % (len(shared_group.execs), len(self._context)))
-        else:
-            shared_group = None
-
         self._exec_group = DataParallelExecutorGroup(
             self._symbol, self._context, self._work_load_list, self._data_shapes,
             self._label_shapes, self._param_names, for_training, inputs_need_grad,
-            shared_group, logger=self.logger, fixed_param_names=self._fixed_param_names,
-            grad_req=grad_req, group2ctxs=self._group2ctxs, state_names=self._state_names)
+            self._group_to_share(shared_module), logger=self.logger,
+            fixed_param_names=self._fixed_param_names, grad_req=grad_req,
+            group2ctxs=self._group2ctxs, state_names=self._state_names)
         self._total_exec_bytes = self._exec_group._total_exec_bytes
+
         if shared_module is not None:
+            # a bucket: the host copies and the optimizer belong to the shared module
             self.params_initialized = True
             self._arg_params = shared_module._arg_params
             self._aux_params = shared_module._aux_params
+            if shared_module.optimizer_initialized:
+                self.borrow_optimizer(shared_module)
         elif self.params_initialized:
-            # re-binding: copy the cached parameters into the new executors
+            # bound again after init or load: the new executors get the host values
             self._exec_group.set_params(self._arg_params, self._aux_params)
         else:
-            if self._arg_params is not None or self._aux_params is not None:
-                raise ValueError("bind(): parameters were assigned without params_initialized")
-            self._arg_params = {
-                name: zeros(shape=x[0].shape, dtype=x[0].dtype, stype=x[0].stype)
-                for name, x in zip(self._param_names, self._exec_group.param_arrays)}
-            self._aux_params = {
-                name: zeros(x[0].shape, dtype=x[0].dtype)
-                for name, x in zip(self._aux_names, self._exec_group.aux_arrays)}
-
-        if shared_module is not None and shared_module.optimizer_initialized:
-            self.borrow_optimizer(shared_module)
-
+            self._allocate_host_params()
         self.binded = True
+
+    def _reset_bind(self):
+        """Forget the executors (parameters and optimizer are kept)."""
+        self.binded = False
+        self._exec_group = self._data_shapes = self._label_shapes = None
+
+    def _group_to_share(self, shared_module):
+        """The executor group of ``shared_module`` after checking it can be shared, or None."""
+        if shared_module is None:
+            return None
+        if not isinstance(shared_module, Module):
+            raise TypeError("shared_module must be a Module, got %s"
+                            % type(shared_module).__name__)
+        _check_lifecycle(shared_module, "binding another module to it (shared_module)",
+                         params=True)
+        group = shared_module._exec_group
+        if len(group.execs) < len(self._context):
+            raise ValueError("shared_module has %d executors, fewer than this module's %d "
+                             "contexts" % (len(group.execs), len(self._context)))
+        return group
+
+    def _allocate_host_params(self):
+        """Zero host arrays matching the first device's parameters and aux states."""
+        if self._arg_params is not None or self._aux_params is not None:
+            raise ValueError("bind(): parameters were assigned without params_initialized")
+        group = self._exec_group
+        self._arg_params = {}
+        for name, copies in zip(self._param_names, group.param_arrays):
+            self._arg_params[name] = zeros(shape=copies[0].shape, dtype=copies[0].dtype,
+                                           stype=copies[0].stype)
+        self._aux_params = {}
+        for name, copies in zip(self._aux_names, group.aux_arrays):
+            self._aux_params[name] = zeros(copies[0].shape, dtype=copies[0].dtype)
 
     def reshape(self, data_shapes, label_shapes=None):
         """Re-shape the executors for new input shapes; parameters are kept."""
@@ -326,88 +312,88 @@ class Module(BaseModule):
     # --- optimizer ---------------------------------------------------------------------------
     def init_optimizer(self, kvstore='local', optimizer='sgd',
                        optimizer_params=(('learning_rate', 0.01),), force_init=False):
-        """Install the optimizer and decide where updates run (MXNET_SEMANTICS 2.6).
+        """Install the optimizer and choose where updates run.
 
-        ``rescale_grad`` is ``1/(total batch size x dist workers)`` and stays fixed afterwards.
-        A string optimizer is created with the symbol (lr/wd multipliers, no weight decay for
-        non-weight params) and ``idx2name``; an Optimizer object is used as given (only a
-        warning if its rescale_grad differs; ``idx2name`` filled in if empty).
+        The kvstore decides: updates run on the store when it says so, otherwise in this
+        module through an updater. Gradients are scaled by ``1/(total batch size x number of
+        workers of a synchronous distributed store)``, fixed at this point. A string optimizer
+        is created here with the symbol (learning-rate and weight-decay multipliers) and the
+        index-to-name map; an Optimizer object is kept as given, with a warning when its
+        ``rescale_grad`` differs and its ``idx2name`` filled in when empty.
         """
         _check_lifecycle(self, "init_optimizer()", params=True)
         if self.optimizer_initialized and not force_init:
             self.logger.warning('optimizer already initialized, ignoring...')
             return
-
         if self._params_dirty:
             self._sync_params_from_devices()
 
-        (kvstore, update_on_kvstore) = _create_kvstore(kvstore, len(self._context),
-                                                       self._arg_params)
-
-        batch_size = self._exec_group.batch_size
+        kvstore, update_on_kvstore = _create_kvstore(kvstore, len(self._context),
+                                                     self._arg_params)
+        workers = 1
         if kvstore and 'dist' in kvstore.type and '_sync' in kvstore.type:
-            batch_size *= kvstore.num_workers
-        rescale_grad = 1.0 / batch_size
+            workers = kvstore.num_workers
+        rescale_grad = 1.0 / (self._exec_group.batch_size * workers)
 
-        idx2name = {}
+        names = self._exec_group.param_names
         if update_on_kvstore:
-            idx2name.update(enumerate(self._exec_group.param_names))
+            idx2name = dict(enumerate(names))
         else:
-            num_device = len(self._context)
-            for k in range(num_device):
-                idx2name.update({i * num_device + k: n
-                                 for i, n in enumerate(self._exec_group.param_names)})
-        if isinstance(optimizer, str):
-            optimizer_params = dict(optimizer_params)
-            if 'rescale_grad' not in optimizer_params:
-                optimizer_params['rescale_grad'] = rescale_grad
-            optimizer = opt.create(optimizer, sym=self.symbol, param_idx2name=idx2name,
-                                   **optimizer_params)
-        else:
-            if not isinstance(optimizer, opt.Optimizer):
-                raise TypeError("optimizer must be a str or an Optimizer, got %s"
-                                % type(optimizer).__name__)
-            if optimizer.rescale_grad != rescale_grad:
-                warnings.warn(
-                    "Optimizer created manually outside Module but rescale_grad "
-                    "is not normalized to 1.0/batch_size/num_workers (%s vs. %s). "
-                    "Is this intended?" % (optimizer.rescale_grad, rescale_grad), stacklevel=2)
-            if not optimizer.idx2name:
-                optimizer.idx2name = idx2name.copy()
-
-        self._optimizer = optimizer
-        self._kvstore = kvstore
-        self._update_on_kvstore = update_on_kvstore
-        self._updater = None
+            # the updater sees one key per (parameter, device) pair
+            devices = len(self._context)
+            idx2name = {index * devices + device: name for index, name in enumerate(names)
+                        for device in range(devices)}
+        self._optimizer = self._make_optimizer(optimizer, optimizer_params, rescale_grad,
+                                               idx2name)
+        self._kvstore, self._update_on_kvstore = kvstore, update_on_kvstore
+        self._attach_kvstore()
+        self._updater = None if update_on_kvstore else opt.get_updater(self._optimizer)
         # the updater's key of each parameter, shared with modules that borrow the optimizer
-        self._optimizer_positions = {n: i for i, n in enumerate(self._exec_group.param_names)}
-
-        if kvstore:
-            if self._compression_params:
-                kvstore.set_gradient_compression(self._compression_params)
-            if update_on_kvstore:
-                kvstore.set_optimizer(self._optimizer)
-            # copy initialized local parameters to kvstore
-            _initialize_kvstore(kvstore=kvstore, param_arrays=self._exec_group.param_arrays,
-                                arg_params=self._arg_params, param_names=self._param_names,
-                                update_on_kvstore=update_on_kvstore)
-        if not update_on_kvstore:
-            self._updater = opt.get_updater(optimizer)
-
+        self._optimizer_positions = {name: i for i, name in enumerate(names)}
         self.optimizer_initialized = True
 
         if self._preload_opt_states is not None:
             self.load_optimizer_states(self._preload_opt_states)
             self._preload_opt_states = None
 
+    def _attach_kvstore(self):
+        """Hand the kvstore its compression, its optimizer when it runs the updates, and the
+        host copies of the parameters as its starting values."""
+        store = self._kvstore
+        if not store:
+            return
+        if self._compression_params:
+            store.set_gradient_compression(self._compression_params)
+        if self._update_on_kvstore:
+            store.set_optimizer(self._optimizer)
+        _initialize_kvstore(kvstore=store, param_arrays=self._exec_group.param_arrays,
+                            arg_params=self._arg_params, param_names=self._param_names,
+                            update_on_kvstore=self._update_on_kvstore)
+
+    def _make_optimizer(self, optimizer, optimizer_params, rescale_grad, idx2name):
+        """The Optimizer object for ``init_optimizer`` (see there for the rules)."""
+        if isinstance(optimizer, str):
+            params = dict(optimizer_params)
+            params.setdefault('rescale_grad', rescale_grad)
+            return opt.create(optimizer, sym=self.symbol, param_idx2name=idx2name, **params)
+        if not isinstance(optimizer, opt.Optimizer):
+            raise TypeError("optimizer must be a str or an Optimizer, got %s"
+                            % type(optimizer).__name__)
+        if optimizer.rescale_grad != rescale_grad:
+            warnings.warn(
+                "Optimizer created manually outside Module but rescale_grad "
+                "is not normalized to 1.0/batch_size/num_workers (%s vs. %s). "
+                "Is this intended?" % (optimizer.rescale_grad, rescale_grad), stacklevel=3)
+        if not optimizer.idx2name:
+            optimizer.idx2name = dict(idx2name)
+        return optimizer
+
     def borrow_optimizer(self, shared_module):
         """Use ``shared_module``'s optimizer, kvstore and updater (bucketing)."""
         _check_lifecycle(shared_module, "borrow_optimizer() from it", bound=False,
                          optimizer=True)
-        self._optimizer = shared_module._optimizer
-        self._kvstore = shared_module._kvstore
-        self._update_on_kvstore = shared_module._update_on_kvstore
-        self._updater = shared_module._updater
+        for attr in ('_optimizer', '_kvstore', '_update_on_kvstore', '_updater'):
+            setattr(self, attr, getattr(shared_module, attr))
         # A bucket may hold a subset of the shared module's parameters, in another order:
         # key each parameter's optimizer state by its position in the module that created
         # the optimizer (MXNet keys it by the position in each bucket, so buckets with
@@ -429,43 +415,29 @@ class Module(BaseModule):
         """Forward computation; re-shapes the executors first if the batch's shapes differ
         from the bound ones. ``is_train=None`` means "as bound" (``for_training``)."""
         _check_lifecycle(self, "forward()", params=True)
-
-        curr_data_shapes = tuple(i.shape for i in self._data_shapes)
-        if isinstance(data_batch, list):
-            if not data_batch:
-                raise ValueError("forward(): encountered an empty list of data batches")
-            new_data_shapes = []
-            for i in range(len(data_batch[0].data)):
-                shape = data_batch[0].data[i].shape
-                for db in data_batch:
-                    if shape != db.data[i].shape:
-                        raise ValueError("All data batches in a list need to have the same "
-                                         "shape (%s vs. %s)" % (shape, db.data[i].shape))
-                new_batch_size = len(data_batch) * shape[0]
-                new_data_shapes.append((new_batch_size,) + shape[1:])
-            new_data_shapes = tuple(new_data_shapes)
-        else:
-            new_data_shapes = tuple(i.shape for i in data_batch.data)
-
-        if curr_data_shapes != new_data_shapes:
-            if hasattr(data_batch, "provide_data") and data_batch.provide_data:
-                new_dshape = data_batch.provide_data
-            else:
-                new_dshape = [DataDesc(i.name, shape, i.dtype, i.layout)
-                              for i, shape in zip(self._data_shapes, new_data_shapes)]
-
-            if hasattr(data_batch, "provide_label") and data_batch.provide_label:
-                new_lshape = data_batch.provide_label
-            elif (hasattr(data_batch, "label") and data_batch.label
-                  and self._label_shapes is not None):
-                new_lshape = [DataDesc(i.name, j.shape, i.dtype, i.layout)
-                              for i, j in zip(self._label_shapes, data_batch.label)]
-            else:
-                new_lshape = None
-
-            self.reshape(new_dshape, new_lshape)
-
+        batch_shapes = _batch_input_shapes(data_batch)
+        if batch_shapes != tuple(desc.shape for desc in self._data_shapes):
+            self.reshape(*self._descs_for(data_batch, batch_shapes))
         self._exec_group.forward(data_batch, is_train)
+
+    def _descs_for(self, data_batch, batch_shapes):
+        """Data and label descriptions of a batch whose shapes differ from the bound ones.
+
+        The batch's own ``provide_data``/``provide_label`` win; otherwise the bound
+        descriptions are kept with the batch's shapes (labels only if bound with labels).
+        """
+        data_descs = getattr(data_batch, "provide_data", None)
+        if not data_descs:
+            data_descs = [DataDesc(desc.name, shape, desc.dtype, desc.layout)
+                          for desc, shape in zip(self._data_shapes, batch_shapes)]
+        label_descs = getattr(data_batch, "provide_label", None)
+        if not label_descs:
+            labels = getattr(data_batch, "label", None)
+            label_descs = None
+            if labels and self._label_shapes is not None:
+                label_descs = [DataDesc(desc.name, array.shape, desc.dtype, desc.layout)
+                               for desc, array in zip(self._label_shapes, labels)]
+        return data_descs, label_descs
 
     def backward(self, out_grads=None):
         """Backward computation; ``out_grads`` are head gradients of non-loss outputs."""
@@ -476,20 +448,17 @@ class Module(BaseModule):
         """Apply the optimizer to the last gradients (on the kvstore or here)."""
         _check_lifecycle(self, "update()", params=True, optimizer=True)
         self._params_dirty = True
+        group = self._exec_group
         if self._update_on_kvstore:
-            _update_params_on_kvstore(self._exec_group.param_arrays,
-                                      self._exec_group.grad_arrays,
-                                      self._kvstore, self._exec_group.param_names)
+            _update_params_on_kvstore(group.param_arrays, group.grad_arrays, self._kvstore,
+                                      group.param_names)
         else:
             positions = getattr(self, "_optimizer_positions", None)
-            _update_params(self._exec_group.param_arrays,
-                           self._exec_group.grad_arrays,
-                           updater=self._updater,
-                           num_device=len(self._context),
-                           kvstore=self._kvstore,
-                           param_names=self._exec_group.param_names,
+            _update_params(group.param_arrays, group.grad_arrays, updater=self._updater,
+                           num_device=len(self._context), kvstore=self._kvstore,
+                           param_names=group.param_names,
                            param_positions=None if positions is None else
-                           [positions[n] for n in self._exec_group.param_names])
+                           [positions[name] for name in group.param_names])
 
     def get_outputs(self, merge_multi_context=True):
         """Outputs of the last forward: merged over devices, or per output a device list."""
@@ -518,29 +487,34 @@ class Module(BaseModule):
         self._exec_group.update_metric(eval_metric, labels, pre_sliced)
 
     def _sync_params_from_devices(self):
-        """Refresh the CPU cache from the devices (average); row_sparse params come from the
-        kvstore when updates run there."""
+        """Overwrite the host copies with the mean of the device copies.
+
+        When the kvstore runs the updates, a row_sparse parameter's device copy holds only the
+        rows last pulled, so its full value is pulled from the store instead.
+        """
         self._exec_group.get_params(self._arg_params, self._aux_params)
         if self._kvstore and self._update_on_kvstore:
-            for param_name, param_val in sorted(self._arg_params.items()):
-                if param_val.stype == 'row_sparse':
-                    row_ids = nd.arange(0, param_val.shape[0], dtype='int64')
-                    self._kvstore.row_sparse_pull(param_name, param_val, row_ids=row_ids)
+            for name in sorted(self._arg_params):
+                host = self._arg_params[name]
+                if host.stype == 'row_sparse':
+                    every_row = nd.arange(0, host.shape[0], dtype='int64')
+                    self._kvstore.row_sparse_pull(name, host, row_ids=every_row)
         self._params_dirty = False
 
     # --- optimizer states --------------------------------------------------------------------
     def save_optimizer_states(self, fname):
         """Write the optimizer states (the updater's pickle) to ``fname``, atomically."""
         _check_lifecycle(self, "save_optimizer_states()", bound=False, optimizer=True)
+        updater = self._updater
         if self._update_on_kvstore:
             updater = getattr(self._kvstore, "_updater", None)
             if updater is None:
-                # the states live elsewhere (a distributed store's servers)
+                # a store without a local updater keeps the states itself (distributed servers)
                 self._kvstore.save_optimizer_states(fname)
                 return
             atomic_write(fname, updater.get_states(dump_optimizer=False))
-        else:
-            atomic_write(fname, self._updater.get_states())
+            return
+        atomic_write(fname, updater.get_states())
 
     def load_optimizer_states(self, fname):
         """Read optimizer states written by :meth:`save_optimizer_states`."""
@@ -548,8 +522,8 @@ class Module(BaseModule):
         if self._update_on_kvstore:
             self._kvstore.load_optimizer_states(fname)
         else:
-            with open(fname, 'rb') as fin:
-                self._updater.set_states(fin.read())
+            with open(fname, 'rb') as stream:
+                self._updater.set_states(stream.read())
         _check_loaded_optimizer_states(self)
 
     def install_monitor(self, mon):
@@ -566,20 +540,21 @@ class Module(BaseModule):
         _check_lifecycle(self, "prepare()")
         if sparse_row_id_fn is None:
             return
-        if not self._kvstore or not self._update_on_kvstore:
+        if not (self._kvstore and self._update_on_kvstore):
             warnings.warn(UserWarning("Parameters are not updated in the KVStore. "
                                       "No need to call sparse_row_id_fn."))
             return
-        row_ids = sparse_row_id_fn(data_batch)
-        if not isinstance(row_ids, dict):
+        wanted = sparse_row_id_fn(data_batch)
+        if not isinstance(wanted, dict):
             raise TypeError("Expected dict output from sparse_row_id_fn, got %s"
-                            % type(row_ids).__name__)
-        for param_name, row_id in row_ids.items():
-            param_idx = self._exec_group.param_names.index(param_name)
-            param_val = self._exec_group.param_arrays[param_idx]
-            if param_val[0].stype != 'row_sparse':
-                warnings.warn(UserWarning("%s.stype is not 'row_sparse'. No need to "
-                                          "perform row_sparse_pull." % param_name))
+                            % type(wanted).__name__)
+        names = self._exec_group.param_names
+        for name, rows in wanted.items():
+            index = names.index(name)
+            copies = self._exec_group.param_arrays[index]
+            if copies[0].stype == 'row_sparse':
+                # earlier parameters first: a larger index gets a lower priority
+                self._kvstore.row_sparse_pull(name, copies, row_ids=rows, priority=-index)
             else:
-                self._kvstore.row_sparse_pull(param_name, param_val, row_ids=row_id,
-                                              priority=-param_idx)
+                warnings.warn(UserWarning("%s.stype is not 'row_sparse'. No need to "
+                                          "perform row_sparse_pull." % name))

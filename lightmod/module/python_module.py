@@ -8,53 +8,39 @@ import logging
 from .. import ndarray as nd
 from ..base import MXNetError
 from ..initializer import Uniform
-from .base_module import BaseModule, _check_lifecycle
+from .base_module import BaseModule, _attribute_view, _check_lifecycle
 
 __all__ = ["PythonModule", "PythonLossModule"]
+
+
+def _listed(names):
+    """Tuples of names become lists; anything else (a list, None) is kept as given."""
+    return list(names) if isinstance(names, tuple) else names
 
 
 class PythonModule(BaseModule):
     """A parameter-free module computed in Python.
 
     Subclasses implement ``_compute_output_shapes`` and forward/backward/get_outputs/
-    get_input_grads.
+    get_input_grads. ``bind`` only records the input shapes and asks the subclass for the
+    output shapes; there are no executors, parameters or optimizer.
     """
 
     def __init__(self, data_names, label_names, output_names, logger=logging):
         super().__init__(logger=logger)
-
-        if isinstance(data_names, tuple):
-            data_names = list(data_names)
-        if isinstance(label_names, tuple):
-            label_names = list(label_names)
-
-        self._data_names = data_names
-        self._label_names = label_names
+        self._data_names = _listed(data_names)
+        self._label_names = _listed(label_names)
         self._output_names = output_names
+        # set by bind
+        self._data_shapes = self._label_shapes = self._output_shapes = None
 
-        self._data_shapes = None
-        self._label_shapes = None
-        self._output_shapes = None
-
-    @property
-    def data_names(self):
-        return self._data_names
-
-    @property
-    def output_names(self):
-        return self._output_names
-
-    @property
-    def data_shapes(self):
-        return self._data_shapes
-
-    @property
-    def label_shapes(self):
-        return self._label_shapes
-
-    @property
-    def output_shapes(self):
-        return self._output_shapes
+    data_names = _attribute_view("_data_names", "Names of the data inputs.")
+    output_names = _attribute_view("_output_names", "Names of the outputs.")
+    data_shapes = _attribute_view("_data_shapes", "The bound data shapes (None before bind).")
+    label_shapes = _attribute_view("_label_shapes", "The bound label shapes (None before bind or "
+                                            "without labels).")
+    output_shapes = _attribute_view("_output_shapes", "``[(name, shape)]`` of the outputs, computed "
+                                              "at bind.")
 
     def get_params(self):
         """No parameters: two empty dicts."""
@@ -143,11 +129,8 @@ class PythonLossModule(PythonModule):
     def forward(self, data_batch, is_train=None):
         """Keep the scores (and, when training, the labels) for backward."""
         self._scores = data_batch.data[0]
-
-        if is_train is None:
-            is_train = self.for_training
-
-        if is_train:
+        training = self.for_training if is_train is None else is_train
+        if training:
             self._labels = data_batch.label[0]
 
     def get_outputs(self, merge_multi_context=True):

@@ -23,38 +23,31 @@ class SequentialModule(BaseModule):
         super().__init__(logger=logger)
         self._modules = []
         self._metas = []
-
-        self._label_shapes = None
-        self._data_shapes = None
-        self._meta_keys = {getattr(SequentialModule, x)
-                           for x in dir(SequentialModule) if x.startswith('META_')}
+        self._data_shapes = self._label_shapes = None
+        self._meta_keys = {self.META_TAKE_LABELS, self.META_AUTO_WIRING}
 
     def add(self, module, **kwargs):
         """Append ``module``; returns self so calls can be chained."""
-        for key in kwargs:
-            if key not in self._meta_keys:
-                raise ValueError('Unknown meta "%s", a typo? (known: %s)'
-                                 % (key, sorted(self._meta_keys)))
+        unknown = [key for key in kwargs if key not in self._meta_keys]
+        if unknown:
+            raise ValueError('Unknown meta "%s", a typo? (known: %s)'
+                             % (unknown[0], sorted(self._meta_keys)))
         self._modules.append(module)
         self._metas.append(kwargs)
-
-        # a new module invalidates whatever was bound or initialised
-        self.binded = False
-        self.params_initialized = False
-        self.optimizer_initialized = False
+        # the chain changed: it must be bound, initialised and given an optimizer again
+        self.binded = self.params_initialized = self.optimizer_initialized = False
         return self
+
+    def _takes_labels(self, position):
+        return bool(self._metas[position].get(self.META_TAKE_LABELS, False))
 
     @property
     def data_names(self):
-        if self._modules:
-            return self._modules[0].data_names
-        return []
+        return self._modules[0].data_names if self._modules else []
 
     @property
     def output_names(self):
-        if self._modules:
-            return self._modules[-1].output_names
-        return []
+        return self._modules[-1].output_names if self._modules else []
 
     @property
     def data_shapes(self):
@@ -74,12 +67,11 @@ class SequentialModule(BaseModule):
     def get_params(self):
         """The union of every module's parameters."""
         _check_lifecycle(self, "get_params()", params=True)
-        arg_params = {}
-        aux_params = {}
+        arg_params, aux_params = {}, {}
         for module in self._modules:
-            arg, aux = module.get_params()
-            arg_params.update(arg)
-            aux_params.update(aux)
+            args, auxs = module.get_params()
+            arg_params.update(args)
+            aux_params.update(auxs)
         return arg_params, aux_params
 
     def init_params(self, initializer=Uniform(0.01), arg_params=None, aux_params=None,
@@ -88,39 +80,37 @@ class SequentialModule(BaseModule):
         if self.params_initialized and not force_init:
             return
         _check_lifecycle(self, "init_params()")
-
         for module in self._modules:
             module.init_params(initializer=initializer, arg_params=arg_params,
                                aux_params=aux_params, allow_missing=allow_missing,
                                force_init=force_init, allow_extra=allow_extra)
 
-        def _check_name(known_names, new_names, layer):
-            for name in new_names:
-                if name in known_names:
-                    first = known_names[name]
-                    raise ValueError('Duplicated parameter names: name "%s" in layer %d (%s) is '
-                                     'already used in layer %d (%s).'
-                                     % (name, layer, type(self._modules[layer]).__name__,
-                                        first, type(self._modules[first]).__name__))
-                known_names[name] = layer
-
-        arg_names = {}
-        aux_names = {}
-        for i_layer, module in enumerate(self._modules):
-            arg, aux = module.get_params()
-            _check_name(arg_names, arg.keys(), i_layer)
-            _check_name(aux_names, aux.keys(), i_layer)
-
+        # every parameter (and every aux state) name must belong to one module only
+        owners = ({}, {})
+        for position, module in enumerate(self._modules):
+            for names, owner_of in zip(module.get_params(), owners):
+                for name in names:
+                    first = owner_of.setdefault(name, position)
+                    if first != position:
+                        raise ValueError(
+                            'Duplicated parameter names: name "%s" in layer %d (%s) is already '
+                            'used in layer %d (%s).' % (name, position, type(module).__name__,
+                                                        first, type(self._modules[first]).__name__))
         self.params_initialized = True
 
     def bind(self, data_shapes, label_shapes=None, for_training=True, inputs_need_grad=False,
              force_rebind=False, shared_module=None, grad_req='write'):
-        """Bind every module; each later module gets the previous one's output shapes and
-        computes input gradients when training (they flow back through the chain)."""
+        """Bind every module in turn.
+
+        The first module gets ``data_shapes``; each later one gets the previous module's
+        output shapes (renamed to its own data names with ``auto_wiring``) and computes input
+        gradients when training, since they are the previous module's head gradients. Only
+        modules added with ``take_labels`` get ``label_shapes``; when there is none, the
+        chain keeps no label shapes.
+        """
         if self.binded and not force_rebind:
             self.logger.warning('Already bound, ignoring bind()')
             return
-
         if inputs_need_grad and not for_training:
             raise ValueError("bind(): inputs_need_grad=True requires for_training=True")
         if shared_module is not None:
@@ -130,87 +120,75 @@ class SequentialModule(BaseModule):
 
         self.for_training = for_training
         self.inputs_need_grad = inputs_need_grad
-        self._label_shapes = label_shapes
-
-        my_data_shapes = data_shapes
-        anybody_ever_needs_label = False
-        for i_layer, module in enumerate(self._modules):
-            meta = self._metas[i_layer]
-            if meta.get(SequentialModule.META_TAKE_LABELS, False):
-                my_label_shapes = label_shapes
-                anybody_ever_needs_label = True
-            else:
-                my_label_shapes = None
-
-            my_inputs_need_grad = bool(inputs_need_grad or (for_training and i_layer > 0))
-
-            if meta.get(SequentialModule.META_AUTO_WIRING, False):
-                data_names = module.data_names
-                if len(data_names) != len(my_data_shapes):
-                    raise ValueError("auto_wiring: layer %d takes %d inputs but the previous "
-                                     "layer gives %d" % (i_layer, len(data_names),
-                                                         len(my_data_shapes)))
-                my_data_shapes = [(new_name, shape) for (new_name, (_, shape))
-                                  in zip(data_names, my_data_shapes)]
-
-            module.bind(data_shapes=my_data_shapes, label_shapes=my_label_shapes,
-                        for_training=for_training, inputs_need_grad=my_inputs_need_grad,
+        incoming = data_shapes
+        for position, module in enumerate(self._modules):
+            if self._metas[position].get(self.META_AUTO_WIRING, False):
+                incoming = self._rewire(position, module, incoming)
+            module.bind(data_shapes=incoming,
+                        label_shapes=label_shapes if self._takes_labels(position) else None,
+                        for_training=for_training,
+                        inputs_need_grad=bool(inputs_need_grad or (for_training and position)),
                         force_rebind=force_rebind, shared_module=None, grad_req=grad_req)
-
-            # the next module's data are this module's outputs
-            my_data_shapes = module.output_shapes
-
-        if not anybody_ever_needs_label:
-            # nobody needs labels: drop them so update_metric is a no-op
-            self._label_shapes = None
+            incoming = module.output_shapes
+        any_takes_labels = any(self._takes_labels(k) for k in range(len(self._modules)))
+        self._label_shapes = label_shapes if any_takes_labels else None
         self.binded = True
+
+    @staticmethod
+    def _rewire(position, module, shapes):
+        """``shapes`` under ``module``'s data names, in order (auto_wiring)."""
+        names = module.data_names
+        if len(names) != len(shapes):
+            raise ValueError("auto_wiring: layer %d takes %d inputs but the previous layer "
+                             "gives %d" % (position, len(names), len(shapes)))
+        return [(name, shape) for name, (_, shape) in zip(names, shapes)]
 
     def init_optimizer(self, kvstore='local', optimizer='sgd',
                        optimizer_params=(('learning_rate', 0.01),), force_init=False):
-        """Install the optimizer on every module."""
+        """Give every module the same kind of optimizer (each its own instance)."""
         _check_lifecycle(self, "init_optimizer()", params=True)
         if self.optimizer_initialized and not force_init:
             self.logger.warning('optimizer already initialized, ignoring.')
             return
-
+        settings = dict(kvstore=kvstore, optimizer=optimizer,
+                        optimizer_params=optimizer_params, force_init=force_init)
         for module in self._modules:
-            module.init_optimizer(kvstore=kvstore, optimizer=optimizer,
-                                  optimizer_params=optimizer_params, force_init=force_init)
-
+            module.init_optimizer(**settings)
         self.optimizer_initialized = True
 
     def forward(self, data_batch, is_train=None):
         """Run the modules in order, feeding each one's outputs to the next."""
         _check_lifecycle(self, "forward()", params=True)
+        # a shallow copy whose data (and provide_data) are swapped between modules
+        batch = copy.copy(data_batch)
+        last = len(self._modules) - 1
+        for position, module in enumerate(self._modules):
+            module.forward(batch, is_train=is_train)
+            if position < last:
+                self._pass_outputs_on(position, module, batch)
 
-        # copy the batch so that its data can be replaced between layers
-        data_batch = copy.copy(data_batch)
-
-        for i_layer, module in enumerate(self._modules):
-            module.forward(data_batch, is_train=is_train)
-
-            if i_layer + 1 == len(self._modules):
-                break
-
-            data_batch.data = module.get_outputs()
-            if hasattr(data_batch, 'provide_data'):
-                data_names = [x[0] for x in module.output_shapes]
-                if len(data_names) != len(data_batch.data):
-                    raise ValueError("layer %d: %d output names for %d outputs"
-                                     % (i_layer, len(data_names), len(data_batch.data)))
-                data_batch.provide_data = [(name, x.shape) for name, x in
-                                           zip(data_names, data_batch.data)]
+    @staticmethod
+    def _pass_outputs_on(position, module, batch):
+        """Make ``module``'s outputs the data of ``batch``."""
+        batch.data = module.get_outputs()
+        if not hasattr(batch, 'provide_data'):
+            return
+        names = [name for name, _ in module.output_shapes]
+        if len(names) != len(batch.data):
+            raise ValueError("layer %d: %d output names for %d outputs"
+                             % (position, len(names), len(batch.data)))
+        batch.provide_data = [(name, array.shape) for name, array in zip(names, batch.data)]
 
     def backward(self, out_grads=None):
-        """Run the modules backwards, each one's input gradients being the previous one's head
-        gradients."""
+        """Run the modules backwards; each module's input gradients are the head gradients of
+        the module before it."""
         _check_lifecycle(self, "backward()", params=True)
-
-        for i_layer, module in reversed(list(enumerate(self._modules))):
-            module.backward(out_grads=out_grads)
-            if i_layer == 0:
-                break
-            out_grads = module.get_input_grads()
+        heads = out_grads
+        for position in range(len(self._modules) - 1, -1, -1):
+            module = self._modules[position]
+            module.backward(out_grads=heads)
+            if position:
+                heads = module.get_input_grads()
 
     def update(self):
         _check_lifecycle(self, "update()", params=True, optimizer=True)
@@ -230,8 +208,8 @@ class SequentialModule(BaseModule):
     def update_metric(self, eval_metric, labels, pre_sliced=False):
         """Update the metric with the outputs of every module that takes labels."""
         _check_lifecycle(self, "update_metric()", params=True)
-        for meta, module in zip(self._metas, self._modules):
-            if meta.get(SequentialModule.META_TAKE_LABELS, False):
+        for position, module in enumerate(self._modules):
+            if self._takes_labels(position):
                 module.update_metric(eval_metric, labels, pre_sliced)
 
     def install_monitor(self, mon):
