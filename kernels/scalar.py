@@ -26,7 +26,7 @@ from numba import njit  # noqa: F401
 # --- unary codes ------------------------------------------------------------------------------
 U_RELU, U_SIGMOID, U_TANH, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_SQUARE, U_ABS, U_NEGATIVE, \
     U_SIGN, U_SOFTSIGN, U_LOG1P, U_EXPM1, U_RECIPROCAL, U_COS, U_SIN, U_FLOOR, U_CEIL, \
-    U_ROUND, U_COPY, U_TAN, U_LOG2, U_LOG10, U_CBRT, U_TRUNC, U_RINT = range(27)
+    U_ROUND, U_COPY, U_TAN, U_LOG2, U_LOG10, U_CBRT, U_TRUNC, U_RINT, U_SINH = range(28)
 
 UNARY_CODES = {
     "relu": U_RELU, "sigmoid": U_SIGMOID, "tanh": U_TANH, "exp": U_EXP, "log": U_LOG,
@@ -34,7 +34,7 @@ UNARY_CODES = {
     "sign": U_SIGN, "softsign": U_SOFTSIGN, "log1p": U_LOG1P, "expm1": U_EXPM1,
     "reciprocal": U_RECIPROCAL, "cos": U_COS, "sin": U_SIN, "floor": U_FLOOR, "ceil": U_CEIL,
     "round": U_ROUND, "copy": U_COPY, "tan": U_TAN, "log2": U_LOG2, "log10": U_LOG10,
-    "cbrt": U_CBRT, "trunc": U_TRUNC, "rint": U_RINT,
+    "cbrt": U_CBRT, "trunc": U_TRUNC, "rint": U_RINT, "sinh": U_SINH,
 }
 
 # --- binary codes -----------------------------------------------------------------------------
@@ -195,6 +195,8 @@ def unary(code, x):
         f = ffloor(x)
         c = fceil(x)
         return f if x - f <= c - x else c
+    elif code == U_SINH:
+        return math.sinh(x)
     return x  # U_COPY
 
 
@@ -244,6 +246,8 @@ def unary_grad(code, x, y):
         return 1.0 / (3.0 * y * y)
     elif code == U_COPY:
         return 1.0
+    elif code == U_SINH:
+        return math.cosh(x)
     return 0.0  # sign, floor, ceil, round, trunc, rint: piecewise constant
 
 

@@ -460,10 +460,7 @@ class Executor:
         self.grad_arrays = []
         self.aux_arrays = []
         self.outputs = []
-        self._arg_dict = None
-        self._grad_dict = None
-        self._aux_dict = None
-        self._output_dict = None
+        self._dicts = {}
         self._monitor_callback = None
         self._monitor_all = False
         self._total_exec_bytes = 0
@@ -513,7 +510,7 @@ class Executor:
         self._bwd = [self._plan_backward_step(nid, fwd_of[nid], slot_reqs[nid], grad_nd,
                                               entry_ctx, base_pool) for nid in order]
         self.outputs = [self._entry_nd[eid] for eid in g.heads]
-        self._arg_dict = self._grad_dict = self._aux_dict = self._output_dict = None
+        self._dicts = {}
         self._watched = [(a, a._data) for a in self.arg_arrays + self.aux_arrays +
                          self.grad_arrays if a is not None]
 
@@ -765,36 +762,25 @@ class Executor:
         self._monitor_all = bool(monitor_all)
 
     # --- dictionaries ---------------------------------------------------------------------------
-    @staticmethod
-    def _get_dict(names, ndarrays):
-        if len(set(names)) != len(names):
-            raise ValueError("Duplicate names detected, %s" % str(names))
-        return dict(zip(names, ndarrays))
+    def _by_name(self, kind):
+        """{name: NDArray} of the executor's arguments, gradients, auxiliary states or outputs
+        (built on first use after each plan)."""
+        found = self._dicts.get(kind)
+        if found is None:
+            listing = {"arg": self._symbol.list_arguments, "grad": self._symbol.list_arguments,
+                       "aux": self._symbol.list_auxiliary_states,
+                       "output": self._symbol.list_outputs}[kind]()
+            if len(set(listing)) != len(listing):
+                raise ValueError("Duplicate names detected, %s" % str(listing))
+            arrays = {"arg": self.arg_arrays, "grad": self.grad_arrays, "aux": self.aux_arrays,
+                      "output": self.outputs}[kind]
+            found = self._dicts[kind] = dict(zip(listing, arrays))
+        return found
 
-    @property
-    def arg_dict(self):
-        if self._arg_dict is None:
-            self._arg_dict = self._get_dict(self._symbol.list_arguments(), self.arg_arrays)
-        return self._arg_dict
-
-    @property
-    def grad_dict(self):
-        if self._grad_dict is None:
-            self._grad_dict = self._get_dict(self._symbol.list_arguments(), self.grad_arrays)
-        return self._grad_dict
-
-    @property
-    def aux_dict(self):
-        if self._aux_dict is None:
-            self._aux_dict = self._get_dict(self._symbol.list_auxiliary_states(),
-                                            self.aux_arrays)
-        return self._aux_dict
-
-    @property
-    def output_dict(self):
-        if self._output_dict is None:
-            self._output_dict = self._get_dict(self._symbol.list_outputs(), self.outputs)
-        return self._output_dict
+    arg_dict = property(lambda self: self._by_name("arg"), doc="Arguments by name.")
+    grad_dict = property(lambda self: self._by_name("grad"), doc="Gradient arrays by name.")
+    aux_dict = property(lambda self: self._by_name("aux"), doc="Auxiliary states by name.")
+    output_dict = property(lambda self: self._by_name("output"), doc="Outputs by name.")
 
     def copy_params_from(self, arg_params, aux_params=None, allow_extra_params=False):
         """Copy values into the argument (and aux) arrays by name; dtypes are converted."""

@@ -6,7 +6,10 @@
   leaves either the old file or the new one, never half of one.
 * ``_create_kvstore``, ``_initialize_kvstore``, ``_update_params``,
   ``_update_params_on_kvstore``: how a Module decides where updates run and how gradients from
-  several devices meet (see MXNET_SEMANTICS 2.6/2.7).
+  several devices meet. A kvstore named without 'dist' on a single device means no kvstore
+  (updates run on the device); otherwise the kvstore sums the devices' gradients under each
+  parameter's name and either updates the weights itself (``update_on_kvstore``) or hands the
+  sum back to the Module's updater.
 * ``BatchEndParam``: what batch-end and score-end callbacks receive.
 """
 import logging

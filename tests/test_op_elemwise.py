@@ -43,6 +43,7 @@ UNARY = {
     "log2": (np.log2, (0.2, 5), [], True),
     "log10": (np.log10, (0.2, 5), [], True),
     "cbrt": (np.cbrt, (0.2, 5), [], True),
+    "sinh": (np.sinh, (-3, 3), [], True),
     "_copy": (lambda x: x, (-3, 3), [], True),
     "sign": (np.sign, (-3, 3), [0], False),
     "floor": (np.floor, (-3, 3), [], False),

@@ -4,7 +4,7 @@ Each family lives in its own file and is re-exported here, one line per family.
 """
 import numpy as np
 
-__all__ = ["assign", "device_kind"]
+__all__ = ["assign", "assign_scalar", "device_kind"]
 device_kind = "cpu"
 
 
@@ -14,6 +14,14 @@ def assign(dst, src, req):
         np.copyto(dst, src, casting="unsafe")
     elif req == "add":
         dst += src
+
+
+def assign_scalar(dst, value, req):
+    """Store the constant value into every element of dst following a gradient request."""
+    if req == "write":
+        dst[...] = value
+    elif req == "add":
+        dst += value
 # --- families (one line each) ---
 from .conv import *  # noqa: F401,F403,E402
 from .pooling import *  # noqa: F401,F403,E402

@@ -20,7 +20,7 @@ from numba import njit, prange, uint64
 
 from .jit import task_count
 
-__all__ = ["conv_empty", "conv_fill", "conv_gemm", "conv_add", "conv_cast_into", "im2col",
+__all__ = ["conv_gemm", "im2col",
            "col2im", "rows_to_batch", "batch_to_rows", "channel_sum", "add_channel_bias"]
 
 def _parts(work, items):
@@ -40,29 +40,9 @@ def _dummy(dtype):
     return arr
 
 
-def conv_empty(shape, dtype):
-    """Uninitialised scratch / work array on this device."""
-    return np.empty(shape, dtype=dtype)
-
-
-def conv_fill(dst, value):
-    """Set every element of dst to value."""
-    dst[...] = value
-
-
 def conv_gemm(a, b, out, trans_a=False, trans_b=False):
     """out = op(a) @ op(b) through BLAS (op transposes when asked); out must be C-contiguous."""
     np.matmul(a.T if trans_a else a, b.T if trans_b else b, out=out)
-
-
-def conv_add(dst, src):
-    """dst += src (same shapes)."""
-    np.add(dst, src, out=dst)
-
-
-def conv_cast_into(dst, src):
-    """Copy src into dst converting the dtype (float16 <-> float32 staging)."""
-    np.copyto(dst, src, casting="unsafe")
 
 
 # ---------------------------------------------------------------------------------------------

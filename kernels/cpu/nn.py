@@ -35,7 +35,7 @@ __all__ = ["ACTIVATIONS", "LEAKY_TYPES", "REGRESSION_KINDS",
            "embedding_forward", "embedding_backward", "softmax_forward", "softmax_backward",
            "softmax_output_backward", "regression_backward", "count_label_equal",
            "count_greater", "smooth_l1_forward", "smooth_l1_backward",
-           "softmax_ce_forward", "softmax_ce_backward", "nn_fill", "nn_copy"]
+           "softmax_ce_forward", "softmax_ce_backward"]
 
 
 
@@ -59,23 +59,6 @@ def _launch_rows(serial, parallel, rows, work, *args):
         parallel(*args, rows, parts)
     else:
         serial(*args, 0, rows)
-
-
-def nn_fill(dst, value, accumulate=False):
-    """dst = value (or dst += value)."""
-    if accumulate:
-        dst += value
-    else:
-        dst.fill(value)
-
-
-def nn_copy(dst, src, accumulate=False):
-    """dst = src (or dst += src); shapes equal up to a reshape."""
-    src = src.reshape(dst.shape)
-    if accumulate:
-        dst += src
-    else:
-        np.copyto(dst, src, casting="unsafe")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -6,13 +6,12 @@ element summing the column entries whose windows cover it), so it needs no atomi
 a fixed order. Matrix products use the tiled shared-memory GEMM of ``kernels/cuda/nn.py``;
 per-channel sums (the bias gradient) use one block per channel with a shared-memory tree.
 """
-import numpy as np
 from numba import cuda, float64
 
 from .memory import launch_config
 from .nn import _gemm, _block_reduce, REDUCE_THREADS, _SHARED
 
-__all__ = ["conv_empty", "conv_fill", "conv_gemm", "conv_add", "conv_cast_into", "im2col",
+__all__ = ["conv_gemm", "im2col",
            "col2im", "rows_to_batch", "batch_to_rows", "channel_sum", "add_channel_bias"]
 
 
@@ -20,48 +19,9 @@ def _flat(a):
     return a.reshape(a.size)
 
 
-def conv_empty(shape, dtype):
-    """Uninitialised work array on the device."""
-    return cuda.device_array(tuple(int(s) for s in shape), dtype=np.dtype(dtype))
-
-
-@cuda.jit
-def _fill_k(dst, value):
-    for i in range(cuda.grid(1), dst.size, cuda.gridsize(1)):
-        dst[i] = value
-
-
-@cuda.jit
-def _add_k(dst, src):
-    for i in range(cuda.grid(1), dst.size, cuda.gridsize(1)):
-        dst[i] += src[i]
-
-
-@cuda.jit
-def _cast_k(dst, src):
-    for i in range(cuda.grid(1), dst.size, cuda.gridsize(1)):
-        dst[i] = src[i]
-
-
-def conv_fill(dst, value):
-    d = _flat(dst)
-    _fill_k[launch_config(d.size)](d, value)
-
-
 def conv_gemm(a, b, out, trans_a=False, trans_b=False):
     """out = op(a) @ op(b) (op transposes when asked)."""
     _gemm(a, b, out, trans_a, trans_b, False)
-
-
-def conv_add(dst, src):
-    d = _flat(dst)
-    _add_k[launch_config(d.size)](d, _flat(src))
-
-
-def conv_cast_into(dst, src):
-    """Copy src into dst converting the dtype (float16 <-> float32 staging)."""
-    d = _flat(dst)
-    _cast_k[launch_config(d.size)](d, _flat(src))
 
 
 # ---------------------------------------------------------------------------------------------

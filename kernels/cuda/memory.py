@@ -10,7 +10,7 @@ from numba import cuda
 from .. import scalar as S
 from ..cpu.elemwise import broadcast_plan
 
-__all__ = ["empty", "zeros", "full", "fill", "copy", "from_host", "to_host", "assign",
+__all__ = ["empty", "zeros", "full", "fill", "copy", "from_host", "to_host", "assign", "assign_scalar",
            "launch_config", "flat", "is_device_array"]
 
 MAX_BLOCKS = 4096
@@ -44,6 +44,12 @@ def _fill_kernel(out, value):
 def _gather_kernel(src, out, shape, strides):
     for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
         out[i] = src[S.strided_offset(i, shape, strides)]
+
+
+@cuda.jit
+def _add_scalar_kernel(out, value):
+    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
+        out[i] += value
 
 
 @cuda.jit
@@ -114,3 +120,14 @@ def assign(dst, src, req):
             src = tmp
         out = flat(dst)
         _add_kernel[launch_config(out.size)](out, flat(src))
+
+
+def assign_scalar(dst, value, req):
+    """Store the constant value into every element of dst following a gradient request."""
+    if dst.size == 0:
+        return
+    if req == "write":
+        fill(dst, value)
+    elif req == "add":
+        out = flat(dst)
+        _add_scalar_kernel[launch_config(out.size)](out, np.dtype(dst.dtype).type(value))

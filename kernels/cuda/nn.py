@@ -19,6 +19,7 @@ from ..scalar_nn import (ACTIVATIONS, LEAKY_TYPES, REGRESSION_KINDS, activation_
                          activation_value, broadcast_offset, broadcast_strides, clip_index,
                          leaky_slope, leaky_value, regression_diff, row_length,
                          smooth_l1_slope, smooth_l1_value)
+from .memory import fill
 
 __all__ = ["ACTIVATIONS", "LEAKY_TYPES", "REGRESSION_KINDS",
            "fc_forward", "fc_backward", "activation_forward", "activation_backward",
@@ -27,7 +28,7 @@ __all__ = ["ACTIVATIONS", "LEAKY_TYPES", "REGRESSION_KINDS",
            "embedding_forward", "embedding_backward", "softmax_forward", "softmax_backward",
            "softmax_output_backward", "regression_backward", "count_label_equal",
            "count_greater", "smooth_l1_forward", "smooth_l1_backward",
-           "softmax_ce_forward", "softmax_ce_backward", "nn_fill", "nn_copy"]
+           "softmax_ce_forward", "softmax_ce_backward"]
 
 # The simulator runs every thread as a Python thread: keep blocks small there.
 THREADS = 32 if simulator_enabled() else 256
@@ -54,42 +55,12 @@ def _to_device(host):
 # small element-wise helpers
 # ---------------------------------------------------------------------------------------------
 @cuda.jit
-def _fill_k(dst, value, accumulate):
-    for i in range(cuda.grid(1), dst.size, cuda.gridsize(1)):
-        if accumulate:
-            dst[i] += value
-        else:
-            dst[i] = value
-
-
-@cuda.jit
-def _copy_k(dst, src, accumulate):
-    for i in range(cuda.grid(1), dst.size, cuda.gridsize(1)):
-        if accumulate:
-            dst[i] += src[i]
-        else:
-            dst[i] = src[i]
-
-
-@cuda.jit
 def _mul_k(a, b, dst, accumulate):
     for i in range(cuda.grid(1), dst.size, cuda.gridsize(1)):
         if accumulate:
             dst[i] += a[i] * b[i]
         else:
             dst[i] = a[i] * b[i]
-
-
-def nn_fill(dst, value, accumulate=False):
-    """dst = value (or dst += value)."""
-    d = _flat(dst)
-    _fill_k[_grid(d.size)](d, value, accumulate)
-
-
-def nn_copy(dst, src, accumulate=False):
-    """dst = src (or dst += src); shapes equal up to a reshape."""
-    d = _flat(dst)
-    _copy_k[_grid(d.size)](d, _flat(src), accumulate)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -311,7 +282,7 @@ def prelu_backward(x, gamma, dy, dx, dgamma, req_x, req_gamma):
     if req_gamma != "null":
         dgamma = _flat(dgamma)
         if dgamma.size == 1 and req_gamma == "write":
-            nn_fill(dgamma, 0.0)
+            fill(dgamma, 0.0)
         _prelu_dgamma_k[x.shape[1], REDUCE_THREADS](x, dy, dgamma, req_gamma == "add")
 
 
@@ -407,7 +378,7 @@ def embedding_forward(idx, weight, out):
 def embedding_backward(idx, dy, dweight, accumulate=False):
     """dweight[clip(int(idx[i]))] += dy[i] (rows scattered with atomics, duplicates summed)."""
     if not accumulate:
-        nn_fill(dweight, 0.0)
+        fill(dweight, 0.0)
     _emb_bwd_k[_grid(dy.size)](_flat(idx), dy, dweight)
 
 

@@ -36,7 +36,7 @@ def scratch(k, state, key, shape, dtype):
     shape = tuple(int(s) for s in shape)
     buf = state.get(key)
     if buf is None or tuple(buf.shape) != shape or np.dtype(buf.dtype) != np.dtype(dtype):
-        buf = state[key] = k.conv_empty(shape, dtype)
+        buf = state[key] = k.empty(shape, dtype)
     return buf
 
 
@@ -47,7 +47,7 @@ def _is_half(arr):
 def _stage(k, staged, key, arr, load):
     buf = scratch(k, staged, key, arr.shape, np.float32)
     if load:
-        k.conv_cast_into(buf, arr)
+        k.copy(buf, arr)
     return buf
 
 
@@ -71,11 +71,11 @@ def float16_via_float32(method):
             method(self, p, k, ins, outs, is_train, state)
             for dst, src in zip(outputs, outs):
                 if src is not dst:
-                    k.conv_cast_into(dst, src)
+                    k.copy(dst, src)
             aux = set(self.list_aux(p))
             for name, dst, src in zip(self.list_inputs(p), inputs, ins):
                 if name in aux and src is not dst:
-                    k.conv_cast_into(dst, src)
+                    k.copy(dst, src)
         return forward
 
     @functools.wraps(method)
@@ -95,11 +95,11 @@ def float16_via_float32(method):
         method(self, p, k, ogs, ins, outs, grads, req, state)
         for dst, src in zip(in_grads, grads):
             if dst is not None and src is not dst:
-                k.conv_cast_into(dst, src)
+                k.copy(dst, src)
         aux = set(self.list_aux(p))
         for name, dst, src in zip(self.list_inputs(p), inputs, ins):
             if name in aux and src is not dst:
-                k.conv_cast_into(dst, src)
+                k.copy(dst, src)
     return backward
 
 
@@ -347,7 +347,7 @@ class Convolution(_ConvBase):
                     k.conv_gemm(dyt[gi * pl.fg:(gi + 1) * pl.fg], col[gi * pl.ck:(gi + 1) * pl.ck],
                                 target[gi * pl.fg:(gi + 1) * pl.fg], trans_b=True)
                 if not direct:
-                    k.conv_add(dw2, dw_sum)
+                    k.assign(dw2, dw_sum, "add")
             if dx5 is not None:
                 dcol = col  # the column buffer is free once the weight gradient is done
                 state["col_ready"] = False
@@ -513,7 +513,7 @@ class Deconvolution(_ConvBase):
                     k.conv_gemm(buf[gi * pl.cg:(gi + 1) * pl.cg], col[gi * pl.fk:(gi + 1) * pl.fk],
                                 target[gi * pl.cg:(gi + 1) * pl.cg], trans_b=True)
                 if not direct:
-                    k.conv_add(dw2, dw_sum)
+                    k.assign(dw2, dw_sum, "add")
             if dx3 is not None:
                 for gi in range(pl.groups):
                     k.conv_gemm(w2[gi * pl.cg:(gi + 1) * pl.cg], col[gi * pl.fk:(gi + 1) * pl.fk],

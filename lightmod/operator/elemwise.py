@@ -174,7 +174,7 @@ _UNARY = [("relu", "relu"), ("sigmoid", "sigmoid"), ("tanh", "tanh"), ("exp", "e
           ("log", "log"), ("sqrt", "sqrt"), ("rsqrt", "rsqrt"), ("square", "square"),
           ("abs", "abs"), ("negative", "negative"), ("log1p", "log1p"), ("expm1", "expm1"),
           ("cos", "cos"), ("sin", "sin"), ("tan", "tan"), ("log2", "log2"),
-          ("log10", "log10"), ("cbrt", "cbrt")]
+          ("log10", "log10"), ("cbrt", "cbrt"), ("sinh", "sinh")]
 for _name, _fn in _UNARY:
     _declare(_Unary, _name, ("_sparse_" + _name,), fn=_fn)
 _declare(_Unary, "softsign", fn="softsign")

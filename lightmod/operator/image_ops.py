@@ -255,4 +255,4 @@ class Crop(Operator):
                           self._before3(p, inputs), k.PAD_MODES["constant"], 0.0,
                           accumulate=(req[0] == "add"))
         if p.num_args == 2 and req[1] == "write":
-            k.conv_fill(in_grads[1], 0.0)
+            k.fill(in_grads[1], 0.0)

@@ -151,7 +151,7 @@ class _RegressionOutput(Operator):
         return shapes, [dshape]
 
     def forward(self, p, k, inputs, outputs, is_train, state):
-        k.nn_copy(outputs[0], inputs[0])
+        k.copy(outputs[0], inputs[0])
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
         _zero_label_grad(k, in_grads, req)
@@ -197,7 +197,7 @@ class MakeLoss(Operator):
                                     doc="Normalizes the gradient.")}
 
     def forward(self, p, k, inputs, outputs, is_train, state):
-        k.nn_copy(outputs[0], inputs[0])
+        k.copy(outputs[0], inputs[0])
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
         if req[0] == "null":
@@ -209,7 +209,7 @@ class MakeLoss(Operator):
             norm = float(max(k.count_greater(x, p.valid_thresh), 1))
         else:
             norm = 1.0
-        k.nn_fill(in_grads[0], p.grad_scale / norm, req[0] == "add")
+        k.assign_scalar(in_grads[0], p.grad_scale / norm, req[0])
 
 
 @register
@@ -223,11 +223,11 @@ class MakeLossLower(ElementwiseOp):
         return ["loss"]
 
     def forward(self, p, k, inputs, outputs, is_train, state):
-        k.nn_copy(outputs[0], inputs[0])
+        k.copy(outputs[0], inputs[0])
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
         if req[0] != "null":
-            k.nn_fill(in_grads[0], 1.0, req[0] == "add")
+            k.assign_scalar(in_grads[0], 1.0, req[0])
 
 
 @register
@@ -238,7 +238,7 @@ class BlockGrad(ElementwiseOp):
     head_grad_unused = True
 
     def forward(self, p, k, inputs, outputs, is_train, state):
-        k.nn_copy(outputs[0], inputs[0])
+        k.copy(outputs[0], inputs[0])
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
         zero_grads(k, in_grads, req)

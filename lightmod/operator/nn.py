@@ -38,7 +38,7 @@ def zero_grads(k, in_grads, req):
     """Gradient of zero into every requested input (nothing to do for 'add')."""
     for g, r in zip(in_grads, req):
         if r == "write":
-            k.nn_fill(g, 0.0)
+            k.fill(g, 0.0)
 
 
 class OptBool(Bool):
@@ -226,7 +226,7 @@ class LeakyReLU(Operator):
             else:
                 mean_slope = (p.lower_bound + p.upper_bound) / 2.0
                 k.leaky_relu_forward(x, out, "leaky", mean_slope)
-                k.nn_fill(mask, mean_slope)
+                k.fill(mask, mean_slope)
         else:
             k.leaky_relu_forward(x, out, p.act_type, p.slope)
 
@@ -293,7 +293,7 @@ class Dropout(Operator):
         applied = p.p > 0 and (is_train or p.mode == "always")
         state["dropout_applied"] = applied
         if not applied:
-            k.nn_copy(out, x)
+            k.copy(out, x)
             return
         from .. import rng as _random
         shape = self._mask_shape(p, tuple(x.shape))
@@ -312,7 +312,7 @@ class Dropout(Operator):
         elif state.get("dropout_applied", False):
             k.dropout_backward(outputs[1], dy, in_grads[0], req[0] == "add")
         else:
-            k.nn_copy(in_grads[0], dy, req[0] == "add")
+            k.assign(in_grads[0], dy, req[0])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -448,7 +448,7 @@ class _SoftmaxBase(Operator):
             zero_grads(k, in_grads, req)
             return
         if p.use_length and req[1] == "write":
-            k.nn_fill(in_grads[1], 0.0)
+            k.fill(in_grads[1], 0.0)
         if req[0] == "null":
             return
         y = outputs[0]

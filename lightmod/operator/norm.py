@@ -101,7 +101,7 @@ class BatchNorm(Operator):
         x, gamma, beta, moving_mean, moving_var = inputs
         shape3 = self._views(p, x)
         if p.fix_gamma:
-            k.conv_fill(gamma, 1.0)
+            k.fill(gamma, 1.0)
         batch_stats = bool(is_train and not p.use_global_stats)
         var = scratch(k, state, "batch_var", (shape3[1],), gamma.dtype)
         k.bn_forward(x.reshape(shape3), outputs[0].reshape(shape3), gamma, beta, outputs[1],

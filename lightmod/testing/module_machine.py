@@ -6,7 +6,7 @@ network (:func:`~lightmod.testing.strategies.module_nets`) on 1-3 devices, then 
 ``forward_backward``, ``update``, ``reshape``, ``get_params`` and a checkpoint round trip in
 any order hypothesis chooses -- including the wrong ones. A plain model of the module
 (flags, the device parameters, the parameter cache, the kvstore's copy, gradients, momentum)
-says what each call must do, following MXNet 1.9.1 (MXNET_SEMANTICS sections 0 and 2):
+says what each call must do, following MXNet 1.9.1's Module:
 
 * a call before the step it needs raises the lifecycle error (``NotBoundError``, an
   ``AssertionError`` too) and changes nothing; a repeated ``bind``/``init_params``/
@@ -124,7 +124,7 @@ class ModuleStateMachine(RuleBasedStateMachine):
 
     @property
     def update_on_kvstore(self):
-        # a 'local' kvstore with one device means no kvstore at all (MXNET_SEMANTICS 0.4)
+        # a 'local' kvstore with one device means no kvstore at all (updates run on the device)
         return len(self.config.contexts) > 1
 
     def _zeros(self):

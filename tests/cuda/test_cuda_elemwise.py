@@ -19,10 +19,10 @@ from lightmod.kernels.scalar import UNARY_CODES  # noqa: E402
 RNG = np.random.default_rng(3)
 X = (RNG.standard_normal((2, 3)) * 2).astype(np.float32)
 POS = np.abs(X) + 0.3
-UNARY_OPS = ["relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "square", "abs",
-             "negative", "sign", "softsign", "log1p", "expm1", "reciprocal", "cos", "sin",
-             "tan", "log2", "log10", "cbrt", "floor", "ceil", "round", "trunc", "fix", "rint",
-             "_copy", "zeros_like", "ones_like"]
+# every registered operator computed by a unary kernel code (a new one is tested by itself),
+# plus the fills
+UNARY_OPS = sorted(name for name, op in oh.registry.all_ops().items()
+                   if getattr(op, "fn", None) in UNARY_CODES) + ["zeros_like", "ones_like"]
 POSITIVE_ONLY = {"log", "sqrt", "rsqrt", "log2", "log10", "log1p", "reciprocal", "cbrt"}
 
 
@@ -115,3 +115,19 @@ def test_memory_helpers_and_sum_to_shape():
     assert f.copy_to_host().tolist() == [[1, 2], [1, 2]]
     kcuda.copy(f, np.array([[5.0], [6.0]]))                  # host broadcast
     assert f.copy_to_host().tolist() == [[5, 5], [6, 6]]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_assign_scalar_follows_the_request(dtype):
+    start = RNG.standard_normal((3, 5)).astype(dtype)
+    for req, want in [("write", np.full_like(start, 0.25)), ("add", start + dtype(0.25)),
+                      ("null", start)]:
+        host = start.copy()
+        kcpu.assign_scalar(host, 0.25, req)
+        dev = kcuda.from_host(start)
+        kcuda.assign_scalar(dev, 0.25, req)
+        np.testing.assert_array_equal(host, want, err_msg=req)
+        np.testing.assert_array_equal(dev.copy_to_host(), want, err_msg=req)
+    empty = kcuda.empty((0, 3), dtype)
+    kcuda.assign_scalar(empty, 1.0, "add")      # nothing to launch
+    assert empty.copy_to_host().shape == (0, 3)
