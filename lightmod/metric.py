@@ -109,8 +109,10 @@ class EvalMetric:
 
     def reset(self):
         """Clear the local and the global accumulators."""
+        # not through reset_local(): a subclass's reset_local may need attributes that its
+        # __init__ only sets after this base __init__ (which calls reset) has returned
         self.global_sum_metric, self.global_num_inst = 0.0, self._empty_count
-        self.reset_local()
+        self.sum_metric, self.num_inst = 0.0, self._empty_count
 
     def reset_local(self):
         """Clear the local accumulators only."""
@@ -584,7 +586,7 @@ class PearsonCorrelation(EvalMetric):
                          has_global_stats=True, average=average)
 
     def reset(self):
-        self._global = _PooledMoments()
+        self._local, self._global = _PooledMoments(), _PooledMoments()
         super().reset()
 
     def reset_local(self):

@@ -474,3 +474,30 @@ def test_property_accuracy_pools_samples(sizes, seed):
         start += s
     assert m.get()[1] == float((pred.argmax(1) == label).sum()) / n
     assert m.num_inst == n
+
+
+def test_base_reset_does_not_go_through_a_subclass_reset_local():
+    """As in MXNet, EvalMetric.reset() clears the four accumulators itself, so a subclass whose
+    reset_local() uses attributes set after the base __init__ still constructs."""
+    class Windowed(M.EvalMetric):
+        def __init__(self):
+            super().__init__("windowed")
+            self.window = []
+
+        def reset_local(self):
+            self.window.clear()
+            super().reset_local()
+
+        def update(self, labels, preds):
+            self.window.append(1)
+            self.sum_metric += 1.0
+            self.global_sum_metric += 1.0
+            self.num_inst += 1
+            self.global_num_inst += 1
+
+    metric = Windowed()
+    metric.update(None, None)
+    metric.reset_local()
+    assert metric.window == [] and metric.num_inst == 0 and metric.global_num_inst == 1
+    metric.reset()
+    assert metric.get_global()[1] != metric.get_global()[1]  # NaN after a full reset
