@@ -16,6 +16,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from . import arg_checks
 from . import kvstore as kvs
 from . import ndarray as nd
 from . import symbol as sym
@@ -43,6 +44,7 @@ def _checkpoint_paths(prefix, epoch):
     """(params, states, params backup, states backup) of one epoch. The backups are hidden
     files beside the checkpoint that hold the previous checkpoint of the epoch while it is
     re-saved."""
+    arg_checks.integer(epoch, "checkpoint", "epoch")
     params = '%s-%04d.params' % (prefix, epoch)
     states = '%s-%04d.states' % (prefix, epoch)
     folder, base = os.path.split(prefix)

@@ -15,7 +15,7 @@ import warnings
 
 import numpy as np
 
-from .. import metric
+from .. import arg_checks, metric
 from .. import ndarray
 from ..base import MXNetError, NotBoundError, _as_list
 from ..fit_callbacks import StopTraining
@@ -266,6 +266,8 @@ class BaseModule:
         """
         if num_epoch is None:
             raise ValueError("fit(): please specify number of epochs (num_epoch)")
+        arg_checks.data_iter(train_data, "fit", "train_data")
+        arg_checks.integer(num_epoch, "fit", "num_epoch")
         self.bind(data_shapes=train_data.provide_data, label_shapes=train_data.provide_label,
                   for_training=True, force_rebind=force_rebind)
         if monitor is not None:
@@ -290,7 +292,7 @@ class BaseModule:
             nbatch = 0
             data_iter = iter(train_data)
             end_of_batch = False
-            next_data_batch = next(data_iter)
+            next_data_batch = arg_checks.first_batch(data_iter, "fit", "train_data")
             while not end_of_batch:
                 data_batch = next_data_batch
                 if monitor is not None:

@@ -16,6 +16,7 @@ buckets), aux states are shared too, and the pools of non-parameter inputs
 import logging
 from collections import OrderedDict
 
+from .. import arg_checks
 from .. import context as ctx
 from .. import ndarray as nd
 from ..base import DTYPE_MX_TO_NP, MXNetError, NotBoundError
@@ -56,6 +57,7 @@ def _load_general(data, targets, major_axis):
     when the source is already a per-device list, or a single NDArray.
     """
     for d_src, d_targets, axis in zip(data, targets, major_axis):
+        arg_checks.batch_array(d_src, "forward")
         if isinstance(d_targets, nd.NDArray):
             d_src.copyto(d_targets)
         elif isinstance(d_src, (list, tuple)):

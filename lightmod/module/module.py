@@ -10,6 +10,7 @@ The module keeps a CPU copy of the parameters (``_arg_params``/``_aux_params``, 
 import logging
 import warnings
 
+from .. import arg_checks
 from .. import context as ctx
 from .. import ndarray as nd
 from .. import optimizer as opt
@@ -70,6 +71,8 @@ class Module(BaseModule):
                  logger=logging, context=ctx.cpu(), work_load_list=None,
                  fixed_param_names=None, state_names=None, group2ctxs=None,
                  compression_params=None):
+        arg_checks.symbol(symbol, "Module")
+        arg_checks.contexts(context, "Module")
         super().__init__(logger=logger)
 
         if isinstance(context, ctx.Context):
@@ -205,6 +208,7 @@ class Module(BaseModule):
                 if name in cache:
                     cache_arr = cache[name]
                     if cache_arr is not arr:
+                        arg_checks.same_shape(name, cache_arr, arr, "init_params/set_params")
                         cache_arr.copyto(arr)
                 else:
                     if not allow_missing:
