@@ -112,7 +112,8 @@ def _clean_leftovers(prefix):
             _roll_back(prefix, int(match.group(1)))
 
 
-def write_checkpoint(prefix, epoch, write_symbol, write_params, write_states=None):
+def write_checkpoint(prefix, epoch, write_symbol, write_params, write_states=None,
+                     keep_states=False):
     """Write one checkpoint of ``prefix`` as a unit.
 
     ``write_symbol(path)``, ``write_params(path)`` and ``write_states(path)`` (None: no states)
@@ -135,10 +136,17 @@ def write_checkpoint(prefix, epoch, write_symbol, write_params, write_states=Non
     Between 3 and 5, :func:`_resolve_checkpoint` reads the backups, so a load finds the
     complete new checkpoint or the complete previous one. An exception in 3-4 rolls back at
     once; a kill is rolled back by the next save.
+
+    ``keep_states=True`` (``mx.model.save_checkpoint``, which never writes states) leaves the
+    epoch's states file alone and only replaces the params; whoever saves states beside them
+    answers for their match.
     """
     params, states, params_prev, states_prev = _checkpoint_paths(prefix, epoch)
     _clean_leftovers(prefix)
     write_symbol('%s-symbol.json' % prefix)
+    if keep_states:
+        write_params(params)
+        return
     try:
         if os.path.exists(params):
             os.replace(params, params_prev)
@@ -204,15 +212,16 @@ def _params_save_dict(arg_params, aux_params):
 
 
 def save_checkpoint(prefix, epoch, symbol, arg_params, aux_params, remove_amp_cast=True):
-    """Write ``prefix-symbol.json`` (unless ``symbol`` is None) and ``prefix-%04d.params`` as one
-    unit (see :func:`write_checkpoint`; a states file of a previous save of the epoch goes)."""
+    """Write ``prefix-symbol.json`` (unless ``symbol`` is None) and ``prefix-%04d.params``
+    (each atomically; a ``.states`` file of the epoch is left as it is)."""
     def write_symbol(fname):
         if symbol is not None:
             symbol.save(fname, remove_amp_cast=remove_amp_cast)
 
     param_name = '%s-%04d.params' % (prefix, epoch)
     write_checkpoint(prefix, epoch, write_symbol,
-                     lambda fname: nd.save(fname, _params_save_dict(arg_params, aux_params)))
+                     lambda fname: nd.save(fname, _params_save_dict(arg_params, aux_params)),
+                     keep_states=True)
     logging.info('Saved checkpoint to "%s"', param_name)
 
 
@@ -282,43 +291,48 @@ def _initialize_kvstore(kvstore, param_arrays, arg_params, param_names, update_o
             kvstore.broadcast(name, arg_params[name], out=param_on_devs)
 
 
+def _exchange(kvstore, name, weights, grads, results, priority):
+    """One parameter's round trip through the store: the device gradients go in and the store's
+    answer lands in ``results``. Dense weight and gradient use a single pushpull; a sparse one
+    needs push then pull. Priority: earlier layers first."""
+    if grads[0].stype == 'default' and weights[0].stype == 'default':
+        kvstore.pushpull(name, grads, out=results, priority=priority)
+        return
+    kvstore.push(name, grads, priority=priority)
+    kvstore.pull(name, out=results, priority=priority)
+
+
+def _trained(param_arrays, grad_arrays):
+    """(position, per-device weights, per-device gradients) of the parameters that have a
+    gradient (fixed parameters have None)."""
+    pairs = enumerate(zip(param_arrays, grad_arrays))
+    return [(i, weights, grads) for i, (weights, grads) in pairs if grads[0] is not None]
+
+
 def _update_params_on_kvstore(param_arrays, grad_arrays, kvstore, param_names):
-    """Updates run on the store: push the device gradients, the store sums them, updates its
-    weight and the new weight is pulled into every device copy. Params without a gradient array
-    (fixed ones) are skipped."""
-    for index, (arg_list, grad_list) in enumerate(zip(param_arrays, grad_arrays)):
-        if grad_list[0] is None:
-            continue
-        name = param_names[index]
-        if grad_list[0].stype == 'default' and arg_list[0].stype == 'default':
-            kvstore.pushpull(name, grad_list, out=arg_list, priority=-index)
-        else:
-            kvstore.push(name, grad_list, priority=-index)
-            kvstore.pull(name, out=arg_list, priority=-index)
+    """Updates run on the store: it sums the device gradients, applies its optimizer to its own
+    weight and every device copy receives the new weight."""
+    for i, weights, grads in _trained(param_arrays, grad_arrays):
+        _exchange(kvstore, param_names[i], weights, grads, weights, -i)
 
 
 def _update_params(param_arrays, grad_arrays, updater, num_device, kvstore=None,
                    param_names=None):
-    """Updates run in the module: gradients are summed across devices through the store (if
-    any), then the updater is called once per device with the keys ``i*num_device + k``."""
-    updates = [[] for _ in range(num_device)]
-    for index, (arg_list, grad_list) in enumerate(zip(param_arrays, grad_arrays)):
-        if grad_list[0] is None:
-            continue
+    """Updates run in the module: the store (if any) replaces every device's gradient by their
+    sum, then the updater runs once per device on all its parameters, each keyed
+    ``position * num_device + device`` so every device copy keeps its own optimizer state."""
+    per_device = [([], [], []) for _ in range(num_device)]
+    for i, weights, grads in _trained(param_arrays, grad_arrays):
         if kvstore:
-            name = param_names[index]
-            if grad_list[0].stype == 'default' and arg_list[0].stype == 'default':
-                # with no ``out`` the summed gradient replaces every device's gradient
-                kvstore.pushpull(name, grad_list, priority=-index)
-            else:
-                kvstore.push(name, grad_list, priority=-index)
-                kvstore.pull(name, out=grad_list, priority=-index)
-        for k, (weight, grad) in enumerate(zip(arg_list, grad_list)):
-            updates[k].append((index * num_device + k, grad, weight))
-    for dev_updates in updates:
-        if dev_updates:
-            indices, grads, weights = zip(*dev_updates)
-            updater(list(indices), list(grads), list(weights))
+            _exchange(kvstore, param_names[i], weights, grads, grads, -i)
+        for dev, (weight, grad) in enumerate(zip(weights, grads)):
+            keys, dev_grads, dev_weights = per_device[dev]
+            keys.append(i * num_device + dev)
+            dev_grads.append(grad)
+            dev_weights.append(weight)
+    for keys, dev_grads, dev_weights in per_device:
+        if keys:
+            updater(keys, dev_grads, dev_weights)
 
 
 def _check_loaded_optimizer_states(module):

@@ -201,3 +201,16 @@ def test_checkpoint_files_keep_mxnet_names_and_formats(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["m-0004.params", "m-0004.states", "m-symbol.json"]
     saved = mx.nd.load(prefix + "-0004.params")
     assert sorted(saved) == ["arg:fc_bias", "arg:fc_weight"]
+
+
+def test_functional_save_checkpoint_leaves_states_alone(tmp_path):
+    # mx.model.save_checkpoint never writes states: a states file saved by the user stays
+    prefix = str(tmp_path / "m")
+    mod = _module()
+    mod.save_optimizer_states(prefix + "-0002.states")
+    arg, aux = mod.get_params()
+    mx.model.save_checkpoint(prefix, 2, mod.symbol, arg, aux)
+    mx.model.save_checkpoint(prefix, 2, mod.symbol, arg, aux)
+    assert sorted(os.listdir(tmp_path)) == ["m-0002.params", "m-0002.states", "m-symbol.json"]
+    loaded = mx.mod.Module.load(prefix, 2, load_optimizer_states=True)
+    assert loaded._preload_opt_states == prefix + "-0002.states"
