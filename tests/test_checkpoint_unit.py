@@ -52,8 +52,11 @@ _KILL_CHILD = textwrap.dedent(r"""
         except mx.MXNetError:
             return None
         values = np.concatenate([v.asnumpy().ravel() for v in loaded._arg_params.values()])
-        with open(loaded._preload_opt_states, "rb") as f:
-            states = loads_states(f.read())
+        try:
+            with open(loaded._preload_opt_states, "rb") as f:
+                states = loads_states(f.read())
+        except OSError:
+            return ("params without their states", float(values[0]), None)
         svalues = np.concatenate([s.asnumpy().ravel() for s in states.values()])
         if values.min() != values.max() or svalues.min() != svalues.max():
             return ("torn", float(values.min()), float(values.max()))
@@ -81,7 +84,7 @@ _KILL_CHILD = textwrap.dedent(r"""
                 if epoch in seen:
                     report["violations"].append([r, epoch, "lost a complete checkpoint"])
                 continue
-            if found[0] == "torn" or found[0] != found[1]:
+            if isinstance(found[0], str) or found[0] != found[1]:
                 report["violations"].append([r, epoch, "mixed", list(found), sorted(names)])
                 continue
             if found[0] < seen.get(epoch, 0):
