@@ -42,7 +42,7 @@ REGRESSION_KINDS = {"diff": REG_DIFF, "sign": REG_SIGN}
 def activation_value(x, code):
     """Activation's forward value at x."""
     if code == ACT_RELU:
-        return x if (x > 0 or x != x) else 0.0      # NaN propagates, as in MXNet
+        return x if x > 0 else 0.0      # NaN > 0 is false: NaN gives 0, as in MXNet
     if code == ACT_SIGMOID:
         return 1.0 / (1.0 + math.exp(-x))
     if code == ACT_TANH:

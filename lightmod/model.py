@@ -19,6 +19,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from . import arg_checks
 from . import kvstore as kvs
 from . import ndarray as nd
 from . import symbol as sym
@@ -46,6 +47,7 @@ def _checkpoint_paths(prefix, epoch):
     """(params, states, params backup, states backup) of one epoch. The backups are hidden
     files beside the checkpoint that hold the previous checkpoint of the epoch while it is
     re-saved."""
+    arg_checks.integer(epoch, "checkpoint", "epoch")
     params = '%s-%04d.params' % (prefix, epoch)
     states = '%s-%04d.states' % (prefix, epoch)
     folder, base = os.path.split(prefix)
@@ -113,7 +115,8 @@ def _clean_leftovers(prefix):
             _roll_back(prefix, int(match.group(1)))
 
 
-def write_checkpoint(prefix, epoch, write_symbol, write_params, write_states=None):
+def write_checkpoint(prefix, epoch, write_symbol, write_params, write_states=None,
+                     keep_states=False):
     """Write one checkpoint of ``prefix`` as a unit.
 
     ``write_symbol(path)``, ``write_params(path)`` and ``write_states(path)`` (None: no states)
@@ -136,10 +139,17 @@ def write_checkpoint(prefix, epoch, write_symbol, write_params, write_states=Non
     Between 3 and 5, :func:`_resolve_checkpoint` reads the backups, so a load finds the
     complete new checkpoint or the complete previous one. An exception in 3-4 rolls back at
     once; a kill is rolled back by the next save.
+
+    ``keep_states=True`` (``mx.model.save_checkpoint``, which never writes states) leaves the
+    epoch's states file alone and only replaces the params; whoever saves states beside them
+    answers for their match.
     """
     params, states, params_prev, states_prev = _checkpoint_paths(prefix, epoch)
     _clean_leftovers(prefix)
     write_symbol('%s-symbol.json' % prefix)
+    if keep_states:
+        write_params(params)
+        return
     try:
         if os.path.exists(params):
             os.replace(params, params_prev)
@@ -205,15 +215,16 @@ def _params_save_dict(arg_params, aux_params):
 
 
 def save_checkpoint(prefix, epoch, symbol, arg_params, aux_params, remove_amp_cast=True):
-    """Write ``prefix-symbol.json`` (unless ``symbol`` is None) and ``prefix-%04d.params`` as one
-    unit (see :func:`write_checkpoint`; a states file of a previous save of the epoch goes)."""
+    """Write ``prefix-symbol.json`` (unless ``symbol`` is None) and ``prefix-%04d.params``
+    (each atomically; a ``.states`` file of the epoch is left as it is)."""
     def write_symbol(fname):
         if symbol is not None:
             symbol.save(fname, remove_amp_cast=remove_amp_cast)
 
     param_name = '%s-%04d.params' % (prefix, epoch)
     write_checkpoint(prefix, epoch, write_symbol,
-                     lambda fname: nd.save(fname, _params_save_dict(arg_params, aux_params)))
+                     lambda fname: nd.save(fname, _params_save_dict(arg_params, aux_params)),
+                     keep_states=True)
     logging.info('Saved checkpoint to "%s"', param_name)
 
 
@@ -283,48 +294,53 @@ def _initialize_kvstore(kvstore, param_arrays, arg_params, param_names, update_o
             kvstore.broadcast(name, arg_params[name], out=param_on_devs)
 
 
+def _exchange(kvstore, name, weights, grads, results, priority):
+    """One parameter's round trip through the store: the device gradients go in and the store's
+    answer lands in ``results``. Dense weight and gradient use a single pushpull; a sparse one
+    needs push then pull. Priority: earlier layers first."""
+    if grads[0].stype == 'default' and weights[0].stype == 'default':
+        kvstore.pushpull(name, grads, out=results, priority=priority)
+        return
+    kvstore.push(name, grads, priority=priority)
+    kvstore.pull(name, out=results, priority=priority)
+
+
+def _trained(param_arrays, grad_arrays):
+    """(position, per-device weights, per-device gradients) of the parameters that have a
+    gradient (fixed parameters have None)."""
+    pairs = enumerate(zip(param_arrays, grad_arrays))
+    return [(i, weights, grads) for i, (weights, grads) in pairs if grads[0] is not None]
+
+
 def _update_params_on_kvstore(param_arrays, grad_arrays, kvstore, param_names):
-    """Updates run on the store: push the device gradients, the store sums them, updates its
-    weight and the new weight is pulled into every device copy. Params without a gradient array
-    (fixed ones) are skipped."""
-    for index, (arg_list, grad_list) in enumerate(zip(param_arrays, grad_arrays)):
-        if grad_list[0] is None:
-            continue
-        name = param_names[index]
-        if grad_list[0].stype == 'default' and arg_list[0].stype == 'default':
-            kvstore.pushpull(name, grad_list, out=arg_list, priority=-index)
-        else:
-            kvstore.push(name, grad_list, priority=-index)
-            kvstore.pull(name, out=arg_list, priority=-index)
+    """Updates run on the store: it sums the device gradients, applies its optimizer to its own
+    weight and every device copy receives the new weight."""
+    for i, weights, grads in _trained(param_arrays, grad_arrays):
+        _exchange(kvstore, param_names[i], weights, grads, weights, -i)
 
 
 def _update_params(param_arrays, grad_arrays, updater, num_device, kvstore=None,
                    param_names=None, param_positions=None):
-    """Updates run in the module: gradients are summed across devices through the store (if
-    any), then the updater is called once per device with the keys ``i*num_device + k``.
+    """Updates run in the module: the store (if any) replaces every device's gradient by their
+    sum, then the updater runs once per device on all its parameters, each keyed
+    ``position * num_device + device`` so every device copy keeps its own optimizer state.
 
-    ``i`` is the parameter's position in ``param_arrays``, or ``param_positions[position]``
+    ``position`` is the parameter's index in ``param_arrays``, or ``param_positions[index]``
     when given: modules sharing one updater (buckets) key a parameter's optimizer state the
     same way, whatever subset of the parameters each of them has."""
-    updates = [[] for _ in range(num_device)]
-    for index, (arg_list, grad_list) in enumerate(zip(param_arrays, grad_arrays)):
-        if grad_list[0] is None:
-            continue
+    per_device = [([], [], []) for _ in range(num_device)]
+    for i, weights, grads in _trained(param_arrays, grad_arrays):
         if kvstore:
-            name = param_names[index]
-            if grad_list[0].stype == 'default' and arg_list[0].stype == 'default':
-                # with no ``out`` the summed gradient replaces every device's gradient
-                kvstore.pushpull(name, grad_list, priority=-index)
-            else:
-                kvstore.push(name, grad_list, priority=-index)
-                kvstore.pull(name, out=grad_list, priority=-index)
-        key = index if param_positions is None else param_positions[index]
-        for k, (weight, grad) in enumerate(zip(arg_list, grad_list)):
-            updates[k].append((key * num_device + k, grad, weight))
-    for dev_updates in updates:
-        if dev_updates:
-            indices, grads, weights = zip(*dev_updates)
-            updater(list(indices), list(grads), list(weights))
+            _exchange(kvstore, param_names[i], weights, grads, grads, -i)
+        for dev, (weight, grad) in enumerate(zip(weights, grads)):
+            keys, dev_grads, dev_weights = per_device[dev]
+            keys.append((i if param_positions is None else param_positions[i]) * num_device
+                        + dev)
+            dev_grads.append(grad)
+            dev_weights.append(weight)
+    for keys, dev_grads, dev_weights in per_device:
+        if keys:
+            updater(keys, dev_grads, dev_weights)
 
 
 def _check_loaded_optimizer_states(module):

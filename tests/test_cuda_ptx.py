@@ -9,9 +9,10 @@ the argument types the simulator tests really launch it with (recorded in
 their twins in the other floating dtype (lightmod runs every operator in float32 and float64;
 the simulator tests often use one of them only).
 
-It runs in the main (non-simulator) pytest process and needs NVVM and NVRTC, which the
-``cuda`` and ``test`` extras install (pip wheels ``nvidia-nvvm``, ``nvidia-cuda-nvrtc``); it
-skips, saying so, only where they are missing.
+It runs in the main (non-simulator) pytest process and needs NVVM and NVRTC, which only the
+``cuda`` extra installs (pip wheels ``nvidia-nvvm``, ``nvidia-cuda-nvrtc``: ``pip install
+".[test,cuda]"`` runs it); without them it skips, saying which library is missing and how to
+get it (the ``test`` extra leaves the CUDA toolkit wheels out).
 """
 import re
 import types as pytypes

@@ -59,7 +59,8 @@ _TRAIN = textwrap.dedent(r"""
             w.start()
         for w in workers:
             w.join()
-    print(json.dumps({"results": results, "blas": T.blas_threads(), "policy": T.describe()}))
+    policy = T.describe() if hasattr(T, "describe") else {}
+    print(json.dumps({"results": results, "blas": T.blas_threads(), "policy": policy}))
 """)
 
 _BURN = "import time\nend = time.time() + 120\nwhile time.time() < end:\n    pass\n"
@@ -96,9 +97,9 @@ def test_same_bits_alone_beside_busy_processes_and_in_two_threads():
     assert [r[0] for r in busy["results"]] == [reference] * 3
     # the count came from OMP_NUM_THREADS and stayed fixed, busy neighbours or not
     for report in (alone, busy):
+        assert all(r[1] == 2 for r in report["results"])
         assert report["policy"]["threads"] == 2
         assert report["policy"]["source"] == "OMP_NUM_THREADS"
-        assert all(r[1] == 2 for r in report["results"])
         if report["blas"] is not None:
             assert report["blas"] == 2
 

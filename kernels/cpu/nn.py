@@ -105,7 +105,8 @@ def fc_backward(x, w, dy, dx, dw, db, req_x, req_w, req_b, scratch):
 
 
 # ---------------------------------------------------------------------------------------------
-# Activation
+# Activation (relu maps NaN to 0, as MXNet's Activation does; numba's cache of these loops is
+# keyed on this file, so a change of activation_value needs a change here too)
 # ---------------------------------------------------------------------------------------------
 @njit(cache=True)
 def _act_fwd(x, out, code, lo, hi):

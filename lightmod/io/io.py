@@ -11,6 +11,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from .. import arg_checks
 from ..base import MXNetError, dtype_np
 from .utils import _getdata_by_idx, _has_stype, _init_data, _wrap_host
 
@@ -363,6 +364,9 @@ class NDArrayIter(DataIter):
     def __init__(self, data, label=None, batch_size=1, shuffle=False, last_batch_handle="pad",
                  data_name="data", label_name="softmax_label", layout="NCHW"):
         super().__init__(batch_size)
+        arg_checks.integer(batch_size, "NDArrayIter", "batch_size")
+        if batch_size <= 0:     # a batch of 0 samples would never move the cursor
+            raise ValueError("NDArrayIter: batch_size must be positive, got %d" % batch_size)
         if last_batch_handle not in _LAST_BATCH_HANDLES:
             raise ValueError("NDArrayIter: last_batch_handle must be one of %s, got %r"
                              % (_LAST_BATCH_HANDLES, last_batch_handle))

@@ -15,7 +15,7 @@ import warnings
 
 import numpy as np
 
-from .. import metric
+from .. import arg_checks, metric
 from .. import ndarray
 from ..base import MXNetError, NotBoundError, _as_list
 from ..fit_callbacks import StopTraining
@@ -204,7 +204,7 @@ class _FitLoop:
         self.train_metric.reset()
         monitor = self.fit_locals["monitor"]
         batches = iter(self.train_data)
-        upcoming = next(batches)
+        upcoming = arg_checks.first_batch(batches, "fit", "train_data")
         stop = False
         nbatch = 0
         while upcoming is not _NO_MORE_BATCHES:
@@ -440,6 +440,8 @@ class BaseModule:
         """
         if num_epoch is None:
             raise ValueError("fit(): please specify number of epochs (num_epoch)")
+        arg_checks.data_iter(train_data, "fit", "train_data")
+        arg_checks.integer(num_epoch, "fit", "num_epoch")
         fit_locals = dict(locals())
         self._get_ready_to_train(fit_locals)
         # an EvalMetric given as eval_metric also serves validation unless one is named

@@ -18,6 +18,7 @@ memory (``shared_data_arrays``: the same dict objects).
 import logging
 from collections import OrderedDict
 
+from .. import arg_checks
 from .. import context as ctx
 from .. import ndarray as nd
 from ..base import DTYPE_MX_TO_NP, MXNetError, NotBoundError
@@ -350,6 +351,7 @@ class DataParallelExecutorGroup:
                     getattr(device_batch, field)[position].copyto(target)
             return
         for source, axis, targets in zip(getattr(data_batch, field), axes, placements):
+            arg_checks.batch_array(source, "forward")
             for part, target in targets:
                 _batch_part(source, axis, part).copyto(target)
 

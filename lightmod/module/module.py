@@ -11,6 +11,7 @@ next ``get_params`` overwrites them in place with the mean of the device copies.
 import logging
 import warnings
 
+from .. import arg_checks
 from .. import context as ctx
 from .. import ndarray as nd
 from .. import optimizer as opt
@@ -102,6 +103,8 @@ class Module(BaseModule):
                  logger=logging, context=ctx.cpu(), work_load_list=None,
                  fixed_param_names=None, state_names=None, group2ctxs=None,
                  compression_params=None):
+        arg_checks.symbol(symbol, "Module")
+        arg_checks.contexts(context, "Module")
         super().__init__(logger=logger)
         self._context, self._work_load_list = _context_list(context, work_load_list)
         self._group2ctxs = group2ctxs
@@ -192,6 +195,7 @@ class Module(BaseModule):
                     initializer(desc, target)
                 elif name in given:
                     if given[name] is not target:
+                        arg_checks.same_shape(name, given[name], target, "init_params/set_params")
                         given[name].copyto(target)
                 elif not allow_missing:
                     raise RuntimeError("%s is not presented" % desc)

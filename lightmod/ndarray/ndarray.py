@@ -50,15 +50,18 @@ def _as_ctx(ctx):
 
 def _as_shape(shape):
     if isinstance(shape, (int, np.integer)):
-        return (int(shape),)
-    try:
-        return tuple(int(d) for d in shape)
-    except TypeError:
-        raise MXNetError("expected a shape (int or tuple of int), got %r" % (shape,)) from None
+        shape = (shape,)
+    if isinstance(shape, (str, bytes)) or not all(
+            isinstance(d, (int, np.integer)) and not isinstance(d, bool)
+            for d in (shape if hasattr(shape, "__iter__") else [None])):
+        raise MXNetError("expected a shape (int or tuple of int), got %r" % (shape,))
+    return tuple(int(d) for d in shape)
 
 
 def _alloc(shape, dtype, ctx, fill=None):
     """A fresh backend buffer of shape/dtype on ctx, filled with `fill` unless None."""
+    if any(d < 0 for d in shape):
+        raise MXNetError("shape %s has a negative dimension" % (shape,))
     dtype = np.dtype(dtype)
     if ctx.device_typeid == 2:
         k = _device_kernels(ctx)
@@ -689,7 +692,8 @@ def array(source_array, ctx=None, dtype=None):
         try:
             host = np.asarray(source_array, dtype=dtype_np(dtype))
         except (TypeError, ValueError):
-            raise TypeError("source_array must be array like object") from None
+            raise TypeError("source_array must be array like object (numbers, equal-length nested "
+                            "lists, numpy arrays), got %s" % type(source_array).__name__) from None
     host = np.asarray(host, dtype=dtype_np(dtype))
     if host.ndim == 0:
         host = host.reshape(1)

@@ -25,6 +25,7 @@ import numpy
 from ..base import MXNetError, py_str
 from ..ndarray import NDArray, zeros
 from ..ndarray import ndarray as _nd_core
+from .checks import check_hyper_parameters
 from .states import check_state_fits
 
 __all__ = ["AdaDelta", "AdaGrad", "Adam", "Adamax", "DCASGD", "FTML", "Ftrl", "LARS", "LBSGD",
@@ -148,6 +149,7 @@ class Optimizer:
         self.allow_np_array = False
         self.set_lr_mult({})
         self.set_wd_mult({})
+        check_hyper_parameters(self, ("lr", "wd", "rescale_grad", "clip_gradient"))
 
     # --- registry -------------------------------------------------------------------------------
     @staticmethod
@@ -1095,6 +1097,7 @@ class Updater:
     """
 
     def __init__(self, optimizer):
+        check_hyper_parameters(optimizer)     # the rule's own numbers, set after Optimizer's
         self.optimizer = optimizer
         self.states = {}
         self.states_synced = {}
