@@ -110,8 +110,6 @@ def test_1d_reduction_shapes_are_1(make, second):
     assert shapes is not None and shapes[1] == (1,)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="nd.<op> drops keyword arguments whose value is None")
 def test_nd_keeps_none_keywords():
     x = mx.nd.array([[-0.5, -0.9], [0.2, -0.9]])
     # axis=None means "over the flattened array" (MXNet 1.9.1: [0.2])
@@ -126,9 +124,6 @@ def test_nd_bilinear_upsampling_with_num_args_1():
     assert out.shape == (1, 2, 6, 6)
 
 
-@pytest.mark.xfail(strict=True, raises=(TypeError, mx.base.MXNetError),
-                   reason="softmax's length input is not in its declared inputs, so "
-                   "nd.softmax(data, length=...) and positional sym.softmax(data, length) fail")
 @pytest.mark.parametrize("call", ["nd_keyword", "sym_positional"])
 def test_softmax_length_input_in_signature(call):
     if call == "nd_keyword":

@@ -172,9 +172,21 @@ def _is_input_value(x):
     return isinstance(x, NDArray) or x is None
 
 
+def _accepts_none(op, key):
+    """Whether parameter ``key`` of ``op`` takes None as a value of its own (``axis=None``
+    of the reductions means "the flattened input", not "the default")."""
+    decl = op.params.get(key)
+    if decl is None:
+        return False
+    try:
+        return decl.parse(None) is None
+    except (TypeError, ValueError, AttributeError):
+        return False
+
+
 def _make_function(op, public_name):
     param_names = list(op.params)
-    declared_inputs = list(op.inputs)
+    declared_inputs = list(op.inputs) + list(op.optional_inputs)
 
     def function(*args, out=None, name=None, **kwargs):
         attrs = {}
@@ -225,7 +237,7 @@ def _make_function(op, public_name):
                     raise TypeError("%s: got multiple values for input '%s'" % (public_name, key))
                 if value is not None:
                     by_name[key] = value
-            elif key == "attr" or value is None:
+            elif key == "attr" or (value is None and not _accepts_none(op, key)):
                 continue
             else:
                 attrs[key] = value

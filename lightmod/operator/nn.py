@@ -406,6 +406,8 @@ class _SoftmaxBase(Operator):
               "use_length": OptBool(False, doc="Whether to use the length input as a mask "
                                                "over the data input.")}
 
+    optional_inputs = ("length",)
+
     def list_inputs(self, p):
         return ["data", "length"] if p.use_length else ["data"]
 
