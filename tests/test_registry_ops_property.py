@@ -99,8 +99,6 @@ def test_a_broken_gradient_is_caught():
 
 # --- differences from MXNet 1.9.1 found by these properties -------------------------------------
 @pytest.mark.filterwarnings("ignore:Cannot decide shape")
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="reducing 1-D data to one "
-                   "value infers shape () where MXNet 1.9.1 infers (1,)")
 @pytest.mark.parametrize("make, second", [
     (lambda d, x: mx.sym.pick(d, x), "index"),
     (lambda d, x: mx.sym.softmax(d, length=x, use_length=True), "length")])

@@ -830,7 +830,7 @@ class Pick(_IndexTypes):
         if data is None:
             return list(in_shapes), [None]
         a = self.axis(p.axis, len(data), shape=data)
-        plain = data[:a] + data[a + 1:]
+        plain = data[:a] + data[a + 1:] or (1,)      # 1-D data: MXNet's shapes are (1,)
         out = data[:a] + (1,) + data[a + 1:] if p.keepdims else plain
         if idx is None:
             idx = plain
