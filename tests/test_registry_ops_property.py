@@ -133,9 +133,6 @@ def test_softmax_length_input_in_signature(call):
         assert s.list_arguments() == ["data", "length"]
 
 
-@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception,
-                   reason="topk(ret_typ='mask') with k above the axis size passes shape "
-                   "inference (MXNet 1.9.1 rejects it there) and fails in forward")
 def test_topk_mask_rejects_large_k_at_inference():
     sym = mx.sym.topk(mx.sym.Variable("d"), k=2, ret_typ="mask")
     with pytest.raises(mx.base.MXNetError):

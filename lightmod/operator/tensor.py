@@ -1310,6 +1310,10 @@ class _Sorting(_TensorOp):
             return [None], [None] * self.num_outputs(p)
         ret = self.settings(p)[1]
         if ret == "mask":
+            # the mask keeps the input's shape, but k is checked here as MXNet does
+            n = shape_size(s) if p.axis is None else s[self.axis(p.axis, len(s), shape=s)]
+            if n:
+                self._k(p, n)
             return [s], [s]
         if p.axis is None:
             n = shape_size(s)
