@@ -114,8 +114,6 @@ def test_nd_keeps_none_keywords():
     np.testing.assert_allclose(mx.nd.topk(x, axis=None, ret_typ="value").asnumpy(), [0.2])
 
 
-@pytest.mark.xfail(strict=True, reason="nd.UpSampling(data, weight, num_args=1, "
-                   "sample_type='bilinear') is refused (MXNet does not count the weight)")
 def test_nd_bilinear_upsampling_with_num_args_1():
     x, w = mx.nd.ones((1, 2, 3, 3)), mx.nd.ones((2, 1, 4, 4))
     out = mx.nd.UpSampling(x, w, scale=2, num_filter=2, sample_type="bilinear", num_args=1)

@@ -205,11 +205,14 @@ def _make_function(op, public_name):
                 if key == "attr" or value is None:
                     continue
                 attrs[key] = value
-            if op.variadic in attrs and int(attrs[op.variadic]) != len(arrays):
-                raise MXNetError("%s: %s=%s but %d arrays were given"
-                                 % (public_name, op.variadic, attrs[op.variadic], len(arrays)))
-            attrs[op.variadic] = len(arrays)
+            if op.variadic not in attrs:
+                attrs[op.variadic] = len(arrays)
             p = op.parse(attrs)
+            # the count need not be the number of arrays (bilinear UpSampling's weight is extra)
+            if len(op.list_inputs(p)) != len(arrays):
+                raise MXNetError("%s: %s=%s means %d input arrays, but %d were given"
+                                 % (public_name, op.variadic, attrs[op.variadic],
+                                    len(op.list_inputs(p)), len(arrays)))
             return invoke_parsed(op, p, arrays, out)
         pos = list(args)
         for input_name in declared_inputs:
