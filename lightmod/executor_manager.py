@@ -13,6 +13,10 @@ from .context import cpu
 from .module.executor_group import DataParallelExecutorGroup as _ModuleExecutorGroup
 from .module.executor_group import _split_input_slice
 
+# a module logger: logging.info() on the root logger would configure logging before
+# the program's own basicConfig() and silence it
+_LOG = logging.getLogger(__name__)
+
 __all__ = ["DataParallelExecutorManager"]
 _split_input_slice = _split_input_slice     # re-exported: programs import it from here
 
@@ -63,7 +67,7 @@ class DataParallelExecutorManager:
 
     def __init__(self, symbol, ctx, train_data, arg_names, param_names, aux_names,
                  work_load_list=None, logger=None, sym_gen=None):
-        logger = logger or logging
+        logger = logger or _LOG
         logger.info("Start training with %s", str(ctx))
         if work_load_list is None:
             work_load_list = [1] * len(ctx)

@@ -23,6 +23,10 @@ import numpy as np
 from ..base import MXNetError
 from ..operator import registry as _registry
 
+# a module logger: logging.info() on the root logger would configure logging before
+# the program's own basicConfig() and silence it
+_LOG = logging.getLogger(__name__)
+
 __all__ = ["init", "convert_symbol", "convert_model", "convert_bucketing_module",
            "init_trainer", "scale_loss", "unscale", "convert_hybrid_block", "list_lp16_ops",
            "list_fp32_ops", "list_lp16_fp32_ops", "list_conditional_fp32_ops",
@@ -466,7 +470,7 @@ def init(target_dtype="float16", target_precision_ops=None, conditional_fp32_ops
                 continue
             setattr(module, name, _wrap(fn, kind, is_symbol, target, cond, name))
     _initialized = True
-    logging.info("Using AMP")
+    _LOG.info("Using AMP")
 
 
 def _gluon_only(name):
