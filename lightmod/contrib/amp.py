@@ -302,7 +302,7 @@ def convert_symbol(sym, target_dtype="float16", target_dtype_ops=None, fp32_ops=
     attrs = sym.attr_dict()
     if data_names is None:
         data_names = [n for n in sym.list_inputs() if "__dtype__" not in attrs.get(n, {})]
-    graph = json.loads(sym.tojson())
+    graph = json.loads(sym.tojson(remove_amp_cast=False))
     rewriter = _Rewriter(graph, lp16, fp32, conditional, list_widest_type_cast(target),
                          excluded_sym_names or [], _variable_types(sym, data_names))
     nodes = rewriter.run()
@@ -405,7 +405,7 @@ def _wrap(fn, kind, is_symbol, target, cond=None, fn_name=None):
             return out
         category = {"lp16": ([fn_name], [], []), "fp32": ([], [fn_name], []),
                     "conditional": ([], [fn_name], []), "widest": ([], [], [fn_name])}[kind]
-        graph = json.loads(out.tojson())
+        graph = json.loads(out.tojson(remove_amp_cast=False))
         if len(graph["heads"]) != 1 or graph["nodes"][-1]["op"] == "null":
             return out
         category = tuple([graph["nodes"][-1]["op"]] if c else [] for c in category)
