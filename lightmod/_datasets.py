@@ -25,6 +25,10 @@ import numpy as np
 
 from .base import MXNetError
 
+# a module logger: logging.info() on the root logger would configure logging before
+# the program's own basicConfig() and silence it
+_LOG = logging.getLogger(__name__)
+
 DATA_ENV = "LIGHTMOD_DATA"
 _MNIST_URL = "http://data.mxnet.io/data/mnist/"
 _MNIST_ZIP_URL = "http://data.mxnet.io/mxnet/data/mnist.zip"
@@ -80,23 +84,23 @@ def download(url, fname=None, dirname=None, overwrite=False, retries=5):
     if dirname:
         os.makedirs(dirname, exist_ok=True)
     if not overwrite and os.path.exists(fname):
-        logging.info("%s exists, skipping download", fname)
+        _LOG.info("%s exists, skipping download", fname)
         return fname
     local = _find_local(os.path.basename(fname))
     if local is not None and os.path.abspath(local) != os.path.abspath(fname):
         shutil.copyfile(local, fname)
-        logging.info("copied %s from %s", fname, local)
+        _LOG.info("copied %s from %s", fname, local)
         return fname
     last_error = None
     for attempt in range(retries + 1):
         try:
             _fetch(url, fname)
-            logging.info("downloaded %s into %s successfully", url, fname)
+            _LOG.info("downloaded %s into %s successfully", url, fname)
             return fname
         except (urllib.error.URLError, OSError, ValueError) as exc:
             last_error = exc
             if attempt < retries:
-                logging.info("download of %s failed (%s), retrying", url, exc)
+                _LOG.info("download of %s failed (%s), retrying", url, exc)
                 time.sleep(min(0.5 * (attempt + 1), 2.0))
     raise MXNetError("download: could not fetch %s (%s). Without network access, %s"
                      % (url, last_error, _where_to_put(fname)))

@@ -8,8 +8,9 @@ the JSON round trip agree with the executor, the backward pass matches finite di
 operator is picked up automatically; if its declaration cannot produce valid cases the test
 says so (hypothesis reports the unsatisfiable strategy) and the operator needs a hint.
 
-The xfail tests at the end pin differences from MXNet 1.9.1 these properties found; the
-generic cases step around them, so each stays visible here until it is fixed.
+The tests at the end pin behaviours of MXNet 1.9.1 these properties once found lightmod
+missing (1-D reduction shapes, None keywords, softmax's length input, bilinear UpSampling's
+weight, topk masks); the generic cases step around them.
 """
 import numpy as np
 import pytest
@@ -97,10 +98,8 @@ def test_a_broken_gradient_is_caught():
         type(op).backward = original
 
 
-# --- differences from MXNet 1.9.1 found by these properties -------------------------------------
+# --- MXNet 1.9.1 behaviours these properties found missing (now matched) -----------------------------------
 @pytest.mark.filterwarnings("ignore:Cannot decide shape")
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="reducing 1-D data to one "
-                   "value infers shape () where MXNet 1.9.1 infers (1,)")
 @pytest.mark.parametrize("make, second", [
     (lambda d, x: mx.sym.pick(d, x), "index"),
     (lambda d, x: mx.sym.softmax(d, length=x, use_length=True), "length")])
@@ -110,25 +109,18 @@ def test_1d_reduction_shapes_are_1(make, second):
     assert shapes is not None and shapes[1] == (1,)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="nd.<op> drops keyword arguments whose value is None")
 def test_nd_keeps_none_keywords():
     x = mx.nd.array([[-0.5, -0.9], [0.2, -0.9]])
     # axis=None means "over the flattened array" (MXNet 1.9.1: [0.2])
     np.testing.assert_allclose(mx.nd.topk(x, axis=None, ret_typ="value").asnumpy(), [0.2])
 
 
-@pytest.mark.xfail(strict=True, reason="nd.UpSampling(data, weight, num_args=1, "
-                   "sample_type='bilinear') is refused (MXNet does not count the weight)")
 def test_nd_bilinear_upsampling_with_num_args_1():
     x, w = mx.nd.ones((1, 2, 3, 3)), mx.nd.ones((2, 1, 4, 4))
     out = mx.nd.UpSampling(x, w, scale=2, num_filter=2, sample_type="bilinear", num_args=1)
     assert out.shape == (1, 2, 6, 6)
 
 
-@pytest.mark.xfail(strict=True, raises=(TypeError, mx.base.MXNetError),
-                   reason="softmax's length input is not in its declared inputs, so "
-                   "nd.softmax(data, length=...) and positional sym.softmax(data, length) fail")
 @pytest.mark.parametrize("call", ["nd_keyword", "sym_positional"])
 def test_softmax_length_input_in_signature(call):
     if call == "nd_keyword":
@@ -140,9 +132,6 @@ def test_softmax_length_input_in_signature(call):
         assert s.list_arguments() == ["data", "length"]
 
 
-@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception,
-                   reason="topk(ret_typ='mask') with k above the axis size passes shape "
-                   "inference (MXNet 1.9.1 rejects it there) and fails in forward")
 def test_topk_mask_rejects_large_k_at_inference():
     sym = mx.sym.topk(mx.sym.Variable("d"), k=2, ret_typ="mask")
     with pytest.raises(mx.base.MXNetError):

@@ -60,7 +60,8 @@ def train(case):
 
 
 @pytest.mark.parametrize("case", GOLDEN["cases"],
-                         ids=["%(optimizer)s-%(variant)s-%(contexts)d-%(kvstore)s" % c for c in GOLDEN["cases"]])
+                         ids=["%(optimizer)s-%(variant)s-%(contexts)d-%(kvstore)s" % c
+                              for c in GOLDEN["cases"]])
 def test_sparse_module_training_matches_mxnet(case):
     params, stypes = train(case)
     assert stypes == [case["grad_stype"]] * 3
@@ -95,7 +96,8 @@ def test_sparse_embedding_executor_against_numpy(sparse):
     rng = np.random.RandomState(0)
     data = mx.sym.var("data")
     if sparse:
-        embed = mx.sym.contrib.SparseEmbedding(data, input_dim=50, output_dim=3, deterministic=True, name="embed")
+        embed = mx.sym.contrib.SparseEmbedding(data, input_dim=50, output_dim=3, deterministic=True,
+                                               name="embed")
     else:
         embed = mx.sym.Embedding(data, input_dim=50, output_dim=3, sparse_grad=True, name="embed")
     ex = embed.simple_bind(mx.cpu(), grad_req={"data": "null", "embed_weight": "write"}, data=(8,))

@@ -96,7 +96,9 @@ def copy(dst, src):
         return
     if not is_device_array(src):
         host = np.broadcast_to(np.asarray(src), tuple(dst.shape))
-        dst.copy_to_device(np.asarray(host, dtype=dst.dtype, order="C"))
+        # a fresh copy: numba's copy treats a zero stride (which numpy allows on a size-1 axis of
+        # a "contiguous" array) as a broadcast axis and drops it, e.g. (2, 1, 6, 6) -> (2, 6, 6)
+        dst.copy_to_device(np.array(host, dtype=dst.dtype, order="C"))
         return
     if tuple(src.shape) == tuple(dst.shape) and src.dtype == dst.dtype:
         dst.copy_to_device(src)

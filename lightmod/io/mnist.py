@@ -16,6 +16,10 @@ from ..base import MXNetError, dtype_np
 from .io import DataBatch, DataDesc, DataIter
 from .utils import _wrap_host
 
+# a module logger: logging.info() on the root logger would configure logging before
+# the program's own basicConfig() and silence it
+_LOG = logging.getLogger(__name__)
+
 __all__ = ["MNISTIter"]
 
 _IMAGE_MAGIC = 2051
@@ -135,7 +139,7 @@ class MNISTIter(DataIter):
         self.provide_data = [DataDesc(data_name, (self.batch_size,) + sample_shape, np.float32)]
         self.provide_label = [DataDesc(label_name, (self.batch_size,), np.float32)]
         if not silent:
-            logging.info("MNISTIter: load %d images, shuffle=%d, shape=%s", len(self._label),
+            _LOG.info("MNISTIter: load %d images, shuffle=%d, shape=%s", len(self._label),
                          int(bool(shuffle)), self.provide_data[0].shape)
 
     def reset(self):

@@ -564,7 +564,13 @@ def _copy_into(dst, src):
         np.copyto(dst._data, src._host_view(), casting="unsafe")
     else:
         k = _device_kernels(dst._ctx)
-        k.copy(dst._data, src._data)
+        source = src._data
+        if src._ctx != dst._ctx and not _is_host(source) and np.dtype(source.dtype) != np.dtype(dst.dtype):
+            # a casting copy runs a kernel on dst's GPU: bring the source over unchanged first
+            staged = k.empty(tuple(source.shape), source.dtype)
+            k.copy(staged, source)
+            source = staged
+        k.copy(dst._data, source)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -159,9 +159,21 @@ def _is_input_value(x):
     return isinstance(x, NDArray) or x is None
 
 
+def _accepts_none(op, key):
+    """Whether parameter ``key`` of ``op`` takes None as a value of its own (``axis=None``
+    of the reductions means "the flattened input", not "the default")."""
+    decl = op.params.get(key)
+    if decl is None:
+        return False
+    try:
+        return decl.parse(None) is None
+    except (TypeError, ValueError, AttributeError):
+        return False
+
+
 def _make_function(op, public_name):
     param_names = list(op.params)
-    declared_inputs = list(op.inputs)
+    declared_inputs = list(op.inputs) + list(op.optional_inputs)
 
     def function(*args, out=None, name=None, **kwargs):
         attrs = {}
@@ -180,12 +192,16 @@ def _make_function(op, public_name):
                 if key == "attr" or value is None:
                     continue
                 attrs[key] = value
-            if op.variadic in attrs and int(attrs[op.variadic]) != len(arrays):
-                raise MXNetError("%s: %s=%s but %d arrays were given"
-                                 % (public_name, op.variadic, attrs[op.variadic], len(arrays)))
-            if op.variadic is not None:
+            if op.variadic is not None and op.variadic not in attrs:
                 attrs[op.variadic] = len(arrays)
             p = op.parse(attrs)
+            # the count need not be the number of arrays (bilinear UpSampling's weight is extra)
+            expected = len(op.list_inputs(p))
+            if expected != len(arrays):
+                told = "" if op.variadic is None else \
+                    "%s=%s means " % (op.variadic, attrs[op.variadic])
+                raise MXNetError("%s: %s%d input arrays, but %d were given"
+                                 % (public_name, told, expected, len(arrays)))
             return invoke_parsed(op, p, arrays, out)
         pos = list(args)
         for input_name in declared_inputs:
@@ -213,7 +229,7 @@ def _make_function(op, public_name):
                     raise TypeError("%s: got multiple values for input '%s'" % (public_name, key))
                 if value is not None:
                     by_name[key] = value
-            elif key == "attr" or value is None:
+            elif key == "attr" or (value is None and not _accepts_none(op, key)):
                 continue
             else:
                 attrs[key] = value

@@ -406,6 +406,8 @@ class _SoftmaxBase(Operator):
               "use_length": OptBool(False, doc="Whether to use the length input as a mask "
                                                "over the data input.")}
 
+    optional_inputs = ("length",)
+
     def list_inputs(self, p):
         return ["data", "length"] if p.use_length else ["data"]
 
@@ -422,8 +424,8 @@ class _SoftmaxBase(Operator):
             return shapes, [None]
         axis = self._axis(p, dshape)
         if p.use_length:
-            assign_shape(self, shapes, 1, "length", tuple(dshape[:axis]) +
-                         tuple(dshape[axis + 1:]), " for data %s and axis %d"
+            assign_shape(self, shapes, 1, "length", (tuple(dshape[:axis]) +
+                         tuple(dshape[axis + 1:])) or (1,), " for data %s and axis %d"
                          % (tuple(dshape), p.axis))
         return shapes, [tuple(dshape)]
 

@@ -306,6 +306,7 @@ class Operator:
     hint = None                 # auto-name hint; default: the op name lower-cased
     is_loss = False             # loss heads ignore the head gradient
     head_grad_unused = False    # backward never reads out_grads (BlockGrad): needs no head gradient
+    optional_inputs = ()        # inputs some parameter values add (softmax's length): nd/sym take them
     input_init = {}             # input name -> __init__ JSON attached to auto-created variables
     # Extra attribute names accepted without being declared (legacy / cudnn / workspace knobs).
     ignored_params = ()

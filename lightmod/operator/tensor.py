@@ -830,7 +830,7 @@ class Pick(_IndexTypes):
         if data is None:
             return list(in_shapes), [None]
         a = self.axis(p.axis, len(data), shape=data)
-        plain = data[:a] + data[a + 1:]
+        plain = data[:a] + data[a + 1:] or (1,)      # 1-D data: MXNet's shapes are (1,)
         out = data[:a] + (1,) + data[a + 1:] if p.keepdims else plain
         if idx is None:
             idx = plain
@@ -953,6 +953,72 @@ class Cast(_SameShape, _FlatCopy):
 
     def infer_type(self, p, in_types):
         return list(in_types), [p.dtype]
+
+
+_AMP_FLOATS = ("float16", "float32", "float64")
+
+
+@register
+class AmpCast(Cast):
+    """``amp_cast`` (inserted by mixed precision): Cast for floating-point inputs; any other
+    input passes through with its own type. The gradient comes back in the input's type."""
+    name = "amp_cast"
+    aliases = ()
+    params = {"dtype": Dtype(doc="Output type (for floating-point inputs)")}
+
+    def infer_type(self, p, in_types):
+        t = in_types[0]
+        if t is not None and t not in _AMP_FLOATS:
+            return list(in_types), [t]
+        return list(in_types), [p.dtype]
+
+
+@register
+class AmpMulticast(_TensorOp):
+    """``amp_multicast``: casts its ``num_outputs`` inputs to their widest floating type (the
+    narrowest with ``cast_narrow``); output i is input i cast, gradients come back in each
+    input's type."""
+    name = "amp_multicast"
+    variadic = "num_outputs"
+    params = {"num_outputs": Int(doc="Number of inputs (and outputs)"),
+              "cast_narrow": Bool(False, doc="Cast to the narrowest instead of the widest type")}
+
+    def check_params(self, p):
+        if p.num_outputs < 1:
+            raise self.error("num_outputs=%d must be at least 1", p.num_outputs)
+
+    def num_outputs(self, p):
+        return p.num_outputs
+
+    def infer_shape(self, p, in_shapes):
+        return list(in_shapes), list(in_shapes)
+
+    def infer_shape_backward(self, p, in_shapes, out_shapes):
+        return [self.merge(i, o, "input %d vs output %d" % (n, n))
+                for n, (i, o) in enumerate(zip(in_shapes, out_shapes))]
+
+    def infer_type(self, p, in_types):
+        floats = [t for t in in_types if t in _AMP_FLOATS]
+        if len(floats) < len(in_types) and any(t is None for t in in_types):
+            return list(in_types), [None] * p.num_outputs
+        if not floats:
+            return list(in_types), list(in_types)
+        pick = min if p.cast_narrow else max
+        target = pick(floats, key=_AMP_FLOATS.index)
+        return list(in_types), [target if t in _AMP_FLOATS else t for t in in_types]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        for x, y in zip(inputs, outputs):
+            k.assign(y, x, "write")
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        for dy, dx, r in zip(out_grads, in_grads, req):
+            if r == "null":
+                continue
+            if dy is None:
+                zero_grads(k, [dx], [r])
+            else:
+                k.assign(dx, dy, r)
 
 
 class _Fill(_TensorOp):
@@ -1244,6 +1310,10 @@ class _Sorting(_TensorOp):
             return [None], [None] * self.num_outputs(p)
         ret = self.settings(p)[1]
         if ret == "mask":
+            # the mask keeps the input's shape, but k is checked here as MXNet does
+            n = shape_size(s) if p.axis is None else s[self.axis(p.axis, len(s), shape=s)]
+            if n:
+                self._k(p, n)
             return [s], [s]
         if p.axis is None:
             n = shape_size(s)

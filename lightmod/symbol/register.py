@@ -55,7 +55,7 @@ def _variadic_function(op, hint, public_name):
 
 
 def _plain_function(op, hint, public_name):
-    inputs = tuple(op.inputs)
+    inputs = tuple(op.inputs) + tuple(op.optional_inputs)
     slots = inputs + tuple(op.params)
 
     def function(*args, **kwargs):

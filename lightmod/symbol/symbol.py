@@ -530,8 +530,13 @@ class Symbol:
     # serialisation
     # ----------------------------------------------------------------------------------------
     def tojson(self, remove_amp_cast=True):
-        """The graph as MXNet 1.9.1 writes it (byte-compatible)."""
-        return _json.dumps(self._outputs)
+        """The graph as MXNet 1.9.1 writes it (byte-compatible). With ``remove_amp_cast`` the
+        casts mixed precision inserted (``amp_cast``, ``amp_multicast``) are left out: each
+        consumer reads the cast's input instead, as MXNet writes such a graph."""
+        text = _json.dumps(self._outputs)
+        if remove_amp_cast and '"op": "amp_' in text:
+            return _json.dumps(_without_amp_casts(text)._outputs)
+        return text
 
     def save(self, fname, remove_amp_cast=True):
         if not isinstance(fname, string_types):
@@ -884,3 +889,30 @@ def full(shape, val, dtype=None, **kwargs):
         dtype = np.float32
     return _op_call("_full", shape=shape, dtype=dtype, value=float(val), **kwargs)
 
+
+def _without_amp_casts(text):
+    """The Symbol of JSON graph ``text`` with its amp_cast/amp_multicast nodes bypassed."""
+    import json
+    graph = json.loads(text)
+    nodes = graph["nodes"]
+    source = {}                    # (node, output) of a cast -> the entry it passes on
+    kept, new_id = [], {}
+
+    def resolve(entry):
+        key = (entry[0], entry[1])
+        while key in source:
+            key = source[key]
+        return key
+
+    for nid, node in enumerate(nodes):
+        if node["op"] in ("amp_cast", "amp_multicast"):
+            for i, inp in enumerate(node["inputs"]):
+                source[(nid, i if node["op"] == "amp_multicast" else 0)] = resolve(inp)
+            continue
+        node = dict(node, inputs=[[new_id[k[0]], k[1], 0] for k in map(resolve, node["inputs"])])
+        new_id[nid] = len(kept)
+        kept.append(node)
+    heads = [[new_id[k[0]], k[1], 0] for k in map(resolve, graph["heads"])]
+    out = {"nodes": kept, "arg_nodes": [i for i, n in enumerate(kept) if n["op"] == "null"],
+           "heads": heads, "attrs": graph.get("attrs", {})}
+    return load_json(json.dumps(out))

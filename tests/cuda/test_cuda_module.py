@@ -177,9 +177,6 @@ def test_arrays_and_copies_between_two_gpus(two_gpus):
     assert two_gpus.launches[1] > 0
 
 
-@pytest.mark.xfail(strict=True, reason="NDArray.copyto(NDArray) of another dtype on another GPU "
-                   "launches the casting copy on the target GPU with the source's memory: "
-                   "lightmod/ndarray/ndarray.py _copy_into must bring the source over first")
 def test_copy_with_cast_between_two_gpus(two_gpus):
     a = mx.nd.array([[1.5, 2.5]], ctx=mx.gpu(1))
     b = mx.nd.zeros((1, 2), ctx=mx.gpu(0), dtype="float64")
