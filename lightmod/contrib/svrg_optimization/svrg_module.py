@@ -149,30 +149,25 @@ class SVRGModule(Module):
     def update_full_grads(self, train_data):
         """Copy the current parameters into the snapshot and average its gradient over every
         batch of ``train_data`` (summed across devices and workers through the kvstore)."""
-        names = self._exec_group.param_names
-        arg_params, aux_params = self.get_params()
-        self._mod_aux.set_params(arg_params=arg_params, aux_params=aux_params)
-        train_data.reset()
-        batches, pad = 0, 0
         snapshot = self._mod_aux
+        snapshot.set_params(*self.get_params())
+        names = self._exec_group.param_names
+        train_data.reset()
+        seen = 0.0
         for batch in train_data:
-            snapshot.forward(batch, is_train=True)
-            snapshot.backward()
-            grads = snapshot._exec_group.grad_arrays
-            for dev in range(self._ctx_len):
-                sums = self._param_dict[dev]
-                for idx, name in enumerate(names):
-                    sums[name] = sums[name] + grads[idx][dev]
-            batches += 1
-            pad = batch.pad
-        effective = batches - pad / train_data.batch_size
+            snapshot.forward_backward(batch)
+            for dev, sums in enumerate(self._param_dict):
+                # the sums start from the previous average (MXNet 1.9.1 never clears them)
+                for grads_of_param, name in zip(snapshot._exec_group.grad_arrays, names):
+                    sums[name] = sums[name] + grads_of_param[dev]
+            # a padded batch counts for its real samples only
+            seen += 1.0 - batch.pad / train_data.batch_size
         for name in names:
-            per_device = []
-            for dev in range(self._ctx_len):
-                self._param_dict[dev][name] /= effective
-                per_device.append(self._param_dict[dev][name])
+            averages = [sums[name] / seen for sums in self._param_dict]
+            for sums, average in zip(self._param_dict, averages):
+                sums[name] = average
             if self._kvstore:
-                self._sum_over_devices(name, per_device)
+                self._sum_over_devices(name, averages)
 
     def _sum_over_devices(self, name, per_device):
         """Average the devices' (and workers') full gradients of one parameter."""
@@ -193,60 +188,64 @@ class SVRGModule(Module):
             monitor=None, sparse_row_id_fn=None):
         """Module.fit with a full-gradient refresh at every epoch divisible by update_freq."""
         assert num_epoch is not None, 'please specify number of epochs'
-        self.bind(data_shapes=train_data.provide_data, label_shapes=train_data.provide_label,
-                  for_training=True, force_rebind=force_rebind)
+        self.bind(train_data.provide_data, train_data.provide_label, for_training=True,
+                  force_rebind=force_rebind)
         if monitor is not None:
             self.install_monitor(monitor)
-        self.init_params(initializer=initializer, arg_params=arg_params, aux_params=aux_params,
-                         allow_missing=allow_missing, force_init=force_init)
-        self.init_optimizer(kvstore=kvstore, optimizer=optimizer,
-                            optimizer_params=optimizer_params)
-        if validation_metric is None:
-            validation_metric = eval_metric
-        if not isinstance(eval_metric, _metric.EvalMetric):
-            eval_metric = _metric.create(eval_metric)
-
+        self.init_params(initializer, arg_params, aux_params, allow_missing, force_init)
+        self.init_optimizer(kvstore, optimizer, optimizer_params)
+        train_metric = eval_metric if isinstance(eval_metric, _metric.EvalMetric) else \
+            _metric.create(eval_metric)
         for epoch in range(begin_epoch, num_epoch):
             started = time.time()
-            eval_metric.reset()
             if epoch % self.update_freq == 0:
                 self.update_full_grads(train_data)
-            train_data.reset()
-            nbatch = 0
-            batches = iter(train_data)
-            batch = next(batches)
-            while batch is not None:
-                if monitor is not None:
-                    monitor.tic()
-                self.forward_backward(batch)
-                self.update()
-                if isinstance(batch, list):
-                    self.update_metric(eval_metric, [b.label for b in batch], pre_sliced=True)
-                else:
-                    self.update_metric(eval_metric, batch.label)
-                upcoming = next(batches, None)
-                if upcoming is not None:
-                    self.prepare(upcoming, sparse_row_id_fn=sparse_row_id_fn)
-                if monitor is not None:
-                    monitor.toc_print()
-                if batch_end_callback is not None:
-                    params = BatchEndParam(epoch=epoch, nbatch=nbatch, eval_metric=eval_metric,
-                                           locals=locals())
-                    for callback in _as_list(batch_end_callback):
-                        callback(params)
-                nbatch += 1
-                batch = upcoming
-            for name, value in eval_metric.get_name_value():
+            self._train_epoch(epoch, train_data, train_metric, batch_end_callback, monitor,
+                              sparse_row_id_fn)
+            for name, value in train_metric.get_name_value():
                 self.logger.info('Epoch[%d] Train-%s=%f', epoch, name, value)
             self.logger.info('Epoch[%d] Time cost=%.3f', epoch, time.time() - started)
-
             arg_params, aux_params = self.get_params()
             self.set_params(arg_params, aux_params)     # devices agree on aux states
             for callback in _as_list(epoch_end_callback or []):
                 callback(epoch, self.symbol, arg_params, aux_params)
-            if eval_data:
-                scores = self.score(eval_data, validation_metric,
-                                    score_end_callback=eval_end_callback,
-                                    batch_end_callback=eval_batch_end_callback, epoch=epoch)
-                for name, value in scores:
-                    self.logger.info('Epoch[%d] Validation-%s=%f', epoch, name, value)
+            if not eval_data:
+                continue
+            scores = self.score(eval_data, validation_metric or eval_metric,
+                                score_end_callback=eval_end_callback,
+                                batch_end_callback=eval_batch_end_callback, epoch=epoch)
+            for name, value in scores:
+                self.logger.info('Epoch[%d] Validation-%s=%f', epoch, name, value)
+
+    def _train_epoch(self, epoch, train_data, metric, batch_end_callback, monitor,
+                     sparse_row_id_fn):
+        """One pass over ``train_data``: an SVRG step per batch; the next batch is prepared
+        before the batch-end callbacks run (as Module.fit does)."""
+        metric.reset()
+        train_data.reset()
+        callbacks = _as_list(batch_end_callback) if batch_end_callback is not None else []
+        for nbatch, (batch, following) in enumerate(_with_next(train_data)):
+            if monitor is not None:
+                monitor.tic()
+            self.forward_backward(batch)
+            self.update()
+            labels = [b.label for b in batch] if isinstance(batch, list) else batch.label
+            self.update_metric(metric, labels, pre_sliced=isinstance(batch, list))
+            if following is not None:
+                self.prepare(following, sparse_row_id_fn=sparse_row_id_fn)
+            if monitor is not None:
+                monitor.toc_print()
+            info = BatchEndParam(epoch=epoch, nbatch=nbatch, eval_metric=metric,
+                                 locals=locals())
+            for callback in callbacks:
+                callback(info)
+
+
+def _with_next(iterable):
+    """(item, the item after it or None) for every item."""
+    items = iter(iterable)
+    current = next(items, None)
+    while current is not None:
+        following = next(items, None)
+        yield current, following
+        current = following
