@@ -417,8 +417,10 @@ def test_bad_calls_get_clear_errors():
         mx.nd.Custom(mx.nd.zeros(2), op_type="nothing_here")
     with pytest.raises(MXNetError, match=r"expects 2 input\(s\) \(a, b\), got 1"):
         mx.nd.Custom(mx.nd.zeros(2), op_type="test_scale")
-    with pytest.raises(MXNetError, match="CustomOpProp"):
-        mx.operator.register("not_a_prop")(dict)
+    with pytest.raises(MXNetError, match="expected a class"):
+        mx.operator.register("not_a_prop")(lambda: None)
+    with pytest.raises(MXNetError, match="non-empty string"):
+        mx.operator.register("")
 
 
 def test_exception_inside_nd_custom_leaves_the_process_working():

@@ -145,9 +145,9 @@ class CustomOpProp:
 def register(reg_name):
     """Class decorator: register a :class:`CustomOpProp` subclass as op_type ``reg_name``."""
     def do_register(prop_cls):
-        if not (isinstance(prop_cls, type) and issubclass(prop_cls, CustomOpProp)):
-            raise MXNetError("mx.operator.register(%r): expected a subclass of CustomOpProp, "
-                             "got %r" % (reg_name, prop_cls))
+        if not isinstance(prop_cls, type):
+            raise MXNetError("mx.operator.register(%r): expected a class (a CustomOpProp "
+                             "subclass), got %r" % (reg_name, prop_cls))
         if reg_name in _PROPS and _PROPS[reg_name] is not prop_cls:
             warnings.warn("custom operator %r registered again: the new class replaces %s"
                           % (reg_name, _PROPS[reg_name].__name__), stacklevel=2)
