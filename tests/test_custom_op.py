@@ -623,3 +623,24 @@ def test_bucketing_module_with_a_custom_operator():
     want_w, want_b = reference(batches, weight, bias, 0.2)
     np.testing.assert_allclose(arg["fc_weight"].asnumpy(), want_w, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(arg["fc_bias"].asnumpy(), want_b, rtol=1e-4, atol=1e-5)
+
+
+def test_steps_after_the_first_build_no_arrays(monkeypatch):
+    from lightmod.operator import custom
+    built = []
+    for name in ("_wrap", "_zeros_like"):
+        original = getattr(custom, name)
+        monkeypatch.setattr(custom, name,
+                            lambda *a, _f=original, _n=name: built.append(_n) or _f(*a))
+    # b's gradient is not requested ('null'): its scratch array is built once too
+    exe = _scale_net().simple_bind(mx.cpu(), grad_req={"a": "write", "b": "null"}, a=(2, 3))
+    head = mx.nd.ones((2, 3))
+    exe.forward(is_train=True)
+    exe.backward(head)
+    first = len(built)
+    # wrappers of a, b, out, the head gradient, a's and b's gradient slots; b's scratch array
+    assert sorted(built) == ["_wrap"] * 6 + ["_zeros_like"]
+    for _ in range(3):
+        exe.forward(is_train=True)
+        exe.backward(head)
+    assert len(built) == first
