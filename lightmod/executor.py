@@ -406,7 +406,7 @@ class Executor:
             start, count = g.entry_start[nid], g.num_outputs[nid]
             fwd_pos[nid] = len(fwd)
             fwd.append((g.nodes[nid].op, g.params[nid], self._kern(ctx), [x._data for x in ins],
-                        [o._data for o in entry_nd[start:start + count]], {}))
+                        [o._data for o in entry_nd[start:start + count]], {"context": ctx}))
             fwd_nids.append(nid)
         self._fwd, self._fwd_nids, self._node_in_nd = fwd, fwd_nids, node_in_nd
         self._refresh_threads = _thread_policy() if any(

@@ -644,3 +644,19 @@ def test_steps_after_the_first_build_no_arrays(monkeypatch):
         exe.forward(is_train=True)
         exe.backward(head)
     assert len(built) == first
+
+
+def test_each_device_creates_its_operator_with_its_context():
+    del CALLS[:]
+    split = mx.sym.Custom(mx.sym.var("data"), op_type="test_split", name="sp")
+    mod = mx.mod.Module(mx.sym.MakeLoss(mx.sym.sum(split[0])), label_names=None,
+                        context=[mx.cpu(0), mx.cpu(1)])
+    mod.bind(data_shapes=[("data", (4, 3))])
+    mod.init_params()
+    mod.forward(mx.io.DataBatch([mx.nd.ones((4, 3))]), is_train=True)
+    created = sorted(str(c[1]) for c in CALLS if c[0] == "create")
+    assert created == ["cpu(0)", "cpu(1)"]
+    # nd.Custom: the inputs' context
+    del CALLS[:]
+    mx.nd.Custom(mx.nd.ones(2, ctx=mx.cpu(3)), op_type="test_split")
+    assert [c[1] for c in CALLS if c[0] == "create"] == [mx.cpu(3)]

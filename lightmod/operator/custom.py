@@ -223,7 +223,8 @@ def _as_dtype_name(op_type, dtype):
 
 
 def _context_of(k):
-    """The context a kernel set computes on (CUDA kernel sets know their device)."""
+    """The context a kernel set computes on (CUDA kernel sets know their device), for callers
+    whose state does not name it."""
     device_id = getattr(k, "device_id", None)
     return Context("cpu", 0) if device_id is None else Context("gpu", device_id)
 
@@ -235,9 +236,9 @@ class _Bound:
     """The operator instance of one node (in one executor, or one nd.Custom call) and the
     NDArrays wrapping that node's buffers, built once and reused every step."""
 
-    def __init__(self, p, k, inputs, outputs):
+    def __init__(self, p, k, inputs, outputs, ctx):
         self.p = p
-        self.ctx = ctx = _context_of(k)
+        self.ctx = ctx = ctx if ctx is not None else _context_of(k)
         n_args = len(p.arg_names)
         self.inputs, self.outputs = inputs, outputs
         self.in_data = [_wrap(x, ctx, False) for x in inputs[:n_args]]
@@ -408,13 +409,13 @@ class Custom(registry.Operator):
     def forward(self, p, k, inputs, outputs, is_train, state):
         bound = state.get("custom")
         if bound is None or bound.inputs is not inputs or bound.outputs is not outputs:
-            bound = state["custom"] = _Bound(p, k, inputs, outputs)
+            bound = state["custom"] = _Bound(p, k, inputs, outputs, state.get("context"))
         bound.forward(is_train)
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
         bound = state.get("custom")
         if bound is None or bound.inputs is not inputs or bound.outputs is not outputs:
-            bound = state["custom"] = _Bound(p, k, inputs, outputs)
+            bound = state["custom"] = _Bound(p, k, inputs, outputs, state.get("context"))
         bound.backward(out_grads, in_grads, req)
 
 
