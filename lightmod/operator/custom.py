@@ -365,7 +365,7 @@ class Custom(registry.Operator):
     def infer_shape(self, p, in_shapes):
         n_args, n_out = len(p.arg_names), len(p.out_names)
         known = [registry.shape_is_known(s) for s in in_shapes[:n_args]]
-        if not any(known):
+        if known and not any(known):
             return in_shapes, [None] * n_out
         # unknown argument shapes are handed over as [] (so a hook can derive a label's shape
         # from the data's); a hook that cannot cope with them is asked again once all are known
