@@ -93,8 +93,7 @@ def test_fit_matches_mxnet_epoch_by_epoch(case):
 
 def test_svrg_optimizer_dispatches_full_keys_to_assignment():
     names = {0: "fc_weight", 1: "fc_bias", 2: "fc_weight_full"}
-    svrg = mx.optimizer.create("_SVRGOptimizer", default_optimizer="sgd", learning_rate=0.5,
-                               param_idx2name=names)
+    svrg = SVRGOptimizer(default_optimizer="sgd", learning_rate=0.5, param_idx2name=names)
     assert isinstance(svrg, SVRGOptimizer) and isinstance(svrg.aux_opt, AssignmentOptimizer)
     assert isinstance(svrg.default_opt, mx.optimizer.SGD)
     assert svrg.default_opt.lr == 0.5

@@ -222,11 +222,12 @@ def _as_dtype_name(op_type, dtype):
                          % (op_type, dtype)) from None
 
 
-def _context_of(k):
-    """The context a kernel set computes on (CUDA kernel sets know their device), for callers
-    whose state does not name it."""
-    device_id = getattr(k, "device_id", None)
-    return Context("cpu", 0) if device_id is None else Context("gpu", device_id)
+def _context_of(k, arrays):
+    """The context of backend arrays, for callers whose state does not name it: numpy arrays
+    live on cpu(0), device arrays on the kernel set's GPU."""
+    if all(isinstance(a, np.ndarray) for a in arrays):
+        return Context("cpu", 0)
+    return Context("gpu", getattr(k, "device_id", 0))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -238,7 +239,7 @@ class _Bound:
 
     def __init__(self, p, k, inputs, outputs, ctx):
         self.p = p
-        self.ctx = ctx = ctx if ctx is not None else _context_of(k)
+        self.ctx = ctx = ctx if ctx is not None else _context_of(k, list(inputs) + list(outputs))
         n_args = len(p.arg_names)
         self.inputs, self.outputs = inputs, outputs
         self.in_data = [_wrap(x, ctx, False) for x in inputs[:n_args]]

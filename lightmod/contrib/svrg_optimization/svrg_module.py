@@ -21,13 +21,12 @@ import time
 
 from ... import metric as _metric
 from ... import ndarray as nd
-from ... import optimizer as opt
 from ...base import _as_list
 from ...context import cpu
 from ...initializer import Uniform
 from ...model import BatchEndParam, _create_kvstore
 from ...module import Module
-from .svrg_optimizer import SVRGOptimizer  # noqa: F401  (registers "_SVRGOptimizer")
+from .svrg_optimizer import SVRGOptimizer
 
 __all__ = ["SVRGModule"]
 
@@ -116,7 +115,7 @@ class SVRGModule(Module):
         params = dict(optimizer_params)
         params.setdefault("rescale_grad", 1.0 / batch_size)
         params["param_idx2name"] = idx2name
-        return opt.create("_SVRGOptimizer", default_optimizer=optimizer, **params)
+        return SVRGOptimizer(default_optimizer=optimizer, **params)
 
     # --- one batch -----------------------------------------------------------------------------
     def forward(self, data_batch, is_train=None):

@@ -1,5 +1,4 @@
-"""The optimizers SVRGModule installs (MXNet registers them as ``_SVRGOptimizer`` and
-``_AssignmentOptimizer``).
+"""The optimizers SVRGModule installs (MXNet's ``_SVRGOptimizer`` and ``_AssignmentOptimizer``).
 
 ``SVRGOptimizer`` holds the optimizer the user chose and hands every parameter to it, except
 the full-gradient entries (keys whose name contains ``full``, which SVRGModule adds for
@@ -31,7 +30,7 @@ class SVRGOptimizer(opt.Optimizer):
         if isinstance(default_optimizer, str):
             default_optimizer = opt.create(default_optimizer, **kwargs)
         self.default_opt = default_optimizer
-        self.aux_opt = opt.create("_AssignmentOptimizer")
+        self.aux_opt = AssignmentOptimizer()
 
     def _name_of(self, index):
         """A key's parameter name: keys are names (kvstore string keys) or indices."""
@@ -51,8 +50,8 @@ class SVRGOptimizer(opt.Optimizer):
         self._target(index).update(index, weight, grad, state)
 
 
-# MXNet's names for them, in this module and in the optimizer registry (lower-cased there)
+# MXNet's names for them. MXNet also registers them with mx.optimizer; lightmod does not:
+# neither can be built without SVRGModule's arguments, and the registry is what generic code
+# (serialisation, the optimizer property tests) instantiates with defaults.
 _AssignmentOptimizer = AssignmentOptimizer
 _SVRGOptimizer = SVRGOptimizer
-opt.Optimizer.opt_registry["_assignmentoptimizer"] = AssignmentOptimizer
-opt.Optimizer.opt_registry["_svrgoptimizer"] = SVRGOptimizer
