@@ -550,7 +550,8 @@ class Executor:
             node_in_nd[nid] = ins
             start, count = g.entry_start[nid], g.num_outputs[nid]
             steps.append(_ForwardStep(g.nodes[nid].op, g.params[nid], k, [x._data for x in ins],
-                                      [o._data for o in entry_nd[start:start + count]], {}, nid))
+                                      [o._data for o in entry_nd[start:start + count]],
+                                      {"context": ctx}, nid))
         return steps, node_in_nd
 
     def _gradient_entries(self):

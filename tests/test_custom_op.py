@@ -417,8 +417,10 @@ def test_bad_calls_get_clear_errors():
         mx.nd.Custom(mx.nd.zeros(2), op_type="nothing_here")
     with pytest.raises(MXNetError, match=r"expects 2 input\(s\) \(a, b\), got 1"):
         mx.nd.Custom(mx.nd.zeros(2), op_type="test_scale")
-    with pytest.raises(MXNetError, match="CustomOpProp"):
-        mx.operator.register("not_a_prop")(dict)
+    with pytest.raises(MXNetError, match="expected a class"):
+        mx.operator.register("not_a_prop")(lambda: None)
+    with pytest.raises(MXNetError, match="non-empty string"):
+        mx.operator.register("")
 
 
 def test_exception_inside_nd_custom_leaves_the_process_working():
@@ -621,3 +623,122 @@ def test_bucketing_module_with_a_custom_operator():
     want_w, want_b = reference(batches, weight, bias, 0.2)
     np.testing.assert_allclose(arg["fc_weight"].asnumpy(), want_w, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(arg["fc_bias"].asnumpy(), want_b, rtol=1e-4, atol=1e-5)
+
+
+def test_steps_after_the_first_build_no_arrays(monkeypatch):
+    from lightmod.operator import custom
+    built = []
+    for name in ("_wrap", "_zeros_like"):
+        original = getattr(custom, name)
+        monkeypatch.setattr(custom, name,
+                            lambda *a, _f=original, _n=name: built.append(_n) or _f(*a))
+    # b's gradient is not requested ('null'): its scratch array is built once too
+    exe = _scale_net().simple_bind(mx.cpu(), grad_req={"a": "write", "b": "null"}, a=(2, 3))
+    head = mx.nd.ones((2, 3))
+    exe.forward(is_train=True)
+    exe.backward(head)
+    first = len(built)
+    # wrappers of a, b, out, the head gradient, a's and b's gradient slots; b's scratch array
+    assert sorted(built) == ["_wrap"] * 6 + ["_zeros_like"]
+    for _ in range(3):
+        exe.forward(is_train=True)
+        exe.backward(head)
+    assert len(built) == first
+
+
+def test_each_device_creates_its_operator_with_its_context():
+    del CALLS[:]
+    split = mx.sym.Custom(mx.sym.var("data"), op_type="test_split", name="sp")
+    mod = mx.mod.Module(mx.sym.MakeLoss(mx.sym.sum(split[0])), label_names=None,
+                        context=[mx.cpu(0), mx.cpu(1)])
+    mod.bind(data_shapes=[("data", (4, 3))])
+    mod.init_params()
+    mod.forward(mx.io.DataBatch([mx.nd.ones((4, 3))]), is_train=True)
+    created = sorted(str(c[1]) for c in CALLS if c[0] == "create")
+    assert created == ["cpu(0)", "cpu(1)"]
+    # nd.Custom: the inputs' context
+    del CALLS[:]
+    mx.nd.Custom(mx.nd.ones(2, ctx=mx.cpu(3)), op_type="test_split")
+    assert [c[1] for c in CALLS if c[0] == "create"] == [mx.cpu(3)]
+
+
+# --- what MXNet's test_custom_op checks without mx.autograd ------------------------------------
+class _SqrWithAux(mx.operator.CustomOp):
+    def forward(self, is_train, req, in_data, out_data, aux):
+        aux[0][:] = 1
+        self.assign(out_data[0], req[0], in_data[0] * in_data[0])
+
+    def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+        assert (aux[0].asnumpy() == 1).all()
+        self.assign(in_grad[0], req[0], 2 * in_data[0] * out_grad[0])
+
+
+@mx.operator.register("test_sqr_aux")
+class _SqrWithAuxProp(mx.operator.CustomOpProp):
+    def list_auxiliary_states(self):
+        return ["aux"]
+
+    def infer_shape(self, in_shape):
+        return in_shape, [in_shape[0]], [in_shape[0]]
+
+    def infer_type(self, in_type):
+        return in_type, [in_type[0]], [in_type[0]]
+
+    def infer_storage_type(self, in_stype):
+        return ["default"], ["default"], ["default"]
+
+    def create_operator(self, ctx, shapes, dtypes):
+        return _SqrWithAux()
+
+
+def test_numeric_gradient_with_an_aux_state_and_casts():
+    data = mx.sym.Variable("data")
+    op = mx.sym.Custom(data=data, aux=mx.sym.Variable("aux"), name="sqr", op_type="test_sqr_aux")
+    x = RNG.uniform(-1, 1, (4, 10))
+    check_numeric_gradient(op, [x], [np.zeros_like(x)], rtol=1e-2, atol=1e-4)
+    # MXNet's second case: the output cast (to the same float32)
+    check_numeric_gradient(mx.sym.cast(op, dtype="float32"), [x], [np.zeros_like(x)],
+                           rtol=1e-2, atol=1e-4)
+    # the aux state was written by forward and seen by backward (the operator asserts it)
+    exe = op.simple_bind(mx.cpu(), data=(4, 10))
+    exe.forward(is_train=True, data=x)
+    exe.backward(mx.nd.ones((4, 10)))
+    assert (exe.aux_dict["aux"].asnumpy() == 1).all()
+    np.testing.assert_allclose(exe.grad_dict["data"].asnumpy(), 2 * x, rtol=1e-6)
+
+
+class _Ones(mx.operator.CustomOp):
+    def __init__(self, length, depth):
+        super().__init__()
+        self.value = np.ones((length, depth), np.float32)
+
+    def forward(self, is_train, req, in_data, out_data, aux):
+        self.assign(out_data[0], req[0], self.value)
+
+
+@mx.operator.register("test_no_input")
+class _OnesProp(mx.operator.CustomOpProp):
+    def __init__(self, length, depth):
+        super().__init__()
+        self.length, self.depth = int(length), int(depth)
+
+    def list_arguments(self):
+        return []
+
+    def infer_shape(self, in_shape):
+        return [], [(self.length, self.depth)], []
+
+    def infer_type(self, in_type):
+        return [], [np.float32], []
+
+    def create_operator(self, ctx, shapes, dtypes):
+        return _Ones(self.length, self.depth)
+
+
+def test_an_operator_without_inputs():
+    np.testing.assert_array_equal(mx.nd.Custom(length=3, depth=2, op_type="test_no_input")
+                                  .asnumpy(), np.ones((3, 2)))
+    net = mx.sym.Custom(length=2, depth=4, op_type="test_no_input") * 3
+    assert net.list_arguments() == []
+    exe = net.simple_bind(mx.cpu())
+    np.testing.assert_array_equal(exe.forward()[0].asnumpy(), np.full((2, 4), 3.0))

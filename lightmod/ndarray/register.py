@@ -130,7 +130,8 @@ def invoke_parsed(op, p, inputs, out=None):
         for o, st in zip(outputs[len(given):], stypes[len(given):]):
             o._stype = st
     k = kernels.for_context(ctx)
-    op.forward(p, k, [x._data for x in inputs], [o._data for o in outputs], False, {})
+    op.forward(p, k, [x._data for x in inputs], [o._data for o in outputs], False,
+               {"context": ctx})
     if out is not None:
         return out
     if visible == 1:

@@ -145,9 +145,9 @@ class CustomOpProp:
 def register(reg_name):
     """Class decorator: register a :class:`CustomOpProp` subclass as op_type ``reg_name``."""
     def do_register(prop_cls):
-        if not (isinstance(prop_cls, type) and issubclass(prop_cls, CustomOpProp)):
-            raise MXNetError("mx.operator.register(%r): expected a subclass of CustomOpProp, "
-                             "got %r" % (reg_name, prop_cls))
+        if not isinstance(prop_cls, type):
+            raise MXNetError("mx.operator.register(%r): expected a class (a CustomOpProp "
+                             "subclass), got %r" % (reg_name, prop_cls))
         if reg_name in _PROPS and _PROPS[reg_name] is not prop_cls:
             warnings.warn("custom operator %r registered again: the new class replaces %s"
                           % (reg_name, _PROPS[reg_name].__name__), stacklevel=2)
@@ -222,10 +222,12 @@ def _as_dtype_name(op_type, dtype):
                          % (op_type, dtype)) from None
 
 
-def _context_of(k):
-    """The context a kernel set computes on (CUDA kernel sets know their device)."""
-    device_id = getattr(k, "device_id", None)
-    return Context("cpu", 0) if device_id is None else Context("gpu", device_id)
+def _context_of(k, arrays):
+    """The context of backend arrays, for callers whose state does not name it: numpy arrays
+    live on cpu(0), device arrays on the kernel set's GPU."""
+    if all(isinstance(a, np.ndarray) for a in arrays):
+        return Context("cpu", 0)
+    return Context("gpu", getattr(k, "device_id", 0))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -235,9 +237,9 @@ class _Bound:
     """The operator instance of one node (in one executor, or one nd.Custom call) and the
     NDArrays wrapping that node's buffers, built once and reused every step."""
 
-    def __init__(self, p, k, inputs, outputs):
+    def __init__(self, p, k, inputs, outputs, ctx):
         self.p = p
-        self.ctx = ctx = _context_of(k)
+        self.ctx = ctx = ctx if ctx is not None else _context_of(k, list(inputs) + list(outputs))
         n_args = len(p.arg_names)
         self.inputs, self.outputs = inputs, outputs
         self.in_data = [_wrap(x, ctx, False) for x in inputs[:n_args]]
@@ -364,7 +366,7 @@ class Custom(registry.Operator):
     def infer_shape(self, p, in_shapes):
         n_args, n_out = len(p.arg_names), len(p.out_names)
         known = [registry.shape_is_known(s) for s in in_shapes[:n_args]]
-        if not any(known):
+        if known and not any(known):
             return in_shapes, [None] * n_out
         # unknown argument shapes are handed over as [] (so a hook can derive a label's shape
         # from the data's); a hook that cannot cope with them is asked again once all are known
@@ -408,13 +410,13 @@ class Custom(registry.Operator):
     def forward(self, p, k, inputs, outputs, is_train, state):
         bound = state.get("custom")
         if bound is None or bound.inputs is not inputs or bound.outputs is not outputs:
-            bound = state["custom"] = _Bound(p, k, inputs, outputs)
+            bound = state["custom"] = _Bound(p, k, inputs, outputs, state.get("context"))
         bound.forward(is_train)
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
         bound = state.get("custom")
         if bound is None or bound.inputs is not inputs or bound.outputs is not outputs:
-            bound = state["custom"] = _Bound(p, k, inputs, outputs)
+            bound = state["custom"] = _Bound(p, k, inputs, outputs, state.get("context"))
         bound.backward(out_grads, in_grads, req)
 
 

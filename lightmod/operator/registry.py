@@ -17,7 +17,8 @@ Conventions
   arrays on the CPU, numba device arrays on the GPU) for every declared input including aux
   states (which the op may update in place); ``outputs`` are preallocated buffers for every output
   including hidden ones. ``state`` is a dict private to this node in this executor, kept between
-  forward and backward (masks, saved statistics, scratch buffers allocated once).
+  forward and backward (masks, saved statistics, scratch buffers allocated once); it starts
+  with the node's ``"context"``.
 * ``backward(p, k, out_grads, inputs, outputs, in_grads, req, state)``: ``out_grads`` has one
   entry per output (``None`` for hidden outputs / outputs nobody consumed); ``in_grads[i]`` is
   the buffer for input i's gradient and ``req[i]`` is ``'write'``, ``'add'`` or ``'null'``

@@ -86,6 +86,9 @@ CASES = {
     "BatchNorm": [({"fix_gamma": False}, [S(2, 3, 2), P(3), S(3), S(3), P(3)])],
     "Cast": [({"dtype": "float64"}, [S(2, 3)]), ({"dtype": "int32"}, [S(2, 3)])],
     "Concat": [({"num_args": 2, "dim": 1}, [S(2, 3), S(2, 2)])],
+    # a Python custom operator (registered by lightmod.testing.custom_ops)
+    "Custom": [({"op_type": __import__("lightmod.testing.custom_ops").testing.custom_ops
+                 .SOFTSIGN}, [S(2, 3)])],
     "Convolution": [({"kernel": (2, 2), "num_filter": 2, "pad": (1, 0)},
                      [S(1, 2, 3, 3), None, None])],
     "Crop": [({"num_args": 1, "h_w": (2, 2), "offset": (1, 0)}, [S(1, 1, 3, 4)])],
