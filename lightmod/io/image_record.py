@@ -372,7 +372,7 @@ class ImageRecordIter(DataIter):
     def _compute_mean_img(self):
         """The mean of all records after the deterministic part of augmentation."""
         from ..image.codec import cv2_module
-        from ..kernels.cpu import image as kimg
+        from ..kernels import dataio as kimg
         cv2 = cv2_module()
         total = np.zeros(self.data_shape, np.float64)
         out = np.empty(self.data_shape, np.float32)
@@ -523,7 +523,7 @@ class ImageRecordIter(DataIter):
 
     def _make_batch(self, ids, pad, rng_key):
         from ..image.codec import cv2_module
-        from ..kernels.cpu import image as kimg
+        from ..kernels import dataio as kimg
         cv2 = cv2_module()
         count = ids.size
         rng = np.random.default_rng(list(rng_key))
