@@ -2,7 +2,6 @@
 images (decoding and resizing against OpenCV, borders, crops, rotation, augmenters, ImageIter
 batch handling), plus bad inputs."""
 import json
-import os
 import random
 
 import numpy as np
