@@ -213,6 +213,9 @@ def test_bad_files_and_parameters(tmp_path):
     with pytest.raises(MXNetError, match="Cannot find argument 'rand_crops'"):
         mx.io.ImageRecordIter(path_imgrec=PNG, data_shape=(3, 2, 2), batch_size=2,
                               rand_crops=True)
+    with pytest.raises(MXNetError, match="shuffle_chunk_size=100"):
+        mx.io.ImageRecordIter(path_imgrec=PNG, data_shape=(3, 2, 2), batch_size=2,
+                              shuffle_chunk_size=100)
     with pytest.raises(MXNetError, match="data_shape"):
         mx.io.ImageRecordIter(path_imgrec=PNG, data_shape=(5, 28, 28), batch_size=2)
     with pytest.raises(MXNetError, match="part_index"):
@@ -235,3 +238,19 @@ def test_mean_img_is_computed_saved_and_subtracted(tmp_path):
     np.testing.assert_allclose(it.next().data[0].asnumpy(), plain - saved, atol=1e-4)
     again = mx.io.ImageRecordIter(mean_img=mean_path, std_r=2.0, **kw).next().data[0].asnumpy()
     np.testing.assert_allclose(again[:, 0], (plain - saved)[:, 0] / 2, atol=1e-4)
+
+
+def test_random_contrast_and_illumination_are_affine_per_image():
+    kw = dict(path_imgrec=PNG, data_shape=(3, 24, 24), batch_size=6, label_width=2, mean_r=100,
+              std_g=2.0, scale=0.5)
+    plain = mx.io.ImageRecordIter(**kw).next().data[0].asnumpy()
+    jit = mx.io.ImageRecordIter(max_random_contrast=0.3, max_random_illumination=20,
+                                **kw).next().data[0].asnumpy()
+    mult = np.array([0.5, 0.25, 0.5])[:, None, None]
+    for k in range(6):
+        # jit = plain * contrast + illumination * scale / std, with one (contrast, light) per image
+        contrast = np.polyfit(plain[k, 0].ravel(), jit[k, 0].ravel(), 1)[0]
+        light = (jit[k] - plain[k] * contrast) / mult
+        assert 0.7 <= contrast <= 1.3 and abs(contrast - 1) > 1e-6
+        np.testing.assert_allclose(light, light[0, 0, 0], atol=1e-3)
+        assert abs(light[0, 0, 0]) <= 20
