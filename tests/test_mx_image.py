@@ -270,3 +270,13 @@ def test_image_iter_bad_inputs(tmp_path):
     lst.write_text("0\tbroken.jpg\n")
     with pytest.raises(MXNetError, match="bad.lst line 1"):
         mx.image.ImageIter(1, (3, 8, 8), path_imglist=str(lst))
+
+
+def test_missing_opencv_names_the_extra(monkeypatch):
+    from lightmod.image import codec
+    monkeypatch.setattr(codec, "_CV2", None)
+    monkeypatch.setitem(__import__("sys").modules, "cv2", None)
+    with pytest.raises(MXNetError, match=r"lightmod\[image\]"):
+        mx.image.imdecode(b"\xff\xd8")
+    with pytest.raises(MXNetError, match=r"lightmod\[image\]"):
+        mx.recordio.unpack_img(mx.recordio.pack((0, 1.0, 0, 0), b"x"))
