@@ -308,7 +308,6 @@ class ImageRecordIter(DataIter):
         self._fd = None
         self._epoch = -1
         self._next_start = 0
-        self._skipped = 0
         self._current = None
         self._plan = collections.deque()
         self._inflight = collections.deque()
@@ -482,11 +481,6 @@ class ImageRecordIter(DataIter):
 
     def getindex(self):
         return None if self._current is None else self._current[3].astype(np.uint64)
-
-    @property
-    def num_skipped(self):
-        """Records skipped so far (always 0: a bad record raises MXNetError instead)."""
-        return self._skipped
 
     def __del__(self):
         # the last reference may go away inside a worker thread, which cannot join itself
