@@ -8,9 +8,16 @@ Nothing here compiles at import: every kernel compiles lazily, per dtype, on fir
 cached on disk by numba (``cache=True``) where numba can cache.
 """
 
+import logging
 import os
 
 __all__ = ["for_context", "cuda_in_use"]
+
+# numba logs its compiler passes at DEBUG; scripts that call logging.basicConfig(level=DEBUG)
+# (MXNet's image-classification examples do) would print megabytes of them. Keep numba's
+# logger at WARNING unless the user set a level for it.
+if logging.getLogger("numba").level == logging.NOTSET:
+    logging.getLogger("numba").setLevel(logging.WARNING)
 
 # numba's OpenMP workers busy-wait after every parallel region; on a 2-core machine they then
 # starve the BLAS threads of the matrix product that follows (a LeNet training step measured

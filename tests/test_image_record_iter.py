@@ -213,6 +213,9 @@ def test_bad_files_and_parameters(tmp_path):
     with pytest.raises(MXNetError, match="Cannot find argument 'rand_crops'"):
         mx.io.ImageRecordIter(path_imgrec=PNG, data_shape=(3, 2, 2), batch_size=2,
                               rand_crops=True)
+    with pytest.raises(MXNetError, match="shuffle_chunk_size=100"):
+        mx.io.ImageRecordIter(path_imgrec=PNG, data_shape=(3, 2, 2), batch_size=2,
+                              shuffle_chunk_size=100)
     with pytest.raises(MXNetError, match="data_shape"):
         mx.io.ImageRecordIter(path_imgrec=PNG, data_shape=(5, 28, 28), batch_size=2)
     with pytest.raises(MXNetError, match="part_index"):
@@ -235,3 +238,40 @@ def test_mean_img_is_computed_saved_and_subtracted(tmp_path):
     np.testing.assert_allclose(it.next().data[0].asnumpy(), plain - saved, atol=1e-4)
     again = mx.io.ImageRecordIter(mean_img=mean_path, std_r=2.0, **kw).next().data[0].asnumpy()
     np.testing.assert_allclose(again[:, 0], (plain - saved)[:, 0] / 2, atol=1e-4)
+
+
+def test_random_contrast_and_illumination_are_affine_per_image():
+    kw = dict(path_imgrec=PNG, data_shape=(3, 24, 24), batch_size=6, label_width=2, mean_r=100,
+              std_g=2.0, scale=0.5)
+    plain = mx.io.ImageRecordIter(**kw).next().data[0].asnumpy()
+    jit = mx.io.ImageRecordIter(max_random_contrast=0.3, max_random_illumination=20,
+                                **kw).next().data[0].asnumpy()
+    mult = np.array([0.5, 0.25, 0.5])[:, None, None]
+    for k in range(6):
+        # jit = plain * contrast + illumination * scale / std, with one (contrast, light) per image
+        contrast = np.polyfit(plain[k, 0].ravel(), jit[k, 0].ravel(), 1)[0]
+        light = (jit[k] - plain[k] * contrast) / mult
+        assert 0.7 <= contrast <= 1.3 and abs(contrast - 1) > 1e-6
+        np.testing.assert_allclose(light, light[0, 0, 0], atol=1e-3)
+        assert abs(light[0, 0, 0]) <= 20
+
+
+def test_cifar_like_label_counts_with_threads_and_mean_img(tmp_path):
+    """MXNet's test_Cifar10Rec on a generated file: every label seen equally often with
+    4 threads and a prefetch buffer of 1, mean_img computed on the way."""
+    path = str(tmp_path / "c.rec")
+    writer = mx.recordio.MXRecordIO(path, "w")
+    rng = np.random.RandomState(0)
+    for k in range(200):
+        img = rng.randint(0, 256, size=(32, 32, 3)).astype(np.uint8)
+        writer.write(mx.recordio.pack_img((0, float(k % 10), k, 0), img, quality=90))
+    writer.close()
+    it = mx.io.ImageRecordIter(path_imgrec=path, mean_img=str(tmp_path / "mean.bin"),
+                               rand_crop=False, rand_mirror=False, shuffle=False,
+                               data_shape=(3, 28, 28), batch_size=20, preprocess_threads=4,
+                               prefetch_buffer=1)
+    counts = np.zeros(10, int)
+    for batch in it:
+        assert np.isfinite(batch.data[0].asnumpy()).all()
+        counts += np.bincount(batch.label[0].asnumpy().astype(int), minlength=10)
+    assert (counts == 20).all()

@@ -461,14 +461,9 @@ class ColorJitterAug(RandomOrderAug):
     """Brightness, contrast and saturation jitter in a random order (zero ones left out)."""
 
     def __init__(self, brightness, contrast, saturation):
-        ts = []
-        if brightness > 0:
-            ts.append(BrightnessJitterAug(brightness))
-        if contrast > 0:
-            ts.append(ContrastJitterAug(contrast))
-        if saturation > 0:
-            ts.append(SaturationJitterAug(saturation))
-        super().__init__(ts)
+        strengths = ((BrightnessJitterAug, brightness), (ContrastJitterAug, contrast),
+                     (SaturationJitterAug, saturation))
+        super().__init__([cls(amount) for cls, amount in strengths if amount > 0])
 
 
 class LightingAug(Augmenter):
@@ -550,39 +545,39 @@ def CreateAugmenter(data_shape, resize=0, rand_crop=False, rand_resize=False, ra
     resize, a crop (random-sized, random or centred), mirror, cast to float32, colour jitter,
     hue, PCA lighting, random gray and normalisation (``mean``/``std`` True means the ImageNet
     values)."""
-    augs = []
-    if resize > 0:
-        augs.append(ResizeAug(resize, inter_method))
-    crop = (data_shape[2], data_shape[1])
+    width, height = data_shape[2], data_shape[1]
+    if rand_resize and not rand_crop:
+        raise AssertionError("rand_resize needs rand_crop")
     if rand_resize:
-        assert rand_crop
-        augs.append(RandomSizedCropAug(crop, 0.08, (3.0 / 4.0, 4.0 / 3.0), inter_method))
-    elif rand_crop:
-        augs.append(RandomCropAug(crop, inter_method))
+        cropper = RandomSizedCropAug((width, height), 0.08, (3.0 / 4.0, 4.0 / 3.0), inter_method)
     else:
-        augs.append(CenterCropAug(crop, inter_method))
-    if rand_mirror:
-        augs.append(HorizontalFlipAug(0.5))
-    augs.append(CastAug())
-    if brightness or contrast or saturation:
-        augs.append(ColorJitterAug(brightness, contrast, saturation))
-    if hue:
-        augs.append(HueJitterAug(hue))
-    if pca_noise > 0:
-        augs.append(LightingAug(pca_noise, _PCA_EIGVAL, _PCA_EIGVEC))
-    if rand_gray > 0:
-        augs.append(RandomGrayAug(rand_gray))
-    if mean is True:
-        mean = nd_array(_DEFAULT_MEAN)
-    elif mean is not None:
-        assert isinstance(mean, (np.ndarray, NDArray)) and mean.shape[0] in (1, 3)
-    if std is True:
-        std = nd_array(_DEFAULT_STD)
-    elif std is not None:
-        assert isinstance(std, (np.ndarray, NDArray)) and std.shape[0] in (1, 3)
-    if mean is not None or std is not None:
-        augs.append(ColorNormalizeAug(mean, std))
-    return augs
+        cropper = (RandomCropAug if rand_crop else CenterCropAug)((width, height), inter_method)
+    mean = _default_stat(mean, _DEFAULT_MEAN, "mean")
+    std = _default_stat(std, _DEFAULT_STD, "std")
+    # (wanted?, augmenter factory) in the order they apply
+    plan = [
+        (resize > 0, lambda: ResizeAug(resize, inter_method)),
+        (True, lambda: cropper),
+        (rand_mirror, lambda: HorizontalFlipAug(0.5)),
+        (True, CastAug),
+        (brightness or contrast or saturation,
+         lambda: ColorJitterAug(brightness, contrast, saturation)),
+        (hue, lambda: HueJitterAug(hue)),
+        (pca_noise > 0, lambda: LightingAug(pca_noise, _PCA_EIGVAL, _PCA_EIGVEC)),
+        (rand_gray > 0, lambda: RandomGrayAug(rand_gray)),
+        (mean is not None or std is not None, lambda: ColorNormalizeAug(mean, std)),
+    ]
+    return [make() for wanted, make in plan if wanted]
+
+
+def _default_stat(value, default, name):
+    """``True`` -> the ImageNet statistic; arrays must hold 1 or 3 values."""
+    if value is True:
+        return nd_array(default)
+    if value is not None and not (isinstance(value, (np.ndarray, NDArray))
+                                  and value.shape[0] in (1, 3)):
+        raise AssertionError("%s must be True, None or an array of 1 or 3 values" % name)
+    return value
 
 
 class ImageIter(DataIter):
@@ -639,54 +634,57 @@ class ImageIter(DataIter):
                     label = np.array(entry[0], dtype=dtype)
                 self.imglist[str(number)] = (label, entry[-1])
                 keys.append(str(number))
-        self.path_root = path_root
         self.check_data_shape(data_shape)
-        self.provide_data = [DataDesc(data_name, (batch_size,) + tuple(data_shape))]
-        label_shape = (batch_size, label_width) if label_width > 1 else (batch_size,)
-        self.provide_label = [DataDesc(label_name, label_shape)]
-        self.batch_size = batch_size
         self.data_shape = tuple(data_shape)
-        self.label_width = label_width
-        self.shuffle = shuffle
-        self.label_dtype = dtype
-        if self.imgrec is None:
-            self.seq = keys
-        elif shuffle or num_parts > 1 or path_imgidx:
-            assert self.imgidx is not None
-            self.seq = self.imgidx
-        else:
-            self.seq = None
-        if num_parts > 1:
-            assert part_index < num_parts
-            share = len(self.seq) // num_parts
-            self.seq = self.seq[part_index * share:(part_index + 1) * share]
-        self.auglist = CreateAugmenter(data_shape, **kwargs) if aug_list is None else aug_list
+        self.batch_size, self.label_width, self.label_dtype = batch_size, label_width, dtype
+        self.path_root, self.shuffle = path_root, shuffle
+        self.last_batch_handle = last_batch_handle
+        self.provide_data = [DataDesc(data_name, (batch_size,) + self.data_shape)]
+        self.provide_label = [DataDesc(label_name, (batch_size, label_width) if label_width > 1
+                                       else (batch_size,))]
+        self.seq = self._visit_order(keys, shuffle or num_parts > 1 or bool(path_imgidx),
+                                     num_parts, part_index)
+        self.num_image = None if self.seq is None else len(self.seq)
+        self.auglist = aug_list if aug_list is not None else CreateAugmenter(data_shape, **kwargs)
+        self._cache = None      # the short batch 'roll_over' carries into the next epoch
         self.cur = 0
         self._allow_read = True
-        self.last_batch_handle = last_batch_handle
-        self.num_image = len(self.seq) if self.seq is not None else None
-        self._cache = None
         self.reset()
+
+    def _visit_order(self, keys, need_keys, num_parts, part_index):
+        """The keys an epoch visits, this part's share only; None means reading the record
+        file front to back."""
+        if self.imgrec is not None and not need_keys:
+            return None
+        order = keys if self.imgrec is None else self.imgidx
+        if order is None:
+            raise AssertionError("shuffle, num_parts > 1 and path_imgidx need an indexed .rec "
+                                 "(path_imgidx)")
+        if num_parts > 1:
+            if part_index >= num_parts:
+                raise AssertionError("part_index %d must be < num_parts %d"
+                                     % (part_index, num_parts))
+            share = len(order) // num_parts
+            order = order[part_index * share:(part_index + 1) * share]
+        return order
+
+    def _start_epoch(self, rewind):
+        if self.shuffle and self.seq is not None:
+            random.shuffle(self.seq)
+        if rewind:
+            self.cur = 0
+            self._allow_read = True
+            if self.imgrec is not None:
+                self.imgrec.reset()
 
     def reset(self):
         """Start a new epoch (reshuffling); a rolled-over batch stays for the next one."""
-        if self.seq is not None and self.shuffle:
-            random.shuffle(self.seq)
-        if self.last_batch_handle != "roll_over" or self._cache is None:
-            if self.imgrec is not None:
-                self.imgrec.reset()
-            self.cur = 0
-            self._allow_read = True
+        self._start_epoch(rewind=self.last_batch_handle != "roll_over" or self._cache is None)
 
     def hard_reset(self):
         """Start a new epoch and drop any rolled-over batch."""
-        if self.seq is not None and self.shuffle:
-            random.shuffle(self.seq)
-        if self.imgrec is not None:
-            self.imgrec.reset()
-        self.cur = 0
-        self._allow_read = True
         self._cache = None
+        self._start_epoch(rewind=True)
 
     def next_sample(self):
         """``(label, encoded image bytes)`` of the next image; StopIteration at the end."""

@@ -46,7 +46,8 @@ _PCA_EIGVEC = np.array([[-0.5675, 0.7192, 0.4009],
 _U_CROP_X, _U_CROP_Y, _U_MIRROR, _U_ANGLE, _U_SHEAR, _U_SCALE, _U_ASPECT, _U_CROP_SIZE = range(8)
 _U_H, _U_S, _U_L, _U_BRIGHT, _U_CONTRAST, _U_SAT, _U_ORDER, _U_INTERP = range(8, 16)
 _U_RRC = 16            # 4 attempts x (area, ratio, x, y)
-_NUM_UNIFORMS = 32
+_U_NORM_CONTRAST, _U_NORM_ILLUMINATION = 32, 33
+_NUM_UNIFORMS = 34
 
 
 def _as_bool(name, value):
@@ -250,11 +251,13 @@ class ImageRecordIter(DataIter):
     Each image is decoded, resized (``resize``: shorter side), warped (rotate / shear /
     scale / aspect ratio), padded, cropped to ``data_shape`` (randomly with ``rand_crop``),
     colour-jittered, mirrored (``rand_mirror``), and written in CHW RGB order as
-    ``(pixel - mean) / std * scale``. Labels are the record header's first ``label_width``
-    floats. ``round_batch`` completes the last batch from the start of the data (``pad``
-    counts the filler) and the next epoch starts after them; without it the tail of the last
-    batch is zeros (``pad`` still counts it, where MXNet reports 0). ``num_parts`` /
-    ``part_index`` give a worker its contiguous share of the records.
+    ``((pixel - mean) * contrast + illumination) * scale / std`` (contrast and illumination
+    random within ``max_random_contrast`` / ``max_random_illumination``, else 1 and 0).
+    Labels are the record header's first ``label_width`` floats. ``round_batch`` completes
+    the last batch from the start of the data (``pad`` counts the filler) and the next epoch
+    starts after them; without it the tail of the last batch is zeros (``pad`` still counts
+    it, where MXNet reports 0). ``num_parts`` / ``part_index`` give a worker its contiguous
+    share of the records.
     """
 
     def __init__(self, **kwargs):
@@ -305,7 +308,6 @@ class ImageRecordIter(DataIter):
         self._fd = None
         self._epoch = -1
         self._next_start = 0
-        self._skipped = 0
         self._current = None
         self._plan = collections.deque()
         self._inflight = collections.deque()
@@ -319,6 +321,10 @@ class ImageRecordIter(DataIter):
         if p["path_imglist"]:
             raise MXNetError("ImageRecordIter: path_imglist is not supported by lightmod; labels "
                              "come from the record headers (repack with im2rec)")
+        if p["aug_seq"] != "aug_default" or int(p["shuffle_chunk_size"]) > 0:
+            raise MXNetError("ImageRecordIter: only aug_seq='aug_default' and record-level "
+                             "shuffling (shuffle_chunk_size=0) are supported, got aug_seq=%r, "
+                             "shuffle_chunk_size=%r" % (p["aug_seq"], p["shuffle_chunk_size"]))
         if p["batch_size"] is None or int(p["batch_size"]) <= 0:
             raise MXNetError("ImageRecordIter: batch_size is required and must be positive, got "
                              "%r" % (p["batch_size"],))
@@ -372,7 +378,7 @@ class ImageRecordIter(DataIter):
     def _compute_mean_img(self):
         """The mean of all records after the deterministic part of augmentation."""
         from ..image.codec import cv2_module
-        from ..kernels.cpu import image as kimg
+        from ..kernels import dataio as kimg
         cv2 = cv2_module()
         total = np.zeros(self.data_shape, np.float64)
         out = np.empty(self.data_shape, np.float32)
@@ -476,11 +482,6 @@ class ImageRecordIter(DataIter):
     def getindex(self):
         return None if self._current is None else self._current[3].astype(np.uint64)
 
-    @property
-    def num_skipped(self):
-        """Records skipped so far (always 0: a bad record raises MXNetError instead)."""
-        return self._skipped
-
     def __del__(self):
         # the last reference may go away inside a worker thread, which cannot join itself
         self.close(wait=False)
@@ -523,7 +524,7 @@ class ImageRecordIter(DataIter):
 
     def _make_batch(self, ids, pad, rng_key):
         from ..image.codec import cv2_module
-        from ..kernels.cpu import image as kimg
+        from ..kernels import dataio as kimg
         cv2 = cv2_module()
         count = ids.size
         rng = np.random.default_rng(list(rng_key))
@@ -534,6 +535,8 @@ class ImageRecordIter(DataIter):
         label = np.zeros((self.batch_size, self.label_width), np.float32)
         rand_mirror, always_mirror = self._p["rand_mirror"], self._p["mirror"]
         normalise = self._dtype.kind == "f"
+        jitter_contrast = float(self._p["max_random_contrast"])
+        jitter_light = float(self._p["max_random_illumination"])
         for slot in range(count):
             rec = int(ids[slot])
             img, labels = self._decode(cv2, self._fd, rec)
@@ -547,6 +550,12 @@ class ImageRecordIter(DataIter):
                                         data[slot])
                 if self._mean_img is not None:
                     data[slot] -= self._mean_img * self._mult[:, None, None]
+                if jitter_contrast or jitter_light:
+                    # ((pixel - mean) * contrast + illumination) * scale / std
+                    contrast = 1.0 + jitter_contrast * (2 * u[_U_NORM_CONTRAST] - 1)
+                    light = jitter_light * (2 * u[_U_NORM_ILLUMINATION] - 1)
+                    data[slot] *= np.float32(contrast)
+                    data[slot] += (light * self._mult)[:, None, None]
             else:
                 kimg.crop_copy_chw(img, y0, x0, mirror, reverse, data[slot])
             label[slot] = labels

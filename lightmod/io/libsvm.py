@@ -11,7 +11,7 @@ __all__ = ["LibSVMIter"]
 def _read_libsvm(path, width, what):
     """(labels, CSR indptr, indices, values) of a LibSVM file, parsed by the numba kernel;
     MXNetError names the file and line of anything that does not parse."""
-    from ..kernels.cpu.libsvm import LIBSVM_ERRORS, parse_libsvm_bytes
+    from ..kernels.dataio import LIBSVM_ERRORS, parse_libsvm_bytes
     try:
         with open(path, "rb") as f:
             raw = f.read()
@@ -38,7 +38,8 @@ class LibSVMIter(DataIter):
     ``round_batch`` completes the last batch from the start and the next epoch starts after
     those rows (``pad`` counts them); without it the last batch's tail is zeros. ``num_parts``
     / ``part_index`` give a worker a contiguous share of the rows. The files are parsed once,
-    at construction.
+    at construction. As with MXNet's C++ iterators, a batch's arrays are the iterator's own
+    buffers, valid until the next batch is read (copy them to keep them).
     """
 
     def __init__(self, data_libsvm, data_shape, label_libsvm=None, label_shape=(1,),
@@ -86,19 +87,37 @@ class LibSVMIter(DataIter):
         self._cursor = 0
         self._next_start = 0
         self._batch = None
+        self._buffers = {}
 
     @staticmethod
-    def _scatter(rows, indptr, indices, values, width, out):
-        """Dense rows ``out[k] = CSR row rows[k]`` (one vectorised scatter)."""
+    def _scatter(rows, indptr, indices, values, out):
+        """Write CSR rows ``rows`` into the dense ``out`` (one vectorised scatter); returns
+        the (row, column) positions written, for clearing them before the next batch."""
         starts, stops = indptr[rows], indptr[rows + 1]
         counts = stops - starts
         total = int(counts.sum())
         if not total:
-            return
+            return None
         owner = np.repeat(np.arange(rows.size), counts)
         offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
         pick = np.repeat(starts, counts) + offsets
-        out[owner, indices[pick]] = values[pick]
+        # flat positions: one 1-D fancy index is ~20x faster than a (row, column) pair
+        where = owner * out.shape[1] + indices[pick]
+        out.reshape(-1)[where] = values[pick]
+        return where
+
+    def _dense_batch(self, key, shape, rows, csr):
+        """The reused dense buffer ``key`` holding CSR rows ``rows``: only the entries the
+        previous batch wrote are cleared, so a batch costs its non-zeros, not its size."""
+        buf, written = self._buffers.get(key, (None, None))
+        if buf is None:
+            # touch every page now: scattered first writes would page-fault batch after batch
+            buf = np.empty(shape, np.float32)
+            buf.fill(0.0)
+        elif written is not None:
+            buf.reshape(-1)[written] = 0
+        self._buffers[key] = (buf, self._scatter(rows, *csr, buf))
+        return buf
 
     def reset(self):
         self._cursor = self._next_start
@@ -116,14 +135,14 @@ class LibSVMIter(DataIter):
             rows = np.concatenate([rows, extra])
             self._next_start = int(extra[-1] + 1) % self._num
         rows = rows + self._first
-        data = np.zeros((self.batch_size,) + self._data_shape, np.float32)
-        self._scatter(rows, self._indptr, self._indices, self._values, self._data_shape[0], data)
+        data = self._dense_batch("data", (self.batch_size,) + self._data_shape, rows,
+                                 (self._indptr, self._indices, self._values))
         if self._label_csr is None:
             label = np.zeros(self.batch_size, np.float32)
             label[:rows.size] = self._labels[rows]
         else:
-            label = np.zeros((self.batch_size,) + self._label_shape, np.float32)
-            self._scatter(rows, *self._label_csr, self._label_shape[0], label)
+            label = self._dense_batch("label", (self.batch_size,) + self._label_shape, rows,
+                                      self._label_csr)
         self._cursor += self.batch_size
         self._batch = (data, label, self.batch_size - take, rows)
         return True

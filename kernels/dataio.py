@@ -1,9 +1,57 @@
-"""LibSVM text parsing: ``label index:value index:value ...`` lines straight from the file's
-bytes into CSR arrays (two passes: count, then fill)."""
+"""Kernels of the data pipelines (``mx.io`` / ``mx.image``), apart from the operator kernel
+sets so that a data iterator loads only these.
+
+* images: crop + mirror + per-channel normalisation + HWC->CHW in one pass, compiled
+  ``nogil`` because they run inside the image iterators' decode threads;
+* LibSVM text: ``label index:value ...`` lines parsed straight from the file's bytes into CSR
+  arrays (two passes: count, then fill).
+"""
 import numpy as np
 from numba import njit
 
-__all__ = ["libsvm_count", "libsvm_parse", "LIBSVM_ERRORS"]
+__all__ = ["crop_normalize_chw", "crop_copy_chw", "libsvm_count", "libsvm_parse",
+           "parse_libsvm_bytes", "LIBSVM_ERRORS"]
+
+
+@njit(nogil=True, cache=True)
+def _crop_normalize(src, y0, x0, mirror, reverse_channels, mean, mult, out):
+    n_ch, height, width = out.shape
+    last = src.shape[2] - 1
+    for c in range(n_ch):
+        sc = last - c if reverse_channels else c
+        m = mean[c]
+        k = mult[c]
+        for i in range(height):
+            row = y0 + i
+            for j in range(width):
+                col = x0 + width - 1 - j if mirror else x0 + j
+                out[c, i, j] = (np.float32(src[row, col, sc]) - m) * k
+
+
+@njit(nogil=True, cache=True)
+def _crop_copy(src, y0, x0, mirror, reverse_channels, out):
+    n_ch, height, width = out.shape
+    last = src.shape[2] - 1
+    for c in range(n_ch):
+        sc = last - c if reverse_channels else c
+        for i in range(height):
+            row = y0 + i
+            for j in range(width):
+                col = x0 + width - 1 - j if mirror else x0 + j
+                out[c, i, j] = src[row, col, sc]
+
+
+def crop_normalize_chw(src, y0, x0, mirror, reverse_channels, mean, mult, out):
+    """``out[c, i, j] = (src[y0 + i, x0 + j', c'] - mean[c]) * mult[c]`` for a float32 CHW
+    ``out``: ``j'`` runs right to left when ``mirror``, ``c'`` counts from the last source
+    channel when ``reverse_channels`` (BGR -> RGB)."""
+    _crop_normalize(src, y0, x0, mirror, reverse_channels, mean, mult, out)
+
+
+def crop_copy_chw(src, y0, x0, mirror, reverse_channels, out):
+    """The same window copied without arithmetic (integer outputs)."""
+    _crop_copy(src, y0, x0, mirror, reverse_channels, out)
+
 
 # status codes of libsvm_parse -> message
 LIBSVM_ERRORS = {
