@@ -260,6 +260,8 @@ def test_untranslated_operator_names_itself_and_the_supported_list(tmp_path):
     (lambda s, a, p: mx.onnx.export_model(s, a, None, onnx_file_path=p), "in_shapes is required"),
     (lambda s, a, p: mx.onnx.export_model(s, a, [(1, 64), (1,), (1, 3)], onnx_file_path=p),
      "in_shapes has 3 shapes"),
+    (lambda s, a, p: mx.onnx.export_model(s, a, [(None, 64)], onnx_file_path=p),
+     "tuples of ints"),
     (lambda s, a, p: mx.onnx.export_model(s, a, [(1, 64)], onnx_file_path=p, opset_version=11),
      "opset_version must be one of"),
     (lambda s, a, p: mx.onnx.export_model(s, 42, [(1, 64)], onnx_file_path=p),

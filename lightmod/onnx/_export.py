@@ -219,7 +219,11 @@ def build_model(sym, params, in_shapes, in_types=np.float32, dynamic=False,
     live_vars = {nodes[i]["name"] for i in live if nodes[i]["op"] == "null"}
     all_inputs = [n for n in sym.list_inputs() if n not in values]
     data_inputs = [n for n in all_inputs if n in live_vars]
-    in_shapes = [tuple(int(d) for d in s) for s in in_shapes]
+    try:
+        in_shapes = [tuple(int(d) for d in s) for s in in_shapes]
+    except (TypeError, ValueError):
+        raise MXNetError("export_model: in_shapes must be a list of tuples of ints (example "
+                         "sizes, also with dynamic=True), got %r" % (in_shapes,)) from None
     if len(in_shapes) == len(all_inputs) and len(all_inputs) != len(data_inputs):
         # shapes were given for the labels too: keep those of the exported inputs
         in_shapes = [s for n, s in zip(all_inputs, in_shapes) if n in live_vars]
