@@ -18,7 +18,10 @@ def random_params(sym, shapes, seed=0, int_inputs=()):
     for name, shape in zip(sym.list_arguments(), arg_shapes):
         if name in shapes or name.endswith("label") or not shape:
             continue
-        args[name] = mx.nd.array(rng.uniform(-0.5, 0.5, shape).astype(np.float32))
+        # weights scaled by their fan-in, as trained networks have them: with unscaled weights
+        # deep nets saturate and float32 rounding alone moves the softmax by more than 1e-5
+        scale = np.sqrt(3.0 / np.prod(shape[1:])) if len(shape) > 1 else 0.5
+        args[name] = mx.nd.array(rng.uniform(-scale, scale, shape).astype(np.float32))
     for name, shape in zip(sym.list_auxiliary_states(), aux_shapes):
         # running variances must be positive
         aux[name] = mx.nd.array(rng.uniform(0.5, 1.5, shape).astype(np.float32))

@@ -104,6 +104,37 @@ def test_rnn_language_model_matches_onnx_runtime(mode, opset, tmp_path):
     assert ops.count(mode.upper()) == 2          # one ONNX LSTM / GRU node per layer
 
 
+@pytest.mark.parametrize("mode", ["lstm", "gru"])
+def test_fused_rnn_cell_language_model(mode, tmp_path):
+    """The Module-era form: mx.rnn.FusedRNNCell unrolled over batch-major (NTC) data, whose
+    begin states are zeros of an inferred batch size (exported as ONNX's default zero state)."""
+    cell = mx.rnn.FusedRNNCell(10, num_layers=2, mode=mode, prefix="rnn_")
+    data = S.Variable("data")
+    embed = S.Embedding(data, input_dim=25, output_dim=7, name="embed")
+    with pytest.warns(UserWarning, match="NTC"):
+        out, _ = cell.unroll(6, inputs=embed, merge_outputs=True, layout="NTC")
+    pred = S.FullyConnected(S.Reshape(out, shape=(-1, 10)), num_hidden=25, name="pred")
+    sym = S.SoftmaxOutput(pred, name="softmax")
+    rng = np.random.RandomState(8)
+    feeds = [{"data": rng.randint(0, 25, (n, 6)).astype(np.float32)} for n in (2, 5)]
+    path = check_export(sym, feeds, tmp_path, name="fused_" + mode)
+    graph = onnx.load(str(path)).graph
+    assert [i.name for i in graph.input] == ["data"]
+    assert all(len(n.input) <= 5 or not any(n.input[5:]) for n in graph.node
+               if n.op_type == mode.upper())
+
+
+def test_constant_with_inferred_dims_is_refused_when_dynamic(tmp_path):
+    data = S.Variable("data")
+    sym = data + S.zeros(shape=(0, 3))          # the 0 dim is inferred from data's batch
+    path = str(tmp_path / "z.onnx")
+    x = np.ones((2, 3), np.float32)
+    mx.onnx.export_model(sym, {}, [(2, 3)], onnx_file_path=path)
+    assert_close(ort_run(path, {"data": x})[0], x, "static export")
+    with pytest.raises(MXNetError, match="begin state of a fused RNN"):
+        mx.onnx.export_model(sym, {}, [(2, 3)], onnx_file_path=path, dynamic=True)
+
+
 def _golden(name):
     with np.load(os.path.join(GOLDEN, name + ".npz")) as f:
         return {k: f[k] for k in f.files}
@@ -260,6 +291,8 @@ def test_untranslated_operator_names_itself_and_the_supported_list(tmp_path):
     (lambda s, a, p: mx.onnx.export_model(s, a, None, onnx_file_path=p), "in_shapes is required"),
     (lambda s, a, p: mx.onnx.export_model(s, a, [(1, 64), (1,), (1, 3)], onnx_file_path=p),
      "in_shapes has 3 shapes"),
+    (lambda s, a, p: mx.onnx.export_model(s, a, [(None, 64)], onnx_file_path=p),
+     "tuples of ints"),
     (lambda s, a, p: mx.onnx.export_model(s, a, [(1, 64)], onnx_file_path=p, opset_version=11),
      "opset_version must be one of"),
     (lambda s, a, p: mx.onnx.export_model(s, 42, [(1, 64)], onnx_file_path=p),

@@ -47,9 +47,12 @@ class NodeInfo:
 class OnnxGraph:
     """The ONNX graph under construction: nodes, initializers and unique names."""
 
-    def __init__(self, onnx, opset):
+    def __init__(self, onnx, opset, dynamic=False):
         self.onnx = onnx
         self.opset = opset
+        self.dynamic = dynamic
+        self.zero_tensors = set()   # constants known to be all zeros (omitted RNN begin states)
+        self.sized_by_example = {}  # constant -> node, where a dim came from the example shapes
         self.nodes = []
         self.initializers = {}      # tensor name -> numpy array
         self._tensor_names = set()
@@ -219,7 +222,11 @@ def build_model(sym, params, in_shapes, in_types=np.float32, dynamic=False,
     live_vars = {nodes[i]["name"] for i in live if nodes[i]["op"] == "null"}
     all_inputs = [n for n in sym.list_inputs() if n not in values]
     data_inputs = [n for n in all_inputs if n in live_vars]
-    in_shapes = [tuple(int(d) for d in s) for s in in_shapes]
+    try:
+        in_shapes = [tuple(int(d) for d in s) for s in in_shapes]
+    except (TypeError, ValueError):
+        raise MXNetError("export_model: in_shapes must be a list of tuples of ints (example "
+                         "sizes, also with dynamic=True), got %r" % (in_shapes,)) from None
     if len(in_shapes) == len(all_inputs) and len(all_inputs) != len(data_inputs):
         # shapes were given for the labels too: keep those of the exported inputs
         in_shapes = [s for n, s in zip(all_inputs, in_shapes) if n in live_vars]
@@ -249,7 +256,7 @@ def build_model(sym, params, in_shapes, in_types=np.float32, dynamic=False,
     shape_of = dict(zip(names, out_shapes))
     type_of = dict(zip(names, out_types))
 
-    g = OnnxGraph(onnx, opset_version)
+    g = OnnxGraph(onnx, opset_version, dynamic)
     tensors = {}            # (node id, output index) -> ONNX tensor name
     graph_inputs = []
     for nid, node in enumerate(nodes):
@@ -309,6 +316,12 @@ def build_model(sym, params, in_shapes, in_types=np.float32, dynamic=False,
         outputs.append(helper.make_tensor_value_info(tensor, g.dtype_of(dtype), dims))
     # parameters a translation folded into new constants (the packed RNN vector) are left out
     used = {name for n in g.nodes for name in n.input} | {o.name for o in outputs}
+    for tensor, node_name in g.sized_by_example.items():
+        if tensor in used:
+            raise MXNetError("ONNX export: node '%s' creates an array whose shape has dims "
+                             "inferred from the example input shapes; with dynamic=True it can "
+                             "only be exported as the begin state of a fused RNN, which ONNX "
+                             "starts from zeros" % node_name)
     initializers = [onnx.numpy_helper.from_array(np.ascontiguousarray(v), k)
                     for k, v in g.initializers.items() if k in used]
     graph = helper.make_graph(g.nodes, "lightmod_model", value_infos, outputs, initializers)

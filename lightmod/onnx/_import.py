@@ -578,13 +578,14 @@ def _recurrent(imp, node, attrs):
     flat = imp.param(node.name + "_parameters" if node.name else node.input[1] + "_packed",
                      np.concatenate(weights + biases).astype(w.dtype))
     states = []
-    for pos, what in ((5, "initial_h"), (6, "initial_c")):
+    for pos in (5, 6):
         if pos == 6 and mode != "lstm":
             break
         if len(node.input) <= pos or not node.input[pos]:
-            raise MXNetError("ONNX import of %s node '%s': %s is required" % (op_type, node.name,
-                                                                              what))
-        states.append(imp.value(node.input[pos]))
+            # ONNX starts from zeros; the batch dim (0) is inferred from the data
+            states.append(imp.sym.zeros(shape=(dirs, 0, hidden), dtype=w.dtype.name))
+        else:
+            states.append(imp.value(node.input[pos]))
     out = imp.sym.RNN(imp.value(node.input[0]), flat, *states, state_size=hidden, num_layers=1,
                       bidirectional=dirs == 2, mode=mode, state_outputs=True,
                       name=_node_name(node))

@@ -529,6 +529,24 @@ def _pad(g, node):
     return [g.add("Pad", ins, node.name, mode=p.mode)]
 
 
+@translates("_zeros", "_ones", "_full")
+def _constant(g, node):
+    """A constant of the inferred shape. Dims declared 0 take their size from the example
+    shapes, so with dynamic=True such a constant may only be a fused RNN's zero begin state,
+    which the RNN translation leaves out (ONNX starts from zeros)."""
+    p = node.p
+    value = {"_zeros": 0.0, "_ones": 1.0}.get(node.op.name, p.get("value"))
+    shape = node.out_shapes[0]
+    if shape is None:
+        raise node.error("the shape %s could not be inferred", p.shape)
+    tensor = g.const(np.full(shape, value, dtype=p.dtype or np.float32), node.name)
+    if value == 0:
+        g.zero_tensors.add(tensor)
+    if g.dynamic and any(d == 0 for d in p.shape):
+        g.sized_by_example[tensor] = node.name
+    return [tensor]
+
+
 @translates("where")
 def _where(g, node):
     cond = g.add("Cast", [node.inputs[0]], node.name + "_cond", to=g.dtype_of(np.bool_))
@@ -734,6 +752,9 @@ def _rnn(g, node):
                g.const(np.stack(bs), tag + "_B"), ""]
         for pos in ((2, 3) if is_lstm else (2,)):
             state = node.inputs[pos]
+            if state in g.zero_tensors:
+                ins.append("")              # ONNX's default initial state is zeros
+                continue
             if p.num_layers > 1:
                 state = g.add("Slice", [state, g.ints([layer * dirs], tag + "_s%d_start" % pos),
                                         g.ints([(layer + 1) * dirs], tag + "_s%d_end" % pos),
