@@ -136,9 +136,13 @@ def _update_params_on_kvstore(param_arrays, grad_arrays, kvstore, param_names):
 
 
 def _update_params(param_arrays, grad_arrays, updater, num_device, kvstore=None,
-                   param_names=None):
+                   param_names=None, param_positions=None):
     """Updates run in the module: gradients are summed across devices through the store (if
-    any), then the updater is called once per device with the keys ``i*num_device + k``."""
+    any), then the updater is called once per device with the keys ``i*num_device + k``.
+
+    ``i`` is the parameter's position in ``param_arrays``, or ``param_positions[position]``
+    when given: modules sharing one updater (buckets) key a parameter's optimizer state the
+    same way, whatever subset of the parameters each of them has."""
     updates = [[] for _ in range(num_device)]
     for index, (arg_list, grad_list) in enumerate(zip(param_arrays, grad_arrays)):
         if grad_list[0] is None:
@@ -151,8 +155,9 @@ def _update_params(param_arrays, grad_arrays, updater, num_device, kvstore=None,
             else:
                 kvstore.push(name, grad_list, priority=-index)
                 kvstore.pull(name, out=grad_list, priority=-index)
+        key = index if param_positions is None else param_positions[index]
         for k, (weight, grad) in enumerate(zip(arg_list, grad_list)):
-            updates[k].append((index * num_device + k, grad, weight))
+            updates[k].append((key * num_device + k, grad, weight))
     for dev_updates in updates:
         if dev_updates:
             indices, grads, weights = zip(*dev_updates)
