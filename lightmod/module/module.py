@@ -125,6 +125,7 @@ class Module(BaseModule):
         self._params_dirty = False
         # optimizer side, filled by init_optimizer or borrow_optimizer
         self._optimizer = self._kvstore = self._update_on_kvstore = self._updater = None
+        self._optimizer_positions = None
         self._preload_opt_states = None
         self._grad_req = None
         self._exec_group = self._data_shapes = self._label_shapes = None
@@ -350,10 +351,10 @@ class Module(BaseModule):
         self._optimizer = self._make_optimizer(optimizer, optimizer_params, rescale_grad,
                                                idx2name)
         self._kvstore, self._update_on_kvstore = kvstore, update_on_kvstore
+        # a parameter's key in the updater is its index here, also for buckets borrowing it
+        self._optimizer_positions = {name: index for index, name in enumerate(names)}
         self._attach_kvstore()
         self._updater = None if update_on_kvstore else opt.get_updater(self._optimizer)
-        # the updater's key of each parameter, shared with modules that borrow the optimizer
-        self._optimizer_positions = {name: i for i, name in enumerate(names)}
         self.optimizer_initialized = True
 
         if self._preload_opt_states is not None:
@@ -398,21 +399,31 @@ class Module(BaseModule):
                          optimizer=True)
         for attr in ('_optimizer', '_kvstore', '_update_on_kvstore', '_updater'):
             setattr(self, attr, getattr(shared_module, attr))
-        # A bucket may hold a subset of the shared module's parameters, in another order:
-        # key each parameter's optimizer state by its position in the module that created
-        # the optimizer (MXNet keys it by the position in each bucket, so buckets with
-        # different parameter lists would mix up their optimizer states).
-        positions = getattr(shared_module, "_optimizer_positions", None)
-        if positions is not None and self._exec_group is not None:
-            for name in self._exec_group.param_names:
-                if name not in positions:
-                    positions[name] = len(positions)
-                    if not self._update_on_kvstore:
-                        num_device = len(self._context)
-                        for k in range(num_device):
-                            self._optimizer.idx2name[positions[name] * num_device + k] = name
-        self._optimizer_positions = positions
+        self._optimizer_positions = self._share_optimizer_keys(
+            getattr(shared_module, "_optimizer_positions", None))
         self.optimizer_initialized = True
+
+    def _share_optimizer_keys(self, positions):
+        """Key this module's parameters in a borrowed optimizer as its creator does.
+
+        ``positions`` maps each parameter name to its index in the module that created the
+        optimizer. A bucket may hold a subset of those parameters, in another order, or
+        parameters the creator lacks: those get the next free indices (and entries in the
+        optimizer's ``idx2name`` when updates run here). Keying by each bucket's own order,
+        as MXNet does, would mix up the optimizer states of buckets with different
+        parameter lists.
+        """
+        if positions is None or self._exec_group is None:
+            return positions
+        devices = len(self._context)
+        for name in self._exec_group.param_names:
+            if name in positions:
+                continue
+            positions[name] = len(positions)
+            if not self._update_on_kvstore:
+                for device in range(devices):
+                    self._optimizer.idx2name[positions[name] * devices + device] = name
+        return positions
 
     # --- computation -------------------------------------------------------------------------
     def forward(self, data_batch, is_train=None):
@@ -458,11 +469,10 @@ class Module(BaseModule):
                                       group.param_names)
         else:
             positions = getattr(self, "_optimizer_positions", None)
+            keys = None if positions is None else [positions[name] for name in group.param_names]
             _update_params(group.param_arrays, group.grad_arrays, updater=self._updater,
                            num_device=len(self._context), kvstore=self._kvstore,
-                           param_names=group.param_names,
-                           param_positions=None if positions is None else
-                           [positions[name] for name in group.param_names])
+                           param_names=group.param_names, param_positions=keys)
 
     def get_outputs(self, merge_multi_context=True):
         """Outputs of the last forward: merged over devices, or per output a device list."""
