@@ -364,6 +364,12 @@ def test_import_errors_name_the_node(tmp_path):
                           [x, shape], [y]), path)
     with pytest.raises(MXNetError, match="Reshape node 'dyn'.*must be a constant"):
         mx.contrib.onnx.import_model(path)
+    # MXNet's -4 code splits one dim in two: the exporter builds that target at run time, and
+    # the importer cannot map it back onto reshape codes
+    sym = S.Reshape(S.Variable("data"), shape=(0, -4, 2, -1, 0), name="split")
+    mx.onnx.export_model(sym, {}, [(2, 6, 2)], onnx_file_path=path, dynamic=True)
+    with pytest.raises(MXNetError, match="Reshape node 'split'.*cannot express"):
+        mx.contrib.onnx.import_model(path)
     with pytest.raises(MXNetError, match="cannot read"):
         mx.contrib.onnx.import_model(str(tmp_path / "missing.onnx"))
 

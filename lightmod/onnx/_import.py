@@ -59,6 +59,7 @@ class _Importer:
         self.consts = {init.name: onnx.numpy_helper.to_array(init)
                        for init in self.graph.initializer}
         self.tensors = {}
+        self.dims = {}          # tensor -> _Dims: run-time shape values, kept symbolic
         self.arg_params = {}
         self.aux_params = {}
 
@@ -112,11 +113,41 @@ class _Importer:
                     continue
                 if isinstance(out, np.ndarray):
                     self.consts[name] = out
+                elif isinstance(out, _Dims):
+                    self.dims[name] = out
                 else:
                     self.tensors[name] = out
         heads = [self.value(o.name) for o in self.graph.output]
         result = heads[0] if len(heads) == 1 else self.sym.Group(heads)
         return result, self.arg_params, self.aux_params
+
+
+class _Dims:
+    """A 1-D int64 tensor of run-time sizes, as (kind, ...) items: ('dim', tensor, axis),
+    ('prod', tensor, axis, axis) or ('const', n); ('shape', tensor) is a whole Shape."""
+
+    def __init__(self, items):
+        self.items = items
+
+
+def _reshape_codes(node, data, dims):
+    """MXNet Reshape codes for a run-time target built from ``data``'s own dims, or None."""
+    codes, src = [], 0
+    for item in dims.items:
+        if item[0] == "const":
+            codes.append(item[1])
+            src += 1
+        elif item[1] != data:
+            return None
+        elif item[0] == "dim" and item[2] == src:
+            codes.append(0)
+            src += 1
+        elif item[0] == "prod" and item[2] == src and item[3] == src + 1:
+            codes.append(-3)
+            src += 2
+        else:
+            return None
+    return tuple(codes)
 
 
 def _text(value):
@@ -328,6 +359,12 @@ def _as_scalar(imp, name):
 
 @_handles(*_BINARY)
 def _binary(imp, node, attrs):
+    if node.op_type == "Mul" and node.input[0] in imp.dims and node.input[1] in imp.dims:
+        a, b = imp.dims[node.input[0]].items, imp.dims[node.input[1]].items
+        if len(a) == len(b) == 1 and a[0][0] == b[0][0] == "dim" and a[0][1] == b[0][1]:
+            return [_Dims([("prod", a[0][1], a[0][2], b[0][2])])]
+        raise MXNetError("ONNX import of Mul node '%s': this product of run-time sizes is not "
+                         "supported" % node.name)
     if node.input[0] in imp.consts and node.input[1] in imp.consts:
         raise MXNetError("ONNX import of %s node '%s': both operands are constants"
                          % (node.op_type, node.name))
@@ -386,8 +423,21 @@ def _flatten(imp, node, attrs):
                      % (node.name, axis))
 
 
+@_handles("Shape")
+def _shape(imp, node, attrs):
+    if attrs.get("start") is not None or attrs.get("end") is not None:
+        raise MXNetError("ONNX import of Shape node '%s': start/end are not supported" % node.name)
+    return [_Dims([("shape", node.input[0])])]
+
+
 @_handles("Reshape")
 def _reshape(imp, node, attrs):
+    if node.input[1] in imp.dims:
+        codes = _reshape_codes(node, node.input[0], imp.dims[node.input[1]])
+        if codes is None:
+            raise MXNetError("ONNX import of Reshape node '%s': its target shape is computed at "
+                             "run time in a form MXNet's reshape codes cannot express" % node.name)
+        return [imp.sym.Reshape(imp.value(node.input[0]), shape=codes, name=_node_name(node))]
     shape = imp.const(node, node.input[1], "the target shape")
     if attrs.get("allowzero", 0):
         raise MXNetError("ONNX import of Reshape node '%s': allowzero=1 is not supported"
@@ -439,6 +489,14 @@ def _squeeze(imp, node, attrs):
 
 @_handles("Concat")
 def _concat(imp, node, attrs):
+    if any(n in imp.dims for n in node.input):
+        items = []
+        for n in node.input:
+            if n in imp.dims and imp.dims[n].items[0][0] != "shape":
+                items.extend(imp.dims[n].items)
+            else:
+                items.extend(("const", int(v)) for v in imp.const(node, n, "a size").reshape(-1))
+        return [_Dims(items)]
     ins = [imp.value(n) for n in node.input]
     return [imp.sym.Concat(*ins, dim=attrs["axis"], num_args=len(ins), name=_node_name(node))]
 
@@ -478,6 +536,13 @@ def _slice(imp, node, attrs):
 @_handles("Gather")
 def _gather(imp, node, attrs):
     axis = attrs.get("axis", 0)
+    if node.input[0] in imp.dims:
+        whole = imp.dims[node.input[0]].items
+        index = imp.const(node, node.input[1], "the indices of a run-time shape")
+        if whole[0][0] != "shape" or index.ndim != 1:
+            raise MXNetError("ONNX import of Gather node '%s': only 1-D picks from a Shape are "
+                             "supported" % node.name)
+        return [_Dims([("dim", whole[0][1], int(i)) for i in index])]
     table = imp.consts.get(node.input[0])
     indices = imp.value(node.input[1])
     if table is not None and table.ndim == 2 and axis == 0:

@@ -11,6 +11,7 @@ parameters, input tensor names, inferred shapes and dtypes). It adds ONNX nodes 
 returns the ONNX tensor names of the node's visible outputs, in order.
 """
 import collections
+import importlib
 
 from ..base import MXNetError
 from ..operator import registry
@@ -58,4 +59,5 @@ def supported_operators():
 
 
 def _load():
-    from . import _translations  # noqa: F401  (declares the entries)
+    # importing the module declares its entries (once; later calls find it in sys.modules)
+    importlib.import_module(__package__ + "._translations")

@@ -283,11 +283,12 @@ def _softmax_output(g, node):
         return [g.softmax(x, 1, rank, node.name)]
     if p.preserve_shape or rank <= 2:
         return [g.softmax(x, rank - 1, rank, node.name)]
-    # one softmax over everything but the batch axis, then the input's shape back
-    flat = g.add("Flatten", [x], node.name + "_flatten", axis=1)
-    probs = g.add("Softmax", [flat], node.name + "_softmax", axis=1)
-    shape = g.add("Shape", [x], node.name + "_shape")
-    return [g.add("Reshape", [probs, shape], node.name)]
+    # one softmax over every axis but the batch axis, written out (no run-time shapes needed)
+    axes = list(range(1, rank))
+    peak = g.reduce("ReduceMax", x, axes, True, node.name + "_max")
+    exp = g.add("Exp", [g.add("Sub", [x, peak], node.name + "_shifted")], node.name + "_exp")
+    total = g.reduce("ReduceSum", exp, axes, True, node.name + "_sum")
+    return [g.add("Div", [exp, total], node.name)]
 
 
 @translates("LinearRegressionOutput", "MAERegressionOutput", reads=(0,))
