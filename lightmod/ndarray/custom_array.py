@@ -11,7 +11,8 @@ copy. Two accessors give the raw memory to compiled code:
 import numpy as np
 
 from ..base import MXNetError
-from .ndarray import NDArray
+from ..operator import custom as _custom_op
+from .ndarray import NDArray, _alloc
 
 __all__ = ["CustomOpArray"]
 
@@ -41,3 +42,8 @@ class CustomOpArray(NDArray):
             # AttributeError: numba then treats the object as not a CUDA array
             raise AttributeError("a CPU array has no __cuda_array_interface__")
         return self._data.__cuda_array_interface__
+
+
+_custom_op.install_front_ends(
+    wrap=lambda data, ctx, writable: CustomOpArray(data, ctx, writable=writable),
+    zeros_like=lambda data, ctx: _alloc(tuple(data.shape), data.dtype, ctx, fill=0))

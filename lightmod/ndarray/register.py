@@ -196,13 +196,12 @@ def _make_function(op, public_name):
             if op.variadic is not None and op.variadic not in attrs:
                 attrs[op.variadic] = len(arrays)
             p = op.parse(attrs)
-            # the count need not be the number of arrays (bilinear UpSampling's weight is extra)
-            expected = len(op.list_inputs(p))
-            if expected != len(arrays):
-                told = "" if op.variadic is None else \
-                    "%s=%s means " % (op.variadic, attrs[op.variadic])
-                raise MXNetError("%s: %s%d input arrays, but %d were given"
-                                 % (public_name, told, expected, len(arrays)))
+            # the count need not be the number of arrays (bilinear UpSampling's weight is extra);
+            # operators with positional inputs check their own count
+            if op.variadic is not None and len(op.list_inputs(p)) != len(arrays):
+                raise MXNetError("%s: %s=%s means %d input arrays, but %d were given"
+                                 % (public_name, op.variadic, attrs[op.variadic],
+                                    len(op.list_inputs(p)), len(arrays)))
             return invoke_parsed(op, p, arrays, out)
         pos = list(args)
         for input_name in declared_inputs:

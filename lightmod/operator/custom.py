@@ -46,16 +46,32 @@ __all__ = ["CustomOp", "CustomOpProp", "register", "get_all_registered_operators
 _PROPS = {}            # op_type -> property class
 
 
+# The one operator that hands NDArrays to user code. The operator layer sits below the array
+# and symbol front-ends, so they install what it needs when they load (install_front_ends):
+# how to wrap an executor buffer as an NDArray, how to allocate a zero array, and sym.Custom.
+_FRONT_END = {}
+
+
+def install_front_ends(**functions):
+    """Called by the ndarray layer (``wrap``, ``zeros_like``) and the symbol layer
+    (``symbol_custom``) when they load."""
+    _FRONT_END.update(functions)
+
+
+def _front_end(name):
+    try:
+        return _FRONT_END[name]
+    except KeyError:
+        raise MXNetError("custom operators need lightmod's array and symbol front-ends: "
+                         "import lightmod first") from None
+
+
 def _wrap(data, ctx, writable):
-    # The one operator that hands NDArrays to user code: it imports the ndarray layer when it
-    # runs, never at import (the operator layer sits below it).
-    from ..ndarray.custom_array import CustomOpArray
-    return CustomOpArray(data, ctx, writable=writable)
+    return _front_end("wrap")(data, ctx, writable)
 
 
 def _zeros_like(data, ctx):
-    from ..ndarray.ndarray import _alloc
-    return _alloc(tuple(data.shape), data.dtype, ctx, fill=0)
+    return _front_end("zeros_like")(data, ctx)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -436,11 +452,10 @@ class PythonOp:
         return self.get_symbol(*args, **kwargs)
 
     def get_symbol(self, *args, **kwargs):
-        from .. import symbol
         op_type = "_python_op_%d" % id(self)
         if op_type not in _PROPS:
             _PROPS[op_type] = _python_op_prop(self)
-        return symbol.Custom(*args, op_type=op_type, **kwargs)
+        return _front_end("symbol_custom")(*args, op_type=op_type, **kwargs)
 
     def forward(self, in_data, out_data):
         out_data[0][:] = in_data[0]

@@ -8,6 +8,7 @@ the current NameManager with the lower-cased function name as hint (``sym.FullyC
 ``add_n``...) take ``*symbols`` and set their count parameter themselves. Functions are built
 lazily on first use and cached.
 """
+from ..operator import custom as _custom_op
 from ..operator import frontend
 from .symbol import Symbol, create_op_symbol, install_hooks
 
@@ -102,3 +103,6 @@ op_function = _FUNCTIONS.get        # the same, MXNetError for an unknown name
 
 
 install_hooks(op_function=op_function)
+# the legacy NumpyOp/NDArrayOp classes build their symbols through sym.Custom
+_custom_op.install_front_ends(symbol_custom=lambda *args, **kwargs:
+                              op_function("Custom")(*args, **kwargs))
