@@ -17,8 +17,22 @@ def test_every_mutant_is_caught():
 
 def test_mutants_are_documented_and_target_existing_tests():
     import os
+
+    from lightmod.testing import contract
+    assert len(mutation_check.MUTANTS) >= 30
     for mutant in mutation_check.MUTANTS:
         assert mutant.doc
+        assert mutant.properties or mutant.tests, mutant.name
+        for name in mutant.properties:
+            assert name in contract.BY_NAME, (mutant.name, name)
         for test in mutant.tests:
             path = test.split("::")[0]
             assert os.path.exists(os.path.join(mutation_check.ROOT, path)), test
+
+
+def test_every_contract_property_has_a_mutant():
+    """Each line of the contract is shown to matter: some planted bug breaks it."""
+    from lightmod.testing import contract
+    targeted = {name for mutant in mutation_check.MUTANTS for name in mutant.properties}
+    assert set(contract.property_names()) <= targeted, \
+        sorted(set(contract.property_names()) - targeted)

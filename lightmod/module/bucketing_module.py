@@ -122,8 +122,18 @@ class BucketingModule(BaseModule):
 
     # --- parameters --------------------------------------------------------------------------
     def get_params(self):
-        """The shared parameter cache, synced from the devices when stale."""
+        """The shared parameter cache, synced from the devices when stale.
+
+        Every bucket refreshes the parameters it holds, not only the current one: a bucket
+        may hold a subset of the parameters, and the others were last moved by other
+        buckets. (MXNet syncs the current bucket only, leaving the rest stale, so a
+        checkpoint saved while a smaller bucket is current can hold old values.)"""
         _check_lifecycle(self, "get_params()", params=True, bound=False)
+        if self._params_dirty:
+            for module in self._buckets.values():
+                if module is not self._curr_module and module.binded:
+                    module._params_dirty = True
+                    module.get_params()
         self._curr_module._params_dirty = self._params_dirty
         params = self._curr_module.get_params()
         self._params_dirty = False

@@ -383,6 +383,8 @@ class Module(BaseModule):
         self._kvstore = kvstore
         self._update_on_kvstore = update_on_kvstore
         self._updater = None
+        # the updater's key of each parameter, shared with modules that borrow the optimizer
+        self._optimizer_positions = {n: i for i, n in enumerate(self._exec_group.param_names)}
 
         if kvstore:
             if self._compression_params:
@@ -410,6 +412,20 @@ class Module(BaseModule):
         self._kvstore = shared_module._kvstore
         self._update_on_kvstore = shared_module._update_on_kvstore
         self._updater = shared_module._updater
+        # A bucket may hold a subset of the shared module's parameters, in another order:
+        # key each parameter's optimizer state by its position in the module that created
+        # the optimizer (MXNet keys it by the position in each bucket, so buckets with
+        # different parameter lists would mix up their optimizer states).
+        positions = getattr(shared_module, "_optimizer_positions", None)
+        if positions is not None and self._exec_group is not None:
+            for name in self._exec_group.param_names:
+                if name not in positions:
+                    positions[name] = len(positions)
+                    if not self._update_on_kvstore:
+                        num_device = len(self._context)
+                        for k in range(num_device):
+                            self._optimizer.idx2name[positions[name] * num_device + k] = name
+        self._optimizer_positions = positions
         self.optimizer_initialized = True
 
     # --- computation -------------------------------------------------------------------------
@@ -469,12 +485,15 @@ class Module(BaseModule):
                                       self._exec_group.grad_arrays,
                                       self._kvstore, self._exec_group.param_names)
         else:
+            positions = getattr(self, "_optimizer_positions", None)
             _update_params(self._exec_group.param_arrays,
                            self._exec_group.grad_arrays,
                            updater=self._updater,
                            num_device=len(self._context),
                            kvstore=self._kvstore,
-                           param_names=self._exec_group.param_names)
+                           param_names=self._exec_group.param_names,
+                           param_positions=None if positions is None else
+                           [positions[n] for n in self._exec_group.param_names])
 
     def get_outputs(self, merge_multi_context=True):
         """Outputs of the last forward: merged over devices, or per output a device list."""

@@ -11,6 +11,9 @@ Submodules (each imports hypothesis; ``import lightmod`` imports none of them):
 * :mod:`lightmod.testing.module_machine` -- ``ModuleStateMachine``, a hypothesis
   ``RuleBasedStateMachine`` that drives a Module through its lifecycle and checks MXNet's rules
   after every step against a numpy model of the network.
+* :mod:`lightmod.testing.contract` -- the Module contract (docs/module_contract.md) as
+  properties over generated networks, and ``check_module_contract(make_module)``, which runs
+  them against your own Module class.
 
 Importing any of them registers the hypothesis profiles ``lightmod`` (no deadline, because
 the first call of a kernel compiles it) and ``lightmod-ci`` (the same, derandomized, with no
@@ -21,7 +24,8 @@ one of them is used.
 """
 import importlib
 
-_SUBMODULES = ("strategies", "operators", "op_hints", "module_machine", "reference")
+_SUBMODULES = ("strategies", "operators", "op_hints", "module_machine", "reference",
+               "contract")
 _EXPORTS = {
     "load_profile": "_profile",
     "settings_for": "_profile",
@@ -29,6 +33,7 @@ _EXPORTS = {
     "check_op_case": "operators",
     "OpCase": "operators",
     "ModuleStateMachine": "module_machine",
+    "check_module_contract": "contract",
 }
 
 
