@@ -325,17 +325,17 @@ def _update_params(param_arrays, grad_arrays, updater, num_device, kvstore=None,
     sum, then the updater runs once per device on all its parameters, each keyed
     ``position * num_device + device`` so every device copy keeps its own optimizer state.
 
-    ``position`` is the parameter's index in ``param_arrays``, or ``param_positions[index]``
-    when given: modules sharing one updater (buckets) key a parameter's optimizer state the
-    same way, whatever subset of the parameters each of them has."""
+    The position is the parameter's place in ``param_arrays``, or ``param_positions[place]``
+    when given: modules sharing one updater (buckets) then key a parameter's state the same
+    way, whatever subset of the parameters each of them has."""
     per_device = [([], [], []) for _ in range(num_device)]
     for i, weights, grads in _trained(param_arrays, grad_arrays):
         if kvstore:
             _exchange(kvstore, param_names[i], weights, grads, grads, -i)
+        position = i if param_positions is None else param_positions[i]
         for dev, (weight, grad) in enumerate(zip(weights, grads)):
             keys, dev_grads, dev_weights = per_device[dev]
-            keys.append((i if param_positions is None else param_positions[i]) * num_device
-                        + dev)
+            keys.append(position * num_device + dev)
             dev_grads.append(grad)
             dev_weights.append(weight)
     for keys, dev_grads, dev_weights in per_device:
@@ -359,11 +359,14 @@ def _check_loaded_optimizer_states(module):
     else:
         updater = module._updater
     group = module._exec_group
+    positions = getattr(module, "_optimizer_positions", None)    # buckets sharing an updater
     weights, names = {}, {}
     for i, (name, arrays) in enumerate(zip(group.param_names, group.param_arrays)):
         weights[name], names[name] = arrays[0], name
+        position = i if positions is None else positions[name]
         for k, array in enumerate(arrays):
-            weights[i * len(arrays) + k], names[i * len(arrays) + k] = array, name
+            weights[position * len(arrays) + k] = array
+            names[position * len(arrays) + k] = name
     check_states_fit(updater, weights, names)
 
 
