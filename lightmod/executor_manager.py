@@ -111,32 +111,30 @@ class DataParallelExecutorManager:
                 mean = sum(w.copyto(cpu()) for w in block) / len(block)
                 mean.astype(target[name].dtype).copyto(target[name])
 
-    @property
-    def param_arrays(self):
-        return self.execgrp.param_arrays
+    # every bucket's executors share the default bucket's parameter and gradient arrays
+    param_arrays = property(lambda self: self.execgrp.param_arrays,
+                            doc="Per parameter, its array on every device.")
+    grad_arrays = property(lambda self: self.execgrp.grad_arrays,
+                           doc="Per parameter, its gradient array on every device.")
+    aux_arrays = property(lambda self: self.execgrp.aux_arrays,
+                          doc="Per auxiliary state, its array on every device.")
 
-    @property
-    def grad_arrays(self):
-        return self.execgrp.grad_arrays
-
-    @property
-    def aux_arrays(self):
-        return self.execgrp.aux_arrays
+    def _group_for(self, batch):
+        if self.sym_gen is None:
+            return self.execgrp
+        group = self.execgrp_bucket.get(batch.bucket_key)
+        if group is None:
+            names = [desc[0] for desc in self.execgrp.data_shapes]
+            shapes = batch.provide_data or [(n, a.shape) for n, a in zip(names, batch.data)]
+            group = self._group(self.sym_gen(batch.bucket_key), shapes, batch.provide_label,
+                                self.execgrp)
+            self.execgrp_bucket[batch.bucket_key] = group
+        return group
 
     def load_data_batch(self, data_batch):
-        """Choose the executors for the batch's bucket (building them on first sight) and
-        remember the batch for ``forward``."""
-        if self.sym_gen is not None:
-            key = data_batch.bucket_key
-            if key not in self.execgrp_bucket:
-                data_shapes = data_batch.provide_data or [
-                    (n, a.shape) for n, a in zip([d[0] for d in self.execgrp.data_shapes], data_batch.data)]
-                label_shapes = data_batch.provide_label
-                self.execgrp_bucket[key] = self._group(self.sym_gen(key), data_shapes, label_shapes,
-                                                       self.execgrp)
-            self.curr_execgrp = self.execgrp_bucket[key]
-        else:
-            self.curr_execgrp = self.execgrp
+        """Take ``data_batch`` for the next ``forward``, on the executors of its bucket (built
+        the first time the bucket is seen)."""
+        self.curr_execgrp = self._group_for(data_batch)
         self._batch = data_batch
 
     def _current(self):
