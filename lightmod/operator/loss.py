@@ -331,7 +331,7 @@ class SVMOutput(Operator):
         return shapes, [dshape]
 
     def forward(self, p, k, inputs, outputs, is_train, state):
-        k.nn_copy(outputs[0], inputs[0])
+        k.copy(outputs[0], inputs[0])
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
         _zero_label_grad(k, in_grads, req)
