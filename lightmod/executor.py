@@ -705,15 +705,16 @@ class Executor:
     def _head_gradients(self, out_grads):
         """``out_grads`` as given to backward (None, one NDArray, a list, or a dict by output
         name) as a list in output order."""
+        if out_grads is None:
+            return ()
+        if isinstance(out_grads, NDArray):
+            return (out_grads,)
         if isinstance(out_grads, dict):
-            heads = [out_grads[name] for name in self._symbol.list_outputs()]
-        elif isinstance(out_grads, NDArray):
-            heads = [out_grads]
-        else:
-            heads = [] if out_grads is None else list(out_grads)
-        if not all(isinstance(h, NDArray) for h in heads):
-            raise TypeError("inputs must be NDArray")
-        return heads
+            out_grads = [out_grads[name] for name in self._symbol.list_outputs()]
+        for head in out_grads:
+            if not isinstance(head, NDArray):
+                raise TypeError("inputs must be NDArray")
+        return out_grads
 
     def backward(self, out_grads=None, is_train=True):
         """Back-propagate the head gradients into the gradient arrays (see the module doc)."""

@@ -23,11 +23,6 @@ from .jit import task_count
 __all__ = ["conv_gemm", "im2col",
            "col2im", "rows_to_batch", "batch_to_rows", "channel_sum", "add_channel_bias"]
 
-def _parts(work, items):
-    """Tasks to split a call into: 1 (serial) for small work or a single thread."""
-    return task_count(work, items)
-
-
 _DUMMIES = {}
 
 
@@ -154,7 +149,7 @@ def _im2col_parallel(x, col, dims, g, rows, parts):
 def im2col(x, col, g):
     """Fill col (C*K, n*O) from x (n, C, D, H, W) for geometry g (see the module docstring)."""
     rows = col.shape[0]
-    parts = _parts(col.size, rows)
+    parts = task_count(col.size, rows)
     if parts > 1:
         _im2col_parallel(x.reshape(-1), col.reshape(-1), x.shape, g, rows, parts)
     else:
@@ -211,7 +206,7 @@ def _col2im_parallel(col, x, dims, g, accumulate, parts):
 def col2im(col, x, g, accumulate=False):
     """x (n, C, D, H, W) = (or +=) the sum of col's entries over the windows covering each pixel."""
     C = x.shape[1]
-    parts = _parts(col.size, C)
+    parts = task_count(col.size, C)
     if parts > 1:
         _col2im_parallel(col.reshape(-1), x.reshape(-1), x.shape, g, accumulate, parts)
     else:
@@ -247,7 +242,7 @@ def rows_to_batch(rows, out, bias=None, accumulate=False):
         bias = _dummy(out.dtype)
     planes = out.shape[0] * out.shape[1]
     args = (rows.reshape(-1), out.reshape(-1), out.shape, bias, has_bias, accumulate)
-    parts = _parts(out.size, planes)
+    parts = task_count(out.size, planes)
     if parts > 1:
         _rows_to_batch_parallel(*args, planes, parts)
     else:
@@ -292,7 +287,7 @@ def batch_to_rows(src, rows, db=None, db_accumulate=False):
         db = _dummy(src.dtype)
     F = src.shape[1]
     args = (src.reshape(-1), rows.reshape(-1), src.shape, db, want_db, db_accumulate)
-    parts = _parts(src.size, F)
+    parts = task_count(src.size, F)
     if parts > 1:
         _batch_to_rows_parallel(*args, F, parts)
     else:

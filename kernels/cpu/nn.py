@@ -48,7 +48,11 @@ def _flat(a):
 
 def _launch(serial, parallel, n, *args):
     """Run ``serial(*args, 0, n)`` or split [0, n) over threads with ``parallel``."""
-    _launch_rows(serial, parallel, n, n, *args)
+    parts = task_count(n, n, per_thread=4)
+    if parts > 1:
+        parallel(*args, n, parts)
+    else:
+        serial(*args, 0, n)
 
 
 def _launch_rows(serial, parallel, rows, work, *args):

@@ -149,11 +149,6 @@ def _windows_full(dims, geo):
             and (OW - 1) * SW + KW <= W)
 
 
-def _parts(planes, size):
-    """How many parallel tasks a pooling call is split into (1 = run serially)."""
-    return task_count(size, planes, cost=_COST, per_thread=8)
-
-
 def pool_forward(x, y, mask, dims, geo, ptype, include_pad, pval):
     """y (P, OD*OH*OW) = pool(x (P, D*H*W)); mask (int32, y's shape), when given, may receive
     the flat index of each maximum. Returns True when it did (pass it to pool_backward then)."""
@@ -164,7 +159,7 @@ def pool_forward(x, y, mask, dims, geo, ptype, include_pad, pval):
     planes = x.shape[0]
     args = (x.reshape(-1), y.reshape(-1), mask, dims, geo, ptype, include_pad, pval, save_mask,
             lowest, full)
-    parts = _parts(planes, x.size)
+    parts = task_count(x.size, planes, _COST, 8)
     if parts > 1:
         _pool_parallel(*args, planes, parts)
     else:
@@ -287,7 +282,7 @@ def pool_backward(x, y, dy, dx, mask, dims, geo, ptype, include_pad, pval, accum
     planes = x.shape[0]
     args = (x.reshape(-1), y.reshape(-1), dy.reshape(-1), dx.reshape(-1), mask, dims, geo,
             ptype, include_pad, pval, use_mask, _windows_full(dims, geo), accumulate)
-    parts = _parts(planes, x.size)
+    parts = task_count(x.size, planes, _COST, 8)
     if parts > 1:
         _unpool_parallel(*args, planes, parts)
     else:
