@@ -1,4 +1,5 @@
 """lightmod symbol + parameters -> ONNX model (``mx.onnx.export_model``)."""
+import dataclasses
 import json
 import logging
 
@@ -14,6 +15,7 @@ __all__ = ["export_model", "build_model", "OPSETS"]
 OPSETS = (12, 13)
 
 
+@dataclasses.dataclass(eq=False)
 class NodeInfo:
     """One lightmod node as a translation sees it.
 
@@ -23,15 +25,14 @@ class NodeInfo:
     ranks and the parameter shapes may be relied on).
     """
 
-    def __init__(self, name, op, p, inputs, in_shapes, in_dtypes, out_shapes, out_dtypes):
-        self.name = name
-        self.op = op
-        self.p = p
-        self.inputs = inputs
-        self.in_shapes = in_shapes
-        self.in_dtypes = in_dtypes
-        self.out_shapes = out_shapes
-        self.out_dtypes = out_dtypes
+    name: str
+    op: object
+    p: object
+    inputs: list
+    in_shapes: list
+    in_dtypes: list
+    out_shapes: list
+    out_dtypes: list
 
     def rank(self, i=0):
         shape = self.in_shapes[i]
