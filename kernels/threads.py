@@ -39,8 +39,9 @@ process's CPU rate) and uses ``max(1, min(count, int(free + 0.25)))`` threads, `
 cpus - others``: a thread only for a core that is (nearly) free. The first decision, before an
 interval was measured, uses the load average alone.
 
-Either way kernels run serially below their own work thresholds (``PARALLEL_MIN`` in each
-``kernels/cpu`` file), where waking threads costs more than it saves.
+Either way kernels run serially below their work threshold (``PARALLEL_MIN`` in
+``kernels/cpu/jit.py``, weighted by each family's cost), where waking threads costs more than it
+saves.
 
 Who calls it: the executor once per forward pass on CPU contexts, the FullyConnected kernels
 and the nn launchers before a parallel loop; ``refresh()`` costs a thread-local lookup (and,
