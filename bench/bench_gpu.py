@@ -109,7 +109,8 @@ def measure_optimizers(mx, ctx, n, repeat):
         w = mx.nd.array(rng.uniform(-1, 1, n).astype(np.float32), ctx=ctx)
         g = mx.nd.array(rng.uniform(-1, 1, n).astype(np.float32), ctx=ctx)
         state = opt.create_state(0, w)
-        seconds = median_seconds(lambda: opt.update(0, w, g, state), repeat, mx.nd.waitall)
+        seconds = median_seconds(lambda: opt.update(0, w, g, state), repeat,  # noqa: B023
+                                 mx.nd.waitall)
         results[name + "_GBs"] = nbytes * n / seconds / 1e9
     return results
 

@@ -71,7 +71,7 @@ def worker_image(mx, rec, threads):
     it.reset()
     images = 0
     wall, cpu = time.perf_counter(), time.process_time()
-    for epoch in range(2):
+    for _epoch in range(2):
         for batch in it:
             batch.data[0].wait_to_read()
             images += batch.data[0].shape[0] - batch.pad

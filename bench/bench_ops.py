@@ -7,7 +7,8 @@ lightmod, ...) ``--repeats`` times; one measurement is the mean time of as many 
 calls as fill ``--min-time`` seconds. The medians are printed with their ratio lightmod / numpy
 (below 1: lightmod is faster), for wall time and for the process's CPU time (steadier on a
 loaded machine, but blind to threads waiting for a core), and the load average: on a shared
-machine both sides see the same load only when measured together. Both sides use the same BLAS threads (lightmod's
+machine both sides see the same load only when measured together. Both sides use the same BLAS
+threads (lightmod's
 thread policy, ``lightmod/kernels/threads.py``, sets OpenBLAS process-wide).
 
 Cases

@@ -14,8 +14,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_lenet import (main, run_backend, np_conv_forward, np_conv_backward,  # noqa: E402
-                         np_softmax_grad)
+from bench_lenet import main, np_conv_backward, np_conv_forward, np_softmax_grad, run_backend  # noqa: E402
 
 CHANNELS = 32
 

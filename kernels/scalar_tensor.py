@@ -3,7 +3,8 @@
 Plain ``@njit`` functions: the CPU launchers call them from (p)range loops, the CUDA kernels from
 grid-stride loops, so index resolution (clip / wrap) and the reductions and their gradients are
 written once. The per-element reduction functions are inlined into the loops (``inline=
-"always"``), so the branch on the loop-invariant ``kind`` is hoisted and the loops vectorise. (Strided offsets are ``kernels/scalar.py``'s ``strided_offset``.)
+"always"``), so the branch on the loop-invariant ``kind`` is hoisted and the loops vectorise.
+(Strided offsets are ``kernels/scalar.py``'s ``strided_offset``.)
 """
 import math
 

@@ -122,8 +122,15 @@ class LogValidationMetricsCallback:
 
 
 # Callbacks users expect beyond MXNet's own (tqdm progress bar, History, EarlyStopping, ...).
-from .fit_callbacks import (StopTraining, TqdmProgressBar, History, EarlyStopping,  # noqa: E402
-                            ReduceLROnPlateau, CSVLogger, plot_history)
+from .fit_callbacks import (  # noqa: E402
+    CSVLogger,
+    EarlyStopping,
+    History,
+    ReduceLROnPlateau,
+    StopTraining,
+    TqdmProgressBar,
+    plot_history,
+)
 
 __all__ += ["StopTraining", "TqdmProgressBar", "History", "EarlyStopping", "ReduceLROnPlateau",
             "CSVLogger", "plot_history"]

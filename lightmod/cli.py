@@ -14,6 +14,7 @@ __all__ = ["main"]
 
 def _demo(args):
     import numpy
+
     import lightmod as mx
     from lightmod import fit_callbacks
     from lightmod.data import load_digits
@@ -71,6 +72,7 @@ def _demo(args):
 
 def _info(args):
     import numpy
+
     import lightmod
     print("lightmod   %s (tracks the MXNet 1.9.1 API)" % lightmod.__version__)
     print("python     %s (%s)" % (platform.python_version(), sys.executable))
@@ -147,6 +149,7 @@ def _summary(args):
 
 def _inspect(args):
     import numpy as np
+
     import lightmod as mx
     _need_file(args.params, "params file")
     loaded = mx.nd.load(args.params)

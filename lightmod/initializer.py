@@ -21,8 +21,8 @@ from math import sqrt
 
 import numpy as np
 
-from . import rng as _random
 from . import registry
+from . import rng as _random
 from .base import string_types
 from .ndarray.ndarray import NDArray
 
@@ -395,8 +395,8 @@ class Xavier(Initializer):
 
     def _scale(self, name, shape):
         if len(shape) < 2:
-            raise ValueError("Xavier initializer cannot be applied to vector {0}. It requires at"
-                             " least 2D.".format(name))
+            raise ValueError(f"Xavier initializer cannot be applied to vector {name}. It requires at"
+                             " least 2D.")
         receptive = float(np.prod(shape[2:])) if len(shape) > 2 else 1.0
         fan_in, fan_out = shape[1] * receptive, shape[0] * receptive
         fans = {"avg": (fan_in + fan_out) / 2.0, "in": fan_in, "out": fan_out}

@@ -56,8 +56,8 @@ def check_label_shapes(labels, preds, wrap=False, shape=False):
     else:
         label_shape, pred_shape = labels.shape, preds.shape
     if label_shape != pred_shape:
-        raise ValueError("Shape of labels {} does not match shape of predictions {}"
-                         .format(label_shape, pred_shape))
+        raise ValueError(f"Shape of labels {label_shape} does not match shape of predictions {pred_shape}"
+                         )
     if wrap:
         if isinstance(labels, _ARRAY_TYPES):
             labels = [labels]
@@ -207,8 +207,8 @@ class CompositeEvalMetric(EvalMetric):
         try:
             return self.metrics[index]
         except IndexError:
-            raise ValueError("Metric index {} is out of range 0 and {}"
-                             .format(index, len(self.metrics))) from None
+            raise ValueError(f"Metric index {index} is out of range 0 and {len(self.metrics)}"
+                             ) from None
 
     def update_dict(self, labels, preds):
         # the composite narrows the dicts first; each child then applies its own names

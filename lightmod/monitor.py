@@ -95,7 +95,7 @@ class Monitor:
     def toc_print(self):
         """End the step and log every collected statistic."""
         for step, name, text in self.toc():
-            logging.info('Batch: {:7d} {:30s} {:s}'.format(step, name, text))
+            logging.info(f'Batch: {step:7d} {name:30s} {text:s}')
 
 
 def _stat_text(name, stat):

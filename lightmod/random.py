@@ -4,8 +4,18 @@
 ``nd.random.*``) reproducible; the same seed and the same calls give the same numbers.
 ``mx.random.uniform`` / ``normal`` / ... are ``mx.nd.random``'s samplers, as in MXNet.
 """
-from .ndarray.random import (exponential, gamma, multinomial, negative_binomial, normal,
-                             poisson, randint, randn, shuffle, uniform)
+from .ndarray.random import (
+                             exponential,
+                             gamma,
+                             multinomial,
+                             negative_binomial,
+                             normal,
+                             poisson,
+                             randint,
+                             randn,
+                             shuffle,
+                             uniform,
+)
 from .rng import get_rng, seed
 
 __all__ = ["seed", "get_rng", "uniform", "normal", "randn", "randint", "exponential", "gamma",

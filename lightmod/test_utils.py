@@ -38,8 +38,7 @@ import numpy.testing as npt
 import lightmod as mx
 
 # MXNet's data-set download helpers (offline when the files are already local)
-from ._datasets import download, get_cifar10, get_mnist  # noqa: F401
-from ._datasets import get_mnist_iterator, get_mnist_pkl, get_mnist_ubyte  # noqa: F401
+from ._datasets import download, get_cifar10, get_mnist, get_mnist_iterator, get_mnist_pkl, get_mnist_ubyte  # noqa: F401  # noqa: F401
 from .context import Context, current_context
 from .ndarray import NDArray, array
 from .symbol import Symbol
@@ -318,8 +317,8 @@ def same(a, b):
 def checkShapes(a, b):
     """Raise AssertionError unless ``a`` and ``b`` have the same shape."""
     if a.shape != b.shape:
-        msg = npt.build_err_msg([a, b], err_msg="a.shape = {} and b.shape = {} are not equal"
-                                .format(str(a.shape), str(b.shape)))
+        msg = npt.build_err_msg(
+            [a, b], err_msg=f"a.shape = {a.shape} and b.shape = {b.shape} are not equal")
         raise AssertionError(msg)
 
 

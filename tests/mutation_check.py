@@ -15,7 +15,6 @@ need to know that something fails).
 Run ``python tests/mutation_check.py [mutant ...]``: it prints one line per mutant and exits 0
 when every mutant was caught (tests/test_mutation.py runs it in CI).
 """
-import contextlib
 import os
 import subprocess
 import sys

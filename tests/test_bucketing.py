@@ -5,13 +5,13 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from fixtures.module_nets import BucketBatches, lstm_language_model, same_array
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lightmod as mx
 from lightmod import nd
 from lightmod.base import NotBoundError
-
-from fixtures.module_nets import BucketBatches, lstm_language_model, same_array
 
 
 @pytest.fixture(autouse=True)

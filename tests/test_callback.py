@@ -6,7 +6,6 @@ import types
 from collections import namedtuple
 
 import numpy as np
-import pytest
 
 import lightmod as mx
 from lightmod import callback as C

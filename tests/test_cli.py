@@ -17,8 +17,8 @@ def test_install_as_mxnet_aliases_submodules():
     try:
         install_as_mxnet()
         import mxnet
-        from mxnet.module.base_module import BaseModule
         import mxnet.ndarray as nd
+        from mxnet.module.base_module import BaseModule
         assert mxnet is lightmod
         assert BaseModule is lightmod.module.base_module.BaseModule
         assert nd is lightmod.ndarray

@@ -17,9 +17,9 @@ get it (the ``test`` extra leaves the CUDA toolkit wheels out).
 import re
 import types as pytypes
 
+import cuda_kernels
 import pytest
 
-import cuda_kernels
 from lightmod.kernels import cuda_support
 
 # the oldest architecture CUDA 13's NVRTC targets: code that compiles here compiles for newer

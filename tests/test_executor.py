@@ -5,7 +5,8 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lightmod as mx
 from lightmod.base import MXNetError
@@ -462,7 +463,7 @@ def test_monitor_names_match_mxnet():
     for grad_req in ("write", {"fc_0_weight": "write"}):
         exe = out.simple_bind(mx.cpu(), data=(3, 5), grad_req=grad_req)
         seen = []
-        exe.set_monitor_callback(lambda name, arr: seen.append((name, arr.shape)))
+        exe.set_monitor_callback(lambda name, arr: seen.append((name, arr.shape)))  # noqa: B023
         exe.forward(is_train=True)
         exe.backward()
         assert [n for n, _ in seen] == expected

@@ -1,13 +1,11 @@
 """DataParallelExecutorGroup: shared groups, grad_req forms, slicing, merging, params."""
 import numpy as np
 import pytest
+from fixtures.module_nets import hand_lstm, same_array
 
 import lightmod as mx
 from lightmod import nd
-from lightmod.module.executor_group import (DataParallelExecutorGroup, _prepare_group2ctxs,
-                                            _split_input_slice)
-
-from fixtures.module_nets import hand_lstm, same_array
+from lightmod.module.executor_group import DataParallelExecutorGroup, _prepare_group2ctxs, _split_input_slice
 
 
 def lstm_net(num_layers, num_words=20, num_hidden=6, num_embed=5, seq_len=4):

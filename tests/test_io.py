@@ -9,11 +9,11 @@ import pickle
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lightmod as mx
-from lightmod.io import (CSVIter, DataBatch, DataDesc, DataIter, NDArrayIter, PrefetchingIter,
-                         ResizeIter)
+from lightmod.io import CSVIter, DataBatch, DataDesc, DataIter, NDArrayIter, PrefetchingIter, ResizeIter
 
 GOLDEN = json.load(open(os.path.join(os.path.dirname(__file__), "fixtures",
                                      "init_metric_golden.json")))

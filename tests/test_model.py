@@ -4,7 +4,8 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lightmod as mx
 from lightmod import model
@@ -216,6 +217,7 @@ def test_multiple_callbacks():
 def test_checkpoint_files_are_written_atomically_with_normal_permissions(tmp_path):
     """Every checkpoint file goes through one atomic writer that honours the umask."""
     import os
+
     import lightmod as mx
     from lightmod.base import atomic_write
     data = mx.sym.Variable("data")

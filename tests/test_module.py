@@ -7,14 +7,13 @@ from collections import namedtuple
 
 import numpy as np
 import pytest
+from fixtures.module_nets import hand_lstm
 
 import lightmod as mx
 from lightmod import nd
 from lightmod.base import MXNetError, NotBoundError
-from lightmod.module.base_module import _parse_data_desc
 from lightmod.fit_callbacks import EarlyStopping, StopTraining
-
-from fixtures.module_nets import hand_lstm
+from lightmod.module.base_module import _parse_data_desc
 
 
 @pytest.fixture(autouse=True)
@@ -176,7 +175,7 @@ def test_several_cpu_contexts_are_separate_replicas():
         # three distinct arrays: writing one leaves the others alone
         name_arrays[0][:] = 5.0
         assert not np.all(name_arrays[1].asnumpy() == 5.0)
-    for name, arrays in zip(group.data_names, group.data_arrays):
+    for _name, arrays in zip(group.data_names, group.data_arrays):
         assert [dst.context for _, dst in arrays] == ctxs
         assert [dst.shape[0] for _, dst in arrays] == [3, 3, 3]
 
@@ -939,7 +938,7 @@ def test_score_keeps_padding_and_predict_strips_it():
     two = mod.predict(it, num_batch=2)
     assert two.shape == (8, 3)
     seen = []
-    for outs, nbatch, batch in mod.iter_predict(it):
+    for outs, nbatch, _batch in mod.iter_predict(it):
         seen.append((nbatch, outs[0].shape[0]))
     assert seen == [(0, 4), (1, 4), (2, 2)]
 

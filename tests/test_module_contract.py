@@ -6,11 +6,11 @@ plants a bug for every contract line and requires these properties to notice.
 """
 import numpy as np
 import pytest
+from fixtures.seed_modules import DetModule as SeedDetModule
+from fixtures.seed_modules import OldModule
 
 import lightmod as mx
 from lightmod.testing import contract
-from fixtures.seed_modules import DetModule as SeedDetModule
-from fixtures.seed_modules import OldModule
 
 PROPERTIES = contract.build_properties(max_examples=8)
 

@@ -8,7 +8,8 @@
 * k training steps through fit equal k manual forward_backward/update steps.
 """
 import numpy as np
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 import lightmod as mx
 from lightmod import nd

@@ -4,11 +4,10 @@ import random
 
 import numpy as np
 import pytest
+from fixtures.module_nets import same_array
 
 import lightmod as mx
 from lightmod.module.executor_group import DataParallelExecutorGroup
-
-from fixtures.module_nets import same_array
 
 
 @pytest.fixture(autouse=True)

@@ -4,9 +4,9 @@ batch sizes and compared with lightmod's forward, then imported back where the i
 the result."""
 import numpy as np
 import pytest
+from onnx_helpers import check_export
 
 import lightmod as mx
-from onnx_helpers import check_export
 
 S = mx.sym
 D = S.Variable("data")

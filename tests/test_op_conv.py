@@ -4,14 +4,15 @@ import json
 import os
 
 import numpy as np
-import pytest
-from hypothesis import assume, given, settings, strategies as st
-
 import ophelpers as oh
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
 from lightmod.base import MXNetError
 from lightmod.kernels import cpu as kcpu
-from lightmod.operator import registry
 from lightmod.operator import conv as conv_mod
+from lightmod.operator import registry
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 

@@ -4,15 +4,15 @@ import json
 import os
 
 import numpy as np
+import ophelpers as oh
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import lightmod as mx
 from lightmod.base import MXNetError
 from lightmod.operator import registry
-
-import ophelpers as oh
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 

@@ -6,12 +6,13 @@ attribute combinations and labels (ignored and out-of-range ones included), agai
 gradients where the op is differentiable, and against golden values from MXNet 1.9.1.
 """
 import numpy as np
-import pytest
-from hypothesis import given, settings, strategies as st
-
 import ophelpers as oh
-from lightmod.base import MXNetError
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_op_nn import GOLDEN, cases_of, run_golden_case, run_shape_case
+
+from lightmod.base import MXNetError
 
 LOSS_OPS = {"SoftmaxOutput", "Softmax", "LinearRegressionOutput", "LogisticRegressionOutput",
             "MAERegressionOutput", "MakeLoss", "make_loss", "BlockGrad", "stop_gradient",

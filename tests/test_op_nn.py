@@ -9,10 +9,11 @@ import json
 import os
 
 import numpy as np
-import pytest
-from hypothesis import given, settings, strategies as st
-
 import ophelpers as oh
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from lightmod.base import MXNetError
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")

@@ -2,10 +2,11 @@
 numeric gradients, MXNet's BatchNorm conventions (moving statistics updated in backward,
 fix_gamma, hidden mean / inverse-std outputs), declarations and errors."""
 import numpy as np
-import pytest
-from hypothesis import given, settings, strategies as st
-
 import ophelpers as oh
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from lightmod.base import MXNetError
 from lightmod.kernels import cpu
 from lightmod.operator import registry

@@ -4,10 +4,11 @@ import itertools
 import math
 
 import numpy as np
-import pytest
-from hypothesis import assume, given, settings, strategies as st
-
 import ophelpers as oh
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
 from lightmod.base import MXNetError
 
 

@@ -3,14 +3,24 @@ broadcast_to / broadcast_axis / broadcast_like — forward against numpy, backwa
 numeric gradients and MXNet 1.9.1 golden values, shape inference, errors."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ophelpers import backward, check_grad, forward, prepare
+from test_op_tensor import (
+    GOLDEN,
+    _golden_value_cases,
+    check_golden_value,
+    fixpoint,
+    raises,
+    rand,
+    run,
+    shapes,
+    small_shape,
+)
 
 from lightmod.base import MXNetError
-from lightmod.operator import reduce as R, tensor as T
-
-from ophelpers import backward, check_grad, forward, prepare
-from test_op_tensor import (GOLDEN, _golden_value_cases, check_golden_value, fixpoint, rand,
-                            raises, run, shapes, small_shape)
+from lightmod.operator import reduce as R
+from lightmod.operator import tensor as T
 
 FAST = settings(max_examples=12, deadline=None)
 

@@ -5,12 +5,13 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ophelpers import backward, check_grad, forward, prepare
 
 from lightmod.base import MXNetError
-from lightmod.operator import registry, tensor as T
-
-from ophelpers import backward, check_grad, forward, prepare
+from lightmod.operator import registry
+from lightmod.operator import tensor as T
 
 GOLDEN = json.load(open(os.path.join(os.path.dirname(__file__), "fixtures",
                                      "tensor_golden.json")))

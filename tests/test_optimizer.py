@@ -9,7 +9,8 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lightmod as mx
 from lightmod.base import MXNetError
@@ -549,6 +550,6 @@ def test_test_optimizer_and_pickling_every_optimizer():
     np.testing.assert_array_equal(s.asnumpy(), [3, 3])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for name, klass in mx.optimizer.Optimizer.opt_registry.items():
+        for _name, klass in mx.optimizer.Optimizer.opt_registry.items():
             clone = pickle.loads(pickle.dumps(klass()))
             assert type(clone) is klass and clone.param_dict == {}

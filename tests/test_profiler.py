@@ -83,6 +83,7 @@ def test_bad_arguments_are_refused():
 
 def test_executor_records_forward_and_backward_per_operator(tmp_path):
     import numpy as np
+
     import lightmod as mx
     data = mx.sym.Variable("data")
     net = mx.sym.FullyConnected(data, num_hidden=3, name="fc")

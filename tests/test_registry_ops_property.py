@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given
 
 import lightmod as mx
 from lightmod.operator import registry
-from lightmod.testing import operators, op_hints
+from lightmod.testing import op_hints, operators
 from lightmod.testing._profile import settings_for
 
 OPS = operators.operator_names()

@@ -4,10 +4,11 @@ import json
 import os
 
 import numpy as np
-import pytest
-from hypothesis import given, settings, strategies as st
-
 import ophelpers as oh
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from lightmod.base import MXNetError
 from lightmod.operator import registry
 from lightmod.operator.rnn_op import GATES, param_layout, param_size

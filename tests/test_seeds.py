@@ -3,13 +3,12 @@ on lightmod with only their imports changed; lightmod's own mx.mod.DetModule beh
 """
 import numpy as np
 import pytest
+from fixtures.module_nets import same_array
+from fixtures.seed_modules import DetModule as SeedDetModule
+from fixtures.seed_modules import OldModule
 
 import lightmod as mx
 from lightmod import nd
-
-from fixtures.seed_modules import DetModule as SeedDetModule
-from fixtures.seed_modules import OldModule
-from fixtures.module_nets import same_array
 
 
 def det_net():

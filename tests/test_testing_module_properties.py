@@ -11,7 +11,8 @@ to whatever the strategies draw. tests/mutation_check.py breaks the Module on pu
 requires these to notice.
 """
 import numpy as np
-from hypothesis import HealthCheck, given, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import strategies as st
 
 import lightmod as mx
 from lightmod import nd

@@ -1,11 +1,12 @@
 """lightmod.testing: the strategies produce what they promise, and the package stays lazy."""
 import subprocess
-import tempfile
 import sys
+import tempfile
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import lightmod as mx
 from lightmod.module.executor_group import _split_input_slice
@@ -79,7 +80,7 @@ def test_symbols_infer_and_run(graph):
     assert all(all(d > 0 for d in s) for s in shapes.values())
     exe = graph.symbol.simple_bind(mx.cpu(), grad_req="null", **graph.data_shapes)
     rng = np.random.default_rng(0)
-    for name, arr in exe.arg_dict.items():
+    for _name, arr in exe.arg_dict.items():
         arr[:] = rng.uniform(-1, 1, arr.shape)
     outs = exe.forward()
     assert outs[0].shape == graph.symbol.infer_shape(**graph.data_shapes)[1][0]

@@ -22,10 +22,23 @@ import numpy as np
 from numba import njit, prange
 
 from .. import threads as _threads
-from ..scalar_nn import (ACT_RELU, ACTIVATIONS, LEAKY_TYPES, REGRESSION_KINDS, activation_slope,
-                         activation_value, broadcast_offset, broadcast_strides, clip_index,
-                         leaky_slope, leaky_value, regression_diff, row_length,
-                         smooth_l1_slope, smooth_l1_value)
+from ..scalar_nn import (
+    ACT_RELU,
+    ACTIVATIONS,
+    LEAKY_TYPES,
+    REGRESSION_KINDS,
+    activation_slope,
+    activation_value,
+    broadcast_offset,
+    broadcast_strides,
+    clip_index,
+    leaky_slope,
+    leaky_value,
+    regression_diff,
+    row_length,
+    smooth_l1_slope,
+    smooth_l1_value,
+)
 from .jit import task_count
 
 __all__ = ["ACTIVATIONS", "LEAKY_TYPES", "REGRESSION_KINDS",

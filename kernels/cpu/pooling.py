@@ -10,9 +10,21 @@ training so the backward pass is a scatter instead of a second search.
 import numpy as np
 from numba import njit, prange, uint64
 
-from ..scalar_conv import (POOL_MAX, POOL_AVG, POOL_SUM, POOL_LP, pool_window, lp_power,
-                           lp_root, lp_grad_factor, pool_count, PAD_CONSTANT, PAD_EDGE, PAD_REFLECT,
-                           pad_source)
+from ..scalar_conv import (
+    PAD_CONSTANT,
+    PAD_EDGE,
+    PAD_REFLECT,
+    POOL_AVG,
+    POOL_LP,
+    POOL_MAX,
+    POOL_SUM,
+    lp_grad_factor,
+    lp_power,
+    lp_root,
+    pad_source,
+    pool_count,
+    pool_window,
+)
 from .conv import fill_run
 from .jit import parallel_loop, task_count
 

@@ -14,8 +14,7 @@ this direction writes columns [offset, offset + H). Saved gates are (N, 4H): LST
 import numpy as np
 from numba import njit, prange
 
-from ..scalar_rnn import (gru_unit, gru_unit_grad, lstm_unit, lstm_unit_grad, vanilla_unit,
-                          vanilla_unit_grad)
+from ..scalar_rnn import gru_unit, gru_unit_grad, lstm_unit, lstm_unit_grad, vanilla_unit, vanilla_unit_grad
 from .jit import task_count
 
 __all__ = ["rnn_gemm", "rnn_column_sum", "rnn_lstm_step", "rnn_lstm_step_backward",

@@ -6,10 +6,10 @@ made with numpy's ``as_strided`` and copied by numpy's C loops. Gathers with ind
 (clip / wrap, shared with the CUDA half through ``kernels/scalar_tensor.py``) and their
 scatter-add gradients are numba loops.
 """
-import numpy as np
-from numpy.lib.stride_tricks import as_strided
 import numba
+import numpy as np
 from numba import njit, prange
+from numpy.lib.stride_tricks import as_strided
 
 from ..scalar_tensor import resolve_index
 from .jit import ParallelLoop

@@ -9,7 +9,7 @@ per-channel sums (the bias gradient) use one block per channel with a shared-mem
 from numba import cuda, float64
 
 from .memory import launch_config
-from .nn import _gemm, _block_reduce, REDUCE_THREADS, _SHARED
+from .nn import _SHARED, REDUCE_THREADS, _block_reduce, _gemm
 
 __all__ = ["conv_gemm", "im2col",
            "col2im", "rows_to_batch", "batch_to_rows", "channel_sum", "add_channel_bias"]

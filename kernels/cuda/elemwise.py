@@ -9,8 +9,8 @@ import numpy as np
 from numba import cuda
 
 from .. import scalar as S
-from ..scalar import BINARY_CODES, UNARY_CODES
 from ..cpu.elemwise import broadcast_plan, reduce_plan
+from ..scalar import BINARY_CODES, UNARY_CODES
 from .memory import copy, empty, flat, launch_config
 
 __all__ = ["elemwise_unary", "elemwise_unary_backward", "elemwise_binary",

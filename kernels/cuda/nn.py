@@ -15,10 +15,22 @@ import numpy as np
 from numba import cuda, float32, float64
 
 from ..cuda_support import simulator_enabled
-from ..scalar_nn import (ACTIVATIONS, LEAKY_TYPES, REGRESSION_KINDS, activation_slope,
-                         activation_value, broadcast_offset, broadcast_strides, clip_index,
-                         leaky_slope, leaky_value, regression_diff, row_length,
-                         smooth_l1_slope, smooth_l1_value)
+from ..scalar_nn import (
+    ACTIVATIONS,
+    LEAKY_TYPES,
+    REGRESSION_KINDS,
+    activation_slope,
+    activation_value,
+    broadcast_offset,
+    broadcast_strides,
+    clip_index,
+    leaky_slope,
+    leaky_value,
+    regression_diff,
+    row_length,
+    smooth_l1_slope,
+    smooth_l1_value,
+)
 from .memory import fill
 
 __all__ = ["ACTIVATIONS", "LEAKY_TYPES", "REGRESSION_KINDS",

@@ -12,7 +12,7 @@ from numba import cuda, float64
 
 from ..scalar_norm import REQ_ADD, REQ_WRITE, bn_input_grad_coefficients, req_code  # noqa: F401
 from .memory import launch_config
-from .nn import _block_reduce, REDUCE_THREADS, _SHARED
+from .nn import _SHARED, REDUCE_THREADS, _block_reduce
 
 __all__ = ["req_code", "bn_forward", "bn_backward", "bn_update_moving", "instance_norm_forward",
            "instance_norm_backward", "row_norm_forward", "row_norm_backward",

@@ -8,9 +8,21 @@ gathers each input's block. Max pooling always records the argmax mask when give
 import numpy as np
 from numba import cuda
 
-from ..scalar_conv import (POOL_MAX, POOL_AVG, POOL_SUM, POOL_LP, PAD_CONSTANT, PAD_EDGE,
-                           PAD_REFLECT, pool_window, pool_count, lp_power, lp_root,
-                           lp_grad_factor, pad_source)
+from ..scalar_conv import (
+    PAD_CONSTANT,
+    PAD_EDGE,
+    PAD_REFLECT,
+    POOL_AVG,
+    POOL_LP,
+    POOL_MAX,
+    POOL_SUM,
+    lp_grad_factor,
+    lp_power,
+    lp_root,
+    pad_source,
+    pool_count,
+    pool_window,
+)
 from .memory import launch_config
 
 __all__ = ["pool_forward", "pool_backward", "POOL_TYPES", "PAD_MODES", "pad_forward",

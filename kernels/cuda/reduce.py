@@ -15,9 +15,9 @@ from numba import cuda, float64
 from .. import scalar_tensor as S
 from ..cuda_support import simulator_enabled
 from ..scalar import strided_offset
-from ..scalar_tensor import (reduce_combine, reduce_finish, reduce_grad, reduce_identity,
-                             reduce_map)
-from .memory import flat, launch_config as launch
+from ..scalar_tensor import reduce_combine, reduce_finish, reduce_grad, reduce_identity, reduce_map
+from .memory import flat
+from .memory import launch_config as launch
 from .nn import _gemm
 
 __all__ = ["reduce_axes", "reduce_axes_backward", "arg_reduce", "matmul_batched"]

@@ -8,8 +8,7 @@ so no transposed copies); the gate math of one step is a grid-stride kernel over
 """
 from numba import cuda
 
-from ..scalar_rnn import (gru_unit, gru_unit_grad, lstm_unit, lstm_unit_grad, vanilla_unit,
-                          vanilla_unit_grad)
+from ..scalar_rnn import gru_unit, gru_unit_grad, lstm_unit, lstm_unit_grad, vanilla_unit, vanilla_unit_grad
 from .memory import flat, launch_config
 from .nn import _column_sums_k, _gemm
 

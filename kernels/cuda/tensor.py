@@ -12,7 +12,8 @@ from numba import cuda
 
 from ..scalar import strided_offset
 from ..scalar_tensor import resolve_index
-from .memory import assign, fill, flat, launch_config as launch
+from .memory import assign, fill, flat
+from .memory import launch_config as launch
 
 __all__ = ["strided_gather", "strided_scatter", "indices_in_range", "take_forward",
            "take_backward", "pick_forward", "pick_backward", "one_hot_forward",

@@ -386,9 +386,10 @@ def _load(graph):
 
 
 def _wrap(fn, kind, is_symbol, target, cond=None, fn_name=None):
+    from .. import ndarray as nd_mod
+    from .. import symbol as sym_mod
     from ..ndarray.ndarray import NDArray
     from ..symbol import Symbol
-    from .. import ndarray as nd_mod, symbol as sym_mod
     mod = sym_mod if is_symbol else nd_mod
 
     def cast(x, dtype):
@@ -459,7 +460,8 @@ def init(target_dtype="float16", target_precision_ops=None, conditional_fp32_ops
     lp16 = list_lp16_ops(target) if target_precision_ops is None else target_precision_ops
     fp32 = list_fp32_ops(target) if fp32_ops is None else fp32_ops
     conditional = list_conditional_fp32_ops(target) if conditional_fp32_ops is None else conditional_fp32_ops
-    from .. import ndarray as nd_mod, symbol as sym_mod
+    from .. import ndarray as nd_mod
+    from .. import symbol as sym_mod
     plan = [(n, "lp16", None) for n in lp16] + [(n, "fp32", None) for n in fp32] + \
         [(n, "widest", None) for n in list_widest_type_cast(target)] + \
         [(op, "conditional", (param, set(values))) for op, param, values in conditional]

@@ -3,9 +3,9 @@ import warnings
 
 import numpy as np
 
+from .. import ndarray as _nd
 from ..base import MXNetError
 from ..context import Context
-from .. import ndarray as _nd
 from ..ndarray.ndarray import NDArray
 
 __all__ = ["split_data", "split_and_load", "clip_global_norm"]

@@ -183,7 +183,8 @@ def random_size_crop(src, size, area, ratio, interp=2, **kwargs):
     aspect ratio (log-uniform in ``ratio``), resized to ``size``; 10 attempts, then the centre
     crop. Returns ``(image, (x0, y0, w, h))``."""
     if "min_area" in kwargs:
-        warnings.warn("`min_area` is deprecated. Please use `area` instead.", DeprecationWarning)
+        warnings.warn("`min_area` is deprecated. Please use `area` instead.", DeprecationWarning,
+                      stacklevel=2)
         area = kwargs.pop("min_area")
     if kwargs:
         raise AssertionError("unexpected keyword arguments for `random_size_crop`.")
@@ -358,7 +359,7 @@ class RandomSizedCropAug(Augmenter):
         super().__init__(size=size, area=area, ratio=ratio, interp=interp)
         if "min_area" in kwargs:
             warnings.warn("`min_area` is deprecated. Please use `area` instead.",
-                          DeprecationWarning)
+                          DeprecationWarning, stacklevel=2)
             area = kwargs.pop("min_area")
         if kwargs:
             raise AssertionError("unexpected keyword arguments for `RandomSizedCropAug`.")

@@ -67,8 +67,7 @@ def _mt19937_words(seed):
     """
     state = np.random.RandomState(seed % (1 << 32))
     while True:
-        for word in state.randint(0, 1 << 32, size=256, dtype=np.uint32).tolist():
-            yield word
+        yield from state.randint(0, 1 << 32, size=256, dtype=np.uint32).tolist()
 
 
 def _mxnet_shuffle_order(count, seed):

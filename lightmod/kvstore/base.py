@@ -67,7 +67,8 @@ class KVStoreBase:
             if name in KVStoreBase.kv_registry and KVStoreBase.kv_registry[name] is not klass:
                 old = KVStoreBase.kv_registry[name]
                 warnings.warn("WARNING: New kvstore %s.%s is overriding existing kvstore %s.%s"
-                              % (klass.__module__, klass.__name__, old.__module__, old.__name__))
+                              % (klass.__module__, klass.__name__, old.__module__, old.__name__),
+                              stacklevel=2)
             KVStoreBase.kv_registry[name] = klass
         return klass
 
@@ -99,7 +100,7 @@ class TestStore(KVStoreBase):
     def is_capable(capability):
         if capability.lower() == KVStoreBase.OPTIMIZER:
             return False
-        raise ValueError("Unknown capability: {}".format(capability))
+        raise ValueError(f"Unknown capability: {capability}")
 
     @property
     def type(self):

@@ -12,10 +12,10 @@ Row-sparse values are dense-backed NDArrays whose ``stype`` is 'row_sparse'.
 """
 import numpy as np
 
+from .. import optimizer as opt
 from ..base import MXNetError, atomic_write, string_types
 from ..context import Context
 from ..ndarray import NDArray, zeros
-from .. import optimizer as opt
 from .base import KVStoreBase
 
 __all__ = ["KVStore"]
@@ -82,7 +82,7 @@ class KVStore(KVStoreBase):
     def is_capable(self, capability):
         if capability.lower() == KVStoreBase.OPTIMIZER:
             return True
-        raise ValueError("Unknown capability: {}".format(capability))
+        raise ValueError(f"Unknown capability: {capability}")
 
     def _barrier(self):
         """All workers wait here; a local store has only one."""

@@ -15,8 +15,7 @@ import warnings
 
 import numpy as np
 
-from .. import arg_checks, metric
-from .. import ndarray
+from .. import arg_checks, metric, ndarray
 from ..base import MXNetError, NotBoundError, _as_list
 from ..fit_callbacks import StopTraining
 from ..initializer import Uniform
@@ -69,7 +68,7 @@ def _check_input_names(symbol, names, typename, throw):
                    % (typename, str(names), name, suggestions))
         if throw:
             raise ValueError(message)
-        warnings.warn(message)
+        warnings.warn(message, stacklevel=2)
 
 
 def _declared_inputs(symbol, data_names, label_names, state_names, fixed_param_names):
@@ -93,7 +92,7 @@ def _check_names_match(data_names, data_shapes, name, throw):
                % (name, name, str(data_shapes), str(data_names)))
         if throw:
             raise ValueError(msg)
-        warnings.warn(msg)
+        warnings.warn(msg, stacklevel=2)
 
 
 def _to_data_desc(item, kind):
@@ -558,7 +557,7 @@ class BaseModule:
     def prepare(self, data_batch, sparse_row_id_fn=None):
         """Get ready for ``data_batch`` (switch bucket, pull sparse rows...). No-op here."""
         if sparse_row_id_fn is not None:
-            warnings.warn(UserWarning("sparse_row_id_fn is not invoked for BaseModule."))
+            warnings.warn(UserWarning("sparse_row_id_fn is not invoked for BaseModule."), stacklevel=2)
 
     def forward(self, data_batch, is_train=None):
         """Forward computation on one batch."""

@@ -51,7 +51,7 @@ class DetModule(Module):
                  context=ctx.cpu(), fixed_param=None, excluded_param=None):
         fixed_param_names = select_fixed_params(symbol.list_arguments(), fixed_param,
                                                 excluded_param)
-        logger.info("fixed parameters: {}".format(fixed_param_names))
+        logger.info(f"fixed parameters: {fixed_param_names}")
         super().__init__(symbol, data_names=data_names, label_names=label_names, logger=logger,
                          context=context, fixed_param_names=fixed_param_names)
 

@@ -18,12 +18,18 @@ from .. import optimizer as opt
 from ..base import NotBoundError, atomic_write
 from ..initializer import InitDesc, Uniform
 from ..io import DataDesc
-from ..model import (_check_loaded_optimizer_states, _create_kvstore, _initialize_kvstore,
-                     _update_params, _update_params_on_kvstore, checkpoint_states_file,
-                     load_checkpoint, write_checkpoint)
+from ..model import (
+    _check_loaded_optimizer_states,
+    _create_kvstore,
+    _initialize_kvstore,
+    _update_params,
+    _update_params_on_kvstore,
+    checkpoint_states_file,
+    load_checkpoint,
+    write_checkpoint,
+)
 from ..ndarray import zeros
-from .base_module import (BaseModule, _attribute_view, _check_lifecycle, _declared_inputs,
-                          _parse_data_desc)
+from .base_module import BaseModule, _attribute_view, _check_lifecycle, _declared_inputs, _parse_data_desc
 from .executor_group import DataParallelExecutorGroup
 
 __all__ = ["Module"]
@@ -556,7 +562,7 @@ class Module(BaseModule):
             return
         if not (self._kvstore and self._update_on_kvstore):
             warnings.warn(UserWarning("Parameters are not updated in the KVStore. "
-                                      "No need to call sparse_row_id_fn."))
+                                      "No need to call sparse_row_id_fn."), stacklevel=2)
             return
         wanted = sparse_row_id_fn(data_batch)
         if not isinstance(wanted, dict):
@@ -571,4 +577,4 @@ class Module(BaseModule):
                 self._kvstore.row_sparse_pull(name, copies, row_ids=rows, priority=-index)
             else:
                 warnings.warn(UserWarning("%s.stype is not 'row_sparse'. No need to "
-                                          "perform row_sparse_pull." % name))
+                                          "perform row_sparse_pull." % name), stacklevel=2)

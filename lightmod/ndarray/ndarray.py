@@ -691,7 +691,7 @@ def array(source_array, ctx=None, dtype=None):
             return out.copy() if out is source_array else out
         host = source_array._host_view()
     elif hasattr(source_array, "indptr") and hasattr(source_array, "tocsr"):
-        from .sparse import csr_matrix   # a scipy.sparse csr matrix
+        from .sparse import csr_matrix  # a scipy.sparse csr matrix
         return csr_matrix(source_array, ctx=ctx, dtype=dtype)
     else:
         dtype = mx_real_t if dtype is None else dtype

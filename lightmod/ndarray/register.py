@@ -33,7 +33,7 @@ def _get_op(op):
 def _context_of(op, p, inputs):
     if inputs:
         ctx = inputs[0].context
-        for name, x in zip(op.list_inputs(p), inputs[1:]):
+        for x in inputs[1:]:
             other = x.context
             if other != ctx and (other.device_typeid == 2 or ctx.device_typeid == 2):
                 raise MXNetError("Operator %s: inputs live on different contexts (%s and %s)"

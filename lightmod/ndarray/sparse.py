@@ -11,9 +11,9 @@ one is registered, else ``X``.
 import numpy as np
 
 from ..base import MXNetError, dtype_np
+from ..operator.frontend import namespace_hooks as _namespace_hooks
 from . import ndarray as _nd
 from .ndarray import NDArray, _as_ctx, _as_shape, _to_ctx_buffer
-from ..operator.frontend import namespace_hooks as _namespace_hooks
 from .register import find_function as _find_function
 
 __all__ = ["BaseSparseNDArray", "CSRNDArray", "RowSparseNDArray", "csr_matrix",

@@ -21,7 +21,7 @@ import struct
 
 import numpy as np
 
-from ..base import MXNetError, DTYPE_MX_TO_NP, DTYPE_NP_TO_MX, atomic_write
+from ..base import DTYPE_MX_TO_NP, DTYPE_NP_TO_MX, MXNetError, atomic_write
 from ..context import Context
 from .ndarray import NDArray, _to_ctx_buffer
 
@@ -240,7 +240,7 @@ def _read_record(r):
         raise r.fail("unknown device type %d" % dev_type, r.pos - 8)
     dtype = r.dtype("type flag")
     aux = []
-    for i in range(nad):
+    for _i in range(nad):
         aux_dtype = r.dtype("aux type flag")
         aux_shape = r.shape("aux shape")
         if aux_shape is None or len(aux_shape) != 1:

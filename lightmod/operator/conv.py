@@ -15,7 +15,7 @@ import functools
 
 import numpy as np
 
-from .registry import (Operator, register, Shape, Int, Bool, Enum, merge_shape, REQUIRED)
+from .registry import REQUIRED, Bool, Enum, Int, Operator, Shape, merge_shape, register
 
 __all__ = ["Convolution", "Deconvolution", "scratch", "float16_via_float32", "spatial_tuple"]
 

@@ -5,7 +5,7 @@ Each operator is one row of a table below; the classes here only say how a row r
 is in ``kernels/scalar.py`` (codes named by the ``fn`` strings), launched by the kernel set
 ``k`` (``k.elemwise_unary`` ...), so nothing here depends on the device.
 """
-from .registry import Operator, register, Float, Bool, merge_shape
+from .registry import Bool, Float, Operator, merge_shape, register
 
 __all__ = ["broadcast_shape"]
 

@@ -8,8 +8,8 @@ Crop cuts an (h, w) window out of 4-D data, sized by ``h_w`` or by a second ``cr
 input; its kernels are Pad's, since cropping is the adjoint of constant padding.
 """
 from . import registry
-from .registry import Operator, register, Int, Float, Bool, Enum, Shape, REQUIRED
 from .conv import float16_via_float32
+from .registry import REQUIRED, Bool, Enum, Float, Int, Operator, Shape, register
 
 __all__ = ["UpSampling", "Pad", "Crop"]
 

@@ -42,7 +42,7 @@ class SoftmaxOutput(Operator):
 
     def _label_shapes(self, dshape):
         """The label layouts multi_output accepts, preferred (the inferred one) first."""
-        n, c = dshape[0], dshape[1]
+        n = dshape[0]
         rest = tuple(dshape[2:])
         flat = (n, prod(rest) if all(rest) else 0)
         return [flat, (n,) + rest, (n, 1) + rest]

@@ -7,8 +7,7 @@ nothing here imports numba. Arrays are reshaped to the 2-D / 3-D views the kerne
 """
 import numpy as np
 
-from .registry import (Bool, Enum, Float, Int, OptFloat, Operator, Shape, merge_shape,
-                       register)
+from .registry import Bool, Enum, Float, Int, Operator, OptFloat, Shape, merge_shape, register
 
 __all__ = ["prod", "known", "assign_shape", "zero_grads", "OptBool", "ElementwiseOp"]
 

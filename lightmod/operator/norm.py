@@ -8,9 +8,8 @@ use the moving statistics; and the moving statistics are updated in the **backwa
 (``moving = moving * momentum + batch * (1 - momentum)``), so a training forward alone leaves
 them untouched.
 """
-from .registry import (Operator, register, Int, Float, Bool, Enum, OptFloat, merge_shape,
-                       REQUIRED)
 from .conv import float16_via_float32, scratch
+from .registry import REQUIRED, Bool, Enum, Float, Int, Operator, OptFloat, merge_shape, register
 
 __all__ = ["BatchNorm", "InstanceNorm", "LayerNorm", "L2Normalization", "LRN"]
 

@@ -14,7 +14,7 @@ dense fallback).
 """
 import numpy as np
 
-from .registry import (Operator, register, Float, Bool, Int, FloatTuple, merge_shape)
+from .registry import Bool, Float, FloatTuple, Int, Operator, merge_shape, register
 
 __all__ = []
 

@@ -10,8 +10,8 @@ indexes pad[1] of a 1-D pad); lightmod implements what the attribute documents.
 """
 import math
 
-from .registry import Operator, register, Shape, Bool, Enum, OptInt
 from .conv import float16_via_float32, scratch, spatial_tuple
+from .registry import Bool, Enum, Operator, OptInt, Shape, register
 
 __all__ = ["Pooling"]
 

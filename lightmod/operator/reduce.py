@@ -7,8 +7,8 @@ broadcasts the head gradient and multiplies by the per-element derivative (MXNet
 and min send it to every element equal to the result, prod uses out / x). Matrix products are
 ``k.matmul_batched`` on 3-d views (batch, rows, cols); transposes are flags, never copies.
 """
-from .registry import register, Int, Bool, Enum, Shape, Dtype
-from .tensor import (_TensorOp, contiguous_strides, reduce_plan, shape_size, zero_grads)
+from .registry import Bool, Dtype, Enum, Int, Shape, register
+from .tensor import _TensorOp, contiguous_strides, reduce_plan, shape_size, zero_grads
 
 __all__ = []
 

@@ -24,7 +24,7 @@ says so. float16 is rejected too (MXNet's CPU operator has no float16 GEMM).
 import numpy as np
 
 from .nn import ElementwiseOp, assign_shape, known, zero_grads
-from .registry import Bool, Enum, Float, Int, OptFloat, OptInt, Operator, Shape, register
+from .registry import Bool, Enum, Float, Int, Operator, OptFloat, OptInt, Shape, register
 
 __all__ = ["GATES", "param_layout", "param_size", "RNN", "Reverse"]
 

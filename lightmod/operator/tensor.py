@@ -10,8 +10,20 @@ from known output shapes (``infer_shape_backward``) where MXNet does.
 """
 import functools
 
-from .registry import (Operator, register, Int, OptInt, Float, Bool, Str, Enum, Shape, Dtype,
-                       merge_shape, shape_is_known)
+from .registry import (
+    Bool,
+    Dtype,
+    Enum,
+    Float,
+    Int,
+    Operator,
+    OptInt,
+    Shape,
+    Str,
+    merge_shape,
+    register,
+    shape_is_known,
+)
 
 __all__ = ["contiguous_strides", "reduce_plan", "shape_size", "zero_grads"]
 

@@ -88,7 +88,7 @@ def _state_and_master_copy(optimizer, index, weight, name):
         master = weight.astype(numpy.float32)
         return (optimizer.create_state(index, master), master)
     if weight.dtype == numpy.float16 and not optimizer.multi_precision:
-        warnings.warn(_FLOAT16_WARNING % name)
+        warnings.warn(_FLOAT16_WARNING % name, stacklevel=2)
     return optimizer.create_state(index, weight)
 
 
@@ -162,7 +162,7 @@ class Optimizer:
             warnings.warn("WARNING: New optimizer %s.%s is overriding existing optimizer %s.%s"
                           % (klass.__module__, klass.__name__,
                              Optimizer.opt_registry[name].__module__,
-                             Optimizer.opt_registry[name].__name__))
+                             Optimizer.opt_registry[name].__name__), stacklevel=2)
         Optimizer.opt_registry[name] = klass
         return klass
 
@@ -280,7 +280,7 @@ class Optimizer:
             master = weight.astype(numpy.float32)
             return (master,) + (self.create_state(index, master),)
         if weight.dtype == numpy.float16 and not self.multi_precision:
-            warnings.warn(_FLOAT16_WARNING % "optimizer")
+            warnings.warn(_FLOAT16_WARNING % "optimizer", stacklevel=2)
         return self.create_state(index, weight)
 
     def update(self, index, weight, grad, state):
@@ -656,7 +656,7 @@ class LBSGD(Optimizer):
                                  stype=weight.stype)
             return (momentum, master)
         if weight.dtype == numpy.float16 and not self.multi_precision:
-            warnings.warn(_FLOAT16_WARNING % "SGD optimizer")
+            warnings.warn(_FLOAT16_WARNING % "SGD optimizer", stacklevel=2)
         if self.momentum != 0.0:
             return zeros(weight.shape, weight.context, dtype=weight.dtype, stype=weight.stype)
         return None

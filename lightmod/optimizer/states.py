@@ -16,8 +16,8 @@ import pickle
 
 import numpy as np
 
-from ..base import MXNetError
 from .. import lr_scheduler as _lr_scheduler
+from ..base import MXNetError
 from ..ndarray import NDArray
 
 __all__ = ["dumps_states", "loads_states", "check_state_fits", "check_states_fit"]

@@ -9,8 +9,8 @@ import random
 
 import numpy as np
 
-from ..io import DataIter, DataBatch, DataDesc
 from .. import ndarray
+from ..io import DataBatch, DataDesc, DataIter
 
 __all__ = ["encode_sentences", "BucketSentenceIter"]
 

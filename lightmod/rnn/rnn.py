@@ -20,7 +20,7 @@ def rnn_unroll(cell, length, inputs=None, begin_state=None, input_prefix="", lay
     ``input_prefix`` is accepted for old scripts and ignored (MXNet 1.9.1 forwards it to
     ``unroll``, which does not take it, so the call always fails there).
     """
-    warnings.warn("rnn_unroll is deprecated. Please call cell.unroll directly.")
+    warnings.warn("rnn_unroll is deprecated. Please call cell.unroll directly.", stacklevel=2)
     return cell.unroll(length=length, inputs=inputs, begin_state=begin_state, layout=layout)
 
 

@@ -22,8 +22,9 @@ differ only in how they project the input and the hidden state (FullyConnected o
 import warnings
 from contextlib import contextmanager
 
-from .. import initializer as init, ndarray, symbol
-from ..base import string_types, numeric_types
+from .. import initializer as init
+from .. import ndarray, symbol
+from ..base import numeric_types, string_types
 
 __all__ = ["RNNParams", "BaseRNNCell", "RNNCell", "LSTMCell", "GRUCell", "FusedRNNCell",
            "SequentialRNNCell", "DropoutCell", "ModifierCell", "ZoneoutCell", "ResidualCell",
@@ -465,7 +466,7 @@ class FusedRNNCell(BaseRNNCell):
             _require(time_axis == 0, "Unsupported layout %s" % layout)
             return sequence, False
         warnings.warn("NTC layout detected. Consider using TNC for FusedRNNCell for faster "
-                      "speed")
+                      "speed", stacklevel=2)
         return symbol.swapaxes(sequence, dim1=0, dim2=1), True
 
     def unroll(self, length, inputs, begin_state=None, layout="NTC", merge_outputs=None):

@@ -1,4 +1,5 @@
-"""``mx.sym._internal``: every operator by its registered name, the underscore ones included (generated lazily)."""
+"""``mx.sym._internal``: every operator by its registered name, the underscore ones included
+(generated lazily)."""
 from ..operator.frontend import namespace_hooks as _namespace_hooks
 from .register import find_function as _find_function
 

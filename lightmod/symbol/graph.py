@@ -13,7 +13,7 @@ import ast
 
 import numpy as np
 
-from ..base import MXNetError, DTYPE_MX_TO_NP
+from ..base import DTYPE_MX_TO_NP, MXNetError
 from ..operator.registry import merge_shape
 
 __all__ = ["Node", "topo_order", "IndexedGraph", "infer_shapes", "infer_types",

@@ -15,13 +15,13 @@ import warnings
 
 import numpy as np
 
-from ..base import MXNetError, DTYPE_NP_TO_MX, atomic_write, string_types
 from .. import attribute as _attribute
 from .. import name as _name
+from ..base import DTYPE_NP_TO_MX, MXNetError, atomic_write, string_types
 from ..context import current_context
 from ..operator import registry
-from . import graph as _graph
 from . import _json
+from . import graph as _graph
 from ._json import HIDDEN_KEYS
 
 __all__ = ["Symbol", "var", "Variable", "Group", "load", "load_json", "pow", "power",
@@ -186,9 +186,8 @@ class Symbol:
 
     def _set_attr(self, **kwargs):
         """Set string attributes on the node(s) of this symbol."""
-        for key, value in kwargs.items():
-            if not isinstance(value, string_types):
-                raise ValueError("Set Attr only accepts string values")
+        if not all(isinstance(value, string_types) for value in kwargs.values()):
+            raise ValueError("Set Attr only accepts string values")
         node = self._single_node()
         if node is None:
             raise MXNetError("Symbol.SetAttrs only works for non-grouped symbol")
@@ -497,7 +496,8 @@ class Symbol:
         if not partial:
             if not all(_graph.shape_known(s) for s in shapes):
                 return None, None, None
-        fix = (lambda s: () if s is None else tuple(s))
+        def fix(shape):
+            return () if shape is None else tuple(shape)
         return ([fix(s) for s in arg_shapes], [fix(s) for s in out_shapes],
                 [fix(s) for s in aux_shapes])
 
@@ -521,7 +521,8 @@ class Symbol:
         types = _graph.infer_types(g, known)
         if not partial and any(t is None for t in types):
             return None, None, None
-        fix = (lambda t: None if t is None else np.dtype(t).type)
+        def fix(dtype):
+            return None if dtype is None else np.dtype(dtype).type
         return ([fix(types[g.entry_start[n]]) for n in g.arg_nids],
                 [fix(types[e]) for e in g.heads],
                 [fix(types[g.entry_start[n]]) for n in g.aux_nids])
@@ -550,7 +551,7 @@ class Symbol:
         lines = ["Symbol Outputs:"]
         for i, (node, idx, _) in enumerate(self._outputs):
             lines.append("\toutput[%d]=%s(%d)" % (i, node.name, idx))
-        for nid, node in enumerate(g.nodes):
+        for _nid, node in enumerate(g.nodes):
             if node.op is None:
                 lines.append("Variable:%s" % node.name)
                 continue
@@ -829,7 +830,7 @@ def load(fname):
     """A symbol from a JSON file written by ``save`` (or by MXNet)."""
     if not isinstance(fname, string_types):
         raise TypeError("fname need to be string")
-    with open(fname, "r", encoding="utf-8") as f:
+    with open(fname, encoding="utf-8") as f:
         return load_json(f.read())
 
 

@@ -26,9 +26,9 @@ import tempfile
 import warnings
 
 import numpy as np
-from hypothesis import HealthCheck, given, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import strategies as st
 
-from . import _profile
 from .. import io as _io
 from .. import metric as _metric
 from .. import ndarray as _nd
@@ -39,6 +39,7 @@ from ..initializer import InitDesc, Uniform
 from ..module import BucketingModule, Module
 from ..monitor import Monitor
 from ..name import NameManager
+from . import _profile
 from .reference import ReferenceNet, sgd_step, weight_decay_applies
 
 __all__ = ["CONTRACT", "ContractProperty", "ContractNet", "contract_nets", "module_factory",

@@ -32,15 +32,14 @@ import warnings
 
 import numpy as np
 from hypothesis import strategies as st
-from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition,
-                                 rule)
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from . import _profile  # noqa: F401  (registers the hypothesis profiles)
 from .. import io as _io
 from .. import ndarray as _nd
 from ..base import NotBoundError
 from ..module import Module
 from ..module.executor_group import _split_input_slice
+from . import _profile  # noqa: F401  (registers the hypothesis profiles)
 from .reference import ReferenceNet, sgd_step, weight_decay_applies
 from .strategies import module_configs, module_nets
 

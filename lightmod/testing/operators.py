@@ -23,17 +23,18 @@ computes the same; the backward pass matches a central-difference gradient
 existing gradient; a loss head's gradient does not depend on the head gradient.
 """
 import numpy as np
-from hypothesis import assume, strategies as st
+from hypothesis import assume
+from hypothesis import strategies as st
 
-from . import _profile  # noqa: F401  (registers the hypothesis profiles)
-from .. import symbol as _sym
 from .. import ndarray as _nd
-from ..ndarray import register as _nd_register
-from ..symbol import register as _sym_register
+from .. import symbol as _sym
 from .. import test_utils
 from ..base import MXNetError
 from ..context import cpu
+from ..ndarray import register as _nd_register
 from ..operator import registry as _reg
+from ..symbol import register as _sym_register
+from . import _profile  # noqa: F401  (registers the hypothesis profiles)
 from .op_hints import HINTS, Hint
 
 __all__ = ["OpCase", "op_cases", "check_op_case", "param_strategy", "operator_names",

@@ -21,10 +21,10 @@ import inspect
 import warnings
 
 import numpy as np
-from hypothesis import assume, strategies as st
+from hypothesis import assume
+from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from . import _profile  # noqa: F401  (registers the hypothesis profiles)
 from .. import context as _context
 from .. import io as _io
 from .. import ndarray as _nd
@@ -34,6 +34,7 @@ from ..base import MXNetError
 from ..module.executor_group import _split_input_slice
 from ..name import NameManager
 from ..symbol import register as _sym_register
+from . import _profile  # noqa: F401  (registers the hypothesis profiles)
 from .operators import op_cases, operator_names
 
 __all__ = ["shapes", "broadcastable_shapes", "dtypes", "contexts", "ndarrays", "symbols",

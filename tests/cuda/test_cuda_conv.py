@@ -120,8 +120,10 @@ def test_batchnorm(attrs):
     compare("BatchNorm", attrs, inputs)
     compare("BatchNorm", attrs, inputs, is_train=False)
     # moving statistics updated by the backward pass, the same on both kernel sets
-    from lightmod.kernels import cpu, cuda as kcuda
     from numba import cuda
+
+    from lightmod.kernels import cpu
+    from lightmod.kernels import cuda as kcuda
     op, p = oh.prepare("BatchNorm", attrs)
     results = []
     for k, dev in ((cpu, "cpu"), (kcuda, "cuda")):

@@ -12,6 +12,7 @@ if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0") and mx.num_gpus() ==
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import ophelpers as oh  # noqa: E402
+
 from lightmod.kernels import cpu as kcpu  # noqa: E402
 from lightmod.kernels import cuda as kcuda  # noqa: E402
 from lightmod.kernels.scalar import UNARY_CODES  # noqa: E402

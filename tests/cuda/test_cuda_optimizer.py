@@ -13,6 +13,7 @@ if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") in ("", "0") and mx.num_gpus() ==
     pytest.skip("needs a GPU or NUMBA_ENABLE_CUDASIM=1", allow_module_level=True)
 
 from numba import cuda  # noqa: E402
+
 from lightmod.kernels import cpu as kcpu  # noqa: E402
 from lightmod.kernels import cuda as kcuda  # noqa: E402
 

@@ -18,10 +18,10 @@ for two steps with its weight, gradient and states on either device.
 import zlib
 
 import numpy as np
+import ophelpers as oh
 import pytest
 
 import lightmod as mx
-import ophelpers as oh
 from lightmod.kernels import cuda_support
 from lightmod.operator import registry
 

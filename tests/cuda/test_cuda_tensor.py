@@ -217,7 +217,9 @@ def test_dot_float32():
 # ---------------------------------------------------------------------------------------------
 def test_strided_gather_and_scatter_kernels():
     from numba import cuda
-    from lightmod.kernels import cpu, cuda as kc
+
+    from lightmod.kernels import cpu
+    from lightmod.kernels import cuda as kc
     src = np.arange(24.0)
     shape, strides, offset = (2, 3), (-5, 2), 17
     ref = np.zeros(6)
@@ -235,7 +237,10 @@ def test_strided_gather_and_scatter_kernels():
 
 def test_reduce_kernels_directly():
     from numba import cuda
-    from lightmod.kernels import cpu, cuda as kc, scalar_tensor as S
+
+    from lightmod.kernels import cpu
+    from lightmod.kernels import cuda as kc
+    from lightmod.kernels import scalar_tensor as S
     x = randn(3, 70, 2)
     for kind in (S.R_MAX, S.R_NORM2, S.R_MEAN):
         ref = np.zeros(6)
