@@ -249,16 +249,26 @@ def kvstore_sums_first_device_only():
                   isinstance(key, (str, int)) else value, priority))
 
 
-def allow_missing_always():
-    """init_params fills missing parameters silently even with allow_missing=False."""
+def _wrap_init_params(change):
+    """Patch init_params: ``change(self, call)`` edits the call's arguments (a dict), or
+    returns False to skip the call."""
     def make(original):
         def init_params(self, initializer=None, arg_params=None, aux_params=None,
                         allow_missing=False, force_init=False, allow_extra=False):
             from lightmod.initializer import Uniform
-            return original(self, initializer or Uniform(0.01), arg_params, aux_params, True,
-                            force_init, allow_extra)
+            call = dict(initializer=initializer or Uniform(0.01), arg_params=arg_params,
+                        aux_params=aux_params, allow_missing=allow_missing,
+                        force_init=force_init, allow_extra=allow_extra)
+            if change(self, call) is False:
+                return None
+            return original(self, **call)
         return init_params
     wrap(_module(), "init_params", make)
+
+
+def allow_missing_always():
+    """init_params fills missing parameters silently even with allow_missing=False."""
+    _wrap_init_params(lambda self, call: call.update(allow_missing=True))
 
 
 def allow_extra_always():
@@ -270,16 +280,7 @@ def allow_extra_always():
 
 def force_init_ignored():
     """init_params(force_init=True) on initialised parameters does nothing."""
-    def make(original):
-        def init_params(self, initializer=None, arg_params=None, aux_params=None,
-                        allow_missing=False, force_init=False, allow_extra=False):
-            if self.params_initialized:
-                return None
-            from lightmod.initializer import Uniform
-            return original(self, initializer or Uniform(0.01), arg_params, aux_params,
-                            allow_missing, force_init, allow_extra)
-        return init_params
-    wrap(_module(), "init_params", make)
+    _wrap_init_params(lambda self, call: False if self.params_initialized else None)
 
 
 def set_params_without_force():

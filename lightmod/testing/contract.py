@@ -238,6 +238,12 @@ def _expected_sgd(net, args, batches, lr, momentum, wd, fixed=(), batch=None):
     return weights
 
 
+def _close_steps(got, want, start, names):
+    """Compare what training changed (small steps would hide in the weights' values)."""
+    for name in names:
+        _close(got[name] - start[name], want[name] - start[name], name)
+
+
 def _train(mod, batches):
     for x, y in batches:
         mod.forward_backward(_batch(x, y))
@@ -426,8 +432,7 @@ def _prop_multipliers(make, settings):
         _train(mod, batches)
         got = _np_dict(mod.get_params()[0])
         want = _expected_sgd(net, args, batches, lr, 0.0, wd)
-        for name in net.param_names:
-            _close(got[name] - args[name], want[name] - args[name], name)
+        _close_steps(got, want, args, net.param_names)
     return lr_and_wd_multipliers
 
 
@@ -448,8 +453,7 @@ def _prop_optimizer_multipliers(make, settings):
                              shared=net.shared, blocked=net.blocked,
                              lr_mults={"head_weight": mult})
         want = _expected_sgd(scaled, args, batches, 0.1, 0.0, 0.0)
-        for name in net.param_names:
-            _close(got[name] - args[name], want[name] - args[name], name)
+        _close_steps(got, want, args, net.param_names)
     return optimizer_set_lr_mult
 
 
@@ -472,8 +476,7 @@ def _prop_kvstore(make, settings):
             _train(mod, batches)
         got = _np_dict(mod.get_params()[0])
         want = _expected_sgd(net, args, batches, 0.2, momentum, 0.0)
-        for name in net.param_names:
-            _close(got[name] - args[name], want[name] - args[name], name)
+        _close_steps(got, want, args, net.param_names)
     return kvstore_and_update_on_kvstore
 
 
@@ -500,8 +503,7 @@ def _prop_devices(make, settings, work_loads=True):
         mod.forward(_batch(x, y), is_train=False)
         got = _np_dict(mod.get_params()[0])
         want = _expected_sgd(net, args, batches, 0.3, 0.5, 0.0)
-        for name in net.param_names:
-            _close(got[name] - args[name], want[name] - args[name], name)
+        _close_steps(got, want, args, net.param_names)
         ref = ReferenceNet(net.symbol, net.data_names, net.label_names)
         _close(mod.get_outputs()[0].asnumpy(),
                ref.forward(want, {"data": x, LABEL: y})[0], "outputs")
@@ -811,8 +813,7 @@ def _prop_fit(make, settings):
         batches = [(x[i * b:(i + 1) * b], y[i * b:(i + 1) * b]) for i in range(per_epoch)]
         want = _expected_sgd(net, args, batches * ran, 0.1, 0.0, 0.0)
         got = _np_dict(mod.get_params()[0])
-        for name in net.param_names:
-            _close(got[name] - args[name], want[name] - args[name], name)
+        _close_steps(got, want, args, net.param_names)
         assert seen["scores"] >= ran - (0 if stop_after is None else 1), seen
     return fit_runs_the_epochs
 
@@ -911,8 +912,7 @@ def _prop_sequential(make, settings):
         _train(chain, batches)
         got = _np_dict(chain.get_params()[0])
         want = _expected_sgd(net, args, batches, 0.2, 0.0, 0.0)
-        for name in net.param_names:
-            _close(got[name] - args[name], want[name] - args[name], name)
+        _close_steps(got, want, args, net.param_names)
     return sequential_modules_chain
 
 
