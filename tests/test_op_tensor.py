@@ -545,6 +545,29 @@ def test_cast():
     raises("Cast", {"dtype": "complex64"}, [(2,)], "dtype")
 
 
+@pytest.mark.parametrize("stype", ["default", "row_sparse", "csr"])
+def test_cast_storage_keeps_values_and_passes_the_gradient(stype):
+    import lightmod as mx
+    x = rand((3, 4))
+    x[1] = 0.0
+    assert np.array_equal(run("cast_storage", {"stype": stype}, [x])[0], x)
+    check_grad("cast_storage", {"stype": stype}, [rand((3, 4), seed=1)])
+    y = mx.nd.cast_storage(mx.nd.array(x), stype=stype)
+    assert y.stype == stype and np.allclose(y.asnumpy(), x)
+    if stype == "csr":
+        assert type(y).__name__ == "CSRNDArray"
+        assert y.indptr.asnumpy().tolist() == [0, 4, 4, 8]
+    if stype == "row_sparse":
+        assert y.indices.asnumpy().tolist() == [0, 2]
+
+
+def test_cast_storage_errors():
+    raises("cast_storage", {}, [(2, 3)], "stype", "missing")
+    raises("cast_storage", {"stype": "dense"}, [(2, 3)], "stype")
+    raises("cast_storage", {"stype": "csr"}, [(2, 3, 4)], "csr", "2-dimensional", "(2, 3, 4)")
+    raises("cast_storage", {"stype": "row_sparse"}, [()], "row_sparse")
+
+
 @pytest.mark.parametrize("name,attrs,value", [
     ("_zeros", {"shape": (2, 3)}, 0.0), ("_ones", {"shape": (2, 3), "dtype": "float16"}, 1.0),
     ("_full", {"shape": (2, 3), "value": 2.5, "dtype": "float64"}, 2.5)])

@@ -955,6 +955,26 @@ class Cast(_SameShape, _FlatCopy):
         return list(in_types), [p.dtype]
 
 
+@register
+class CastStorage(_SameShape, _FlatCopy):
+    """The values unchanged, reported with storage type ``stype``. lightmod keeps every array
+    dense, so this is a copy whose storage label changes; the gradient passes through."""
+    name = "cast_storage"
+    aliases = ("_sparse_cast_storage",)
+    params = {"stype": Enum("default", "row_sparse", "csr", doc="Output storage type")}
+
+    def infer_shape(self, p, in_shapes):
+        shape = in_shapes[0]
+        if p.stype == "csr" and shape is not None and len(shape) != 2:
+            raise self.error("stype='csr' needs a 2-dimensional input, got shape %s", shape)
+        if p.stype == "row_sparse" and shape is not None and len(shape) < 1:
+            raise self.error("stype='row_sparse' needs at least 1 dimension, got shape %s", shape)
+        return list(in_shapes), [shape]
+
+    def infer_storage_type(self, p, in_stypes):
+        return [p.stype]
+
+
 class _Fill(_TensorOp):
     """No inputs: an array of ``shape`` filled with one value (0 dims: filled by consumers)."""
     inputs = ()
