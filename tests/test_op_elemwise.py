@@ -56,6 +56,8 @@ UNARY = {
     "radians": (np.radians, (-100, 100), [], True),
     "rcbrt": (lambda x: 1 / np.cbrt(x), (0.3, 5), [], True),
     "erf": (lambda x: np.vectorize(math.erf)(x), (-2, 2), [], True),
+    "gamma": (lambda x: np.vectorize(math.gamma)(x), (-2.8, 4), [-2, -1, 0], True),
+    "gammaln": (lambda x: np.vectorize(math.lgamma)(x), (0.2, 6), [], True),
     "logical_not": (lambda x: (x == 0).astype(x.dtype), (-3, 3), [], False),
     "_copy": (lambda x: x, (-3, 3), [], True),
     "sign": (np.sign, (-3, 3), [0], False),
@@ -155,6 +157,22 @@ def test_new_unary_special_values():
         mx.nd.arcsin(mx.nd.ones((2,)), axis=0)
     with pytest.raises(TypeError, match="rcbrt: input 'data' must be an NDArray"):
         mx.nd.rcbrt([1.0, 2.0])
+
+
+def test_gamma_poles_and_digamma():
+    from lightmod.kernels.scalar import digamma
+    with np.errstate(invalid="ignore"):
+        out = oh.forward("gamma", {}, [np.array([0.0, -1.0, -2.0, 5.0])])[0][0]
+        ln = oh.forward("gammaln", {}, [np.array([0.0, -3.0, 1.0, 30.0])])[0][0]
+    assert np.isnan(out[:3]).all() and out[3] == 24.0
+    np.testing.assert_allclose(ln, [np.inf, np.inf, 0.0, math.lgamma(30.0)], rtol=1e-14)
+    # psi(1) = -euler_gamma, psi(1/2) = -euler_gamma - 2 log 2, psi(n + 1) = psi(n) + 1 / n
+    euler = 0.5772156649015329
+    assert abs(digamma(1.0) + euler) < 1e-14
+    assert abs(digamma(0.5) + euler + 2 * math.log(2)) < 1e-14
+    for x in (-2.5, -0.3, 0.7, 3.2, 40.0):
+        assert abs(digamma(x + 1) - digamma(x) - 1 / x) < 1e-12, x
+    assert math.isnan(digamma(-2.0)) and math.isnan(digamma(float("nan")))
 
 
 def test_unary_dtypes():

@@ -180,7 +180,8 @@ _UNARY = [("relu", "relu"), ("sigmoid", "sigmoid"), ("tanh", "tanh"), ("exp", "e
 for _name, _fn in _UNARY:
     _declare(_Unary, _name, ("_sparse_" + _name,), fn=_fn)
 # dense-only in MXNet (no "_sparse_" twin)
-for _name in ("softsign", "reciprocal", "cosh", "arccos", "arccosh", "rcbrt", "erf"):
+for _name in ("softsign", "reciprocal", "cosh", "arccos", "arccosh", "rcbrt", "erf", "gamma",
+              "gammaln"):
     _declare(_Unary, _name, fn=_name)
 _declare(_Unary, "_copy", ("identity",), fn="copy")
 

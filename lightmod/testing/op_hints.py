@@ -244,6 +244,8 @@ HINTS = {
     "sqrt": Hint(values={"data": _positive}),
     "rsqrt": Hint(values={"data": _positive}),
     "rcbrt": Hint(values={"data": _off_zero}),
+    "gamma": Hint(values={"data": _positive}),           # poles at 0, -1, -2 ...
+    "gammaln": Hint(values={"data": _positive}),
     # inverse trigonometric and hyperbolic functions: their domains
     "arcsin": Hint(values={"data": _inside_unit}),
     "arccos": Hint(values={"data": _inside_unit}),

@@ -77,7 +77,7 @@ DEFAULT_SHAPE = (2, 3)
 # operators whose inputs must be positive for their values to be meaningful
 POSITIVE = {"log", "log10", "log2", "log1p", "sqrt", "rsqrt", "_power", "broadcast_power",
             "_power_scalar", "_rpower_scalar", "nanprod", "prod", "_mod", "_rmod_scalar",
-            "broadcast_mod", "_mod_scalar"}
+            "broadcast_mod", "_mod_scalar", "gamma", "gammaln"}
 
 OPT = dict(lr=0.1, wd=0.01)
 MOM = dict(lr=0.1, wd=0.01, momentum=0.9)
