@@ -601,6 +601,20 @@ def test_contrib_isnan_isinf_isfinite():
             getattr(mx.nd.contrib, name)(values)
 
 
+def test_amp_cast():
+    x = np.array([1.0009765625, -65504.0, 1e-8, 0.1], dtype=np.float32)
+    out = run("amp_cast", {"dtype": "float16"}, [x])[0]
+    assert out.dtype == np.float16
+    np.testing.assert_array_equal(out, x.astype(np.float16))
+    back = run("amp_cast", {"dtype": "float32"}, [x.astype(np.float16)])[0]
+    assert back.dtype == np.float32
+    xi = np.array([3, -4], dtype=np.int32)
+    kept = run("amp_cast", {"dtype": "float16"}, [xi])[0]
+    assert kept.dtype == np.int32 and kept.tolist() == [3, -4]
+    check_grad("amp_cast", {"dtype": "float64"}, [rand((2, 3))])
+    raises("amp_cast", {}, [(2,)], "dtype", "missing")
+
+
 @pytest.mark.parametrize("stype", ["default", "row_sparse", "csr"])
 def test_cast_storage_keeps_values_and_passes_the_gradient(stype):
     import lightmod as mx

@@ -1050,6 +1050,21 @@ class Cast(_SameShape, _FlatCopy):
 
 
 @register
+class AmpCast(Cast):
+    """Cast used by automatic mixed precision: float inputs become ``dtype``; inputs of any
+    other type pass through with their own type."""
+    name = "amp_cast"
+    aliases = ()
+    _FLOATS = ("float16", "float32", "float64", "bfloat16")
+
+    def infer_type(self, p, in_types):
+        t = in_types[0]
+        if t is not None and t not in self._FLOATS:
+            return list(in_types), [t]
+        return list(in_types), [p.dtype]
+
+
+@register
 class CastStorage(_SameShape, _FlatCopy):
     """The values unchanged, reported with storage type ``stype``. lightmod keeps every array
     dense, so this is a copy whose storage label changes; the gradient passes through."""

@@ -89,6 +89,7 @@ CASES = {
     "BatchNorm": [({"fix_gamma": False}, [S(2, 3, 2), P(3), S(3), S(3), P(3)])],
     "Cast": [({"dtype": "float64"}, [S(2, 3)]), ({"dtype": "int32"}, [S(2, 3)])],
     "arccosh": [({}, [In((2, 3), "above_one")])],
+    "amp_cast": [({"dtype": "float16"}, [S(2, 3)]), ({"dtype": "float32"}, [H(2, 3)])],
     "cast_storage": [({"stype": "csr"}, [S(2, 3)]), ({"stype": "row_sparse"}, [S(2, 3)])],
     "Concat": [({"num_args": 2, "dim": 1}, [S(2, 3), S(2, 2)])],
     "Convolution": [({"kernel": (2, 2), "num_filter": 2, "pad": (1, 0)},
