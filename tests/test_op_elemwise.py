@@ -1,6 +1,7 @@
 """The element-wise operator family at the registry level: forward against numpy, backward
 against numeric gradients, req handling, shape/type inference in both directions, errors."""
 import json
+import math
 import os
 
 import numpy as np
@@ -44,6 +45,20 @@ UNARY = {
     "log10": (np.log10, (0.2, 5), [], True),
     "cbrt": (np.cbrt, (0.2, 5), [], True),
     "sinh": (np.sinh, (-3, 3), [], True),
+    "cosh": (np.cosh, (-3, 3), [], True),
+    "arcsin": (np.arcsin, (-0.9, 0.9), [], True),
+    "arccos": (np.arccos, (-0.9, 0.9), [], True),
+    "arctan": (np.arctan, (-3, 3), [], True),
+    "arcsinh": (np.arcsinh, (-3, 3), [], True),
+    "arccosh": (np.arccosh, (1.2, 4), [], True),
+    "arctanh": (np.arctanh, (-0.9, 0.9), [], True),
+    "degrees": (np.degrees, (-3, 3), [], True),
+    "radians": (np.radians, (-100, 100), [], True),
+    "rcbrt": (lambda x: 1 / np.cbrt(x), (0.3, 5), [], True),
+    "erf": (lambda x: np.vectorize(math.erf)(x), (-2, 2), [], True),
+    "gamma": (lambda x: np.vectorize(math.gamma)(x), (-2.8, 4), [-2, -1, 0], True),
+    "gammaln": (lambda x: np.vectorize(math.lgamma)(x), (0.2, 6), [], True),
+    "logical_not": (lambda x: (x == 0).astype(x.dtype), (-3, 3), [], False),
     "_copy": (lambda x: x, (-3, 3), [], True),
     "sign": (np.sign, (-3, 3), [0], False),
     "floor": (np.floor, (-3, 3), [], False),
@@ -120,6 +135,44 @@ def test_unary_special_values():
     with np.errstate(divide="ignore", invalid="ignore"):
         logs = oh.forward("log", {}, [np.array([0.0, -1.0], dtype=np.float32)])[0][0]
     assert logs[0] == -np.inf and np.isnan(logs[1])
+
+
+def test_new_unary_special_values():
+    x = np.array([-2.0, 0.0, 1.0, np.nan], dtype=np.float32)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        asin = oh.forward("arcsin", {}, [x])[0][0]
+        acosh = oh.forward("arccosh", {}, [x])[0][0]
+        atanh = oh.forward("arctanh", {}, [x])[0][0]
+        rcbrt = oh.forward("rcbrt", {}, [np.array([-8.0, 0.0, 27.0])])[0][0]
+    assert np.isnan(asin[0]) and asin[1] == 0 and np.isclose(asin[2], np.pi / 2)
+    assert np.isnan(acosh[0]) and np.isnan(acosh[1]) and acosh[2] == 0
+    assert np.isnan(atanh[0]) and atanh[2] == np.inf
+    np.testing.assert_allclose(rcbrt, [-0.5, np.inf, 1 / 3])
+    # logical_not: 1 exactly where the input is 0; nan is "true", so it gives 0
+    np.testing.assert_array_equal(oh.forward("logical_not", {}, [x])[0][0], [0, 1, 0, 0])
+    xi = np.array([0, 3, -1], dtype=np.int32)
+    out = oh.forward("logical_not", {}, [xi])[0][0]
+    assert out.dtype == np.int32 and out.tolist() == [1, 0, 0]
+    with pytest.raises(MXNetError, match="arcsin.*unknown attribute 'axis'"):
+        mx.nd.arcsin(mx.nd.ones((2,)), axis=0)
+    with pytest.raises(TypeError, match="rcbrt: input 'data' must be an NDArray"):
+        mx.nd.rcbrt([1.0, 2.0])
+
+
+def test_gamma_poles_and_digamma():
+    from lightmod.kernels.scalar import digamma
+    with np.errstate(invalid="ignore"):
+        out = oh.forward("gamma", {}, [np.array([0.0, -1.0, -2.0, 5.0])])[0][0]
+        ln = oh.forward("gammaln", {}, [np.array([0.0, -3.0, 1.0, 30.0])])[0][0]
+    assert np.isnan(out[:3]).all() and out[3] == 24.0
+    np.testing.assert_allclose(ln, [np.inf, np.inf, 0.0, math.lgamma(30.0)], rtol=1e-14)
+    # psi(1) = -euler_gamma, psi(1/2) = -euler_gamma - 2 log 2, psi(n + 1) = psi(n) + 1 / n
+    euler = 0.5772156649015329
+    assert abs(digamma(1.0) + euler) < 1e-14
+    assert abs(digamma(0.5) + euler + 2 * math.log(2)) < 1e-14
+    for x in (-2.5, -0.3, 0.7, 3.2, 40.0):
+        assert abs(digamma(x + 1) - digamma(x) - 1 / x) < 1e-12, x
+    assert math.isnan(digamma(-2.0)) and math.isnan(digamma(float("nan")))
 
 
 def test_unary_dtypes():

@@ -448,6 +448,29 @@ def test_softmax_and_log_softmax(shape, data, temperature, log, seed):
     oh.check_grad(name, attrs, [x])
 
 
+@pytest.mark.parametrize("axis,temperature", [(-1, None), (0, 2.0), (1, 0.5)])
+def test_softmin_is_softmax_of_the_negated_input(axis, temperature):
+    x = np.random.default_rng(3).standard_normal((3, 4)) * 3
+    attrs = {"axis": axis}
+    if temperature is not None:
+        attrs["temperature"] = temperature
+    out = oh.forward("softmin", attrs, [x])[0][0]
+    np.testing.assert_allclose(out, softmax_reference(-x, axis, temperature or 1.0),
+                               rtol=1e-10, atol=1e-12)
+    oh.check_grad("softmin", attrs, [x])
+    # large inputs stay finite: the row maximum is taken after scaling by -1/temperature
+    big = np.array([[1000.0, 1001.0, 999.0]])
+    np.testing.assert_allclose(oh.forward("softmin", {}, [big])[0][0],
+                               softmax_reference(-big, -1), rtol=1e-12)
+    length = np.array([2.0, 3.0, 1.0])
+    masked = oh.forward("softmin", {"axis": 1, "use_length": True}, [x, length])[0][0]
+    np.testing.assert_allclose(masked[0, :2], softmax_reference(-x[0, :2], 0), rtol=1e-12)
+    assert (masked[0, 2:] == 0).all()
+    op, p = oh.prepare("softmin", {"axis": 2})
+    with pytest.raises(MXNetError, match="softmin.*axis 2 out of range"):
+        op.infer_shape(p, [(2, 3)])
+
+
 def test_softmax_use_length():
     x = np.random.default_rng(0).standard_normal((2, 4, 3))
     length = np.array([[1, 4, 0], [2, 9, -1]], np.float64)

@@ -546,6 +546,99 @@ def test_cast():
     raises("Cast", {"dtype": "complex64"}, [(2,)], "dtype")
 
 
+@pytest.mark.parametrize("lhs,rhs,attrs,expected", [
+    ((6, 4), (3, 8), {}, (3, 8)),
+    ((30,), (15, 2, 4), {"lhs_begin": 0, "rhs_begin": 0, "rhs_end": 2}, (15, 2)),
+    ((30, 7), (15, 2, 4), {"lhs_begin": 0, "lhs_end": 1, "rhs_end": 2}, (15, 2, 7)),
+    ((3, 5), (1, 15, 4), {"lhs_begin": 0, "rhs_begin": 1, "rhs_end": -1}, (15,)),
+    ((2, 12), (4, 2, 2, 3), {"lhs_begin": -1, "rhs_begin": 1}, (2, 2, 2, 3)),
+    ((1, 1, 7, 3, 1, 1), (81, 1, 1, 21), {"lhs_begin": 1, "lhs_end": -1, "rhs_begin": 1},
+     (1, 1, 1, 21, 1))])
+def test_reshape_like(lhs, rhs, attrs, expected):
+    op, p = prepare("reshape_like", attrs)
+    assert op.infer_shape(p, [lhs, rhs])[1] == [expected]
+    x, y = rand(lhs), rand(rhs, seed=1).astype(np.int32)
+    out = run("reshape_like", attrs, [x, y])[0]
+    assert out.shape == expected and np.array_equal(out, x.reshape(expected))
+    assert op.infer_type(p, ["float32", "int32"]) == (["float32", "int32"], ["float32"])
+    head = rand(expected, seed=2)
+    g_lhs, g_rhs = backward("reshape_like", attrs, [x, rand(rhs)], [head])
+    assert np.array_equal(g_lhs, head.reshape(lhs)) and not g_rhs.any()
+
+
+def test_reshape_like_errors():
+    raises("reshape_like", {}, [(2, 3), (4, 2)], "6 elements", "(4, 2)")
+    raises("reshape_like", {"lhs_begin": 3}, [(2, 3), (6,)], "lhs_begin=3", "out of range")
+    raises("reshape_like", {"rhs_begin": 1, "rhs_end": 0}, [(6,), (2, 3)], "rhs_begin=1",
+           "comes after")
+    raises("reshape_like", {"lhs_stop": 1}, [(6,), (2, 3)], "lhs_stop")
+
+
+@pytest.mark.parametrize("shape", [(5,), (2, 3), (4, 1, 3), (2, 2, 1, 3, 2)])
+def test_shape_array_and_size_array(shape):
+    x = rand(shape)
+    out = run("shape_array", {}, [x])[0]
+    assert out.dtype == np.int64 and out.tolist() == list(shape)
+    size = run("size_array", {}, [x])[0]
+    assert size.dtype == np.int64 and size.tolist() == [int(np.prod(shape))]
+    for name, n in (("shape_array", len(shape)), ("size_array", 1)):
+        assert shapes(name, {}, [shape])[1] == [(n,)]
+        g = backward(name, {}, [x], [np.ones(n)])[0]
+        assert g.shape == shape and not g.any()
+    with pytest.raises(MXNetError, match="shape_array.*unknown attribute 'axis'"):
+        prepare("shape_array", {"axis": 0})
+
+
+def test_contrib_isnan_isinf_isfinite():
+    import lightmod as mx
+    values = np.array([np.nan, -np.inf, -1.5, 0.0, np.inf, 3.0], dtype=np.float32)
+    x = mx.nd.array(values)
+    for name, ref in (("isnan", np.isnan), ("isinf", np.isinf), ("isfinite", np.isfinite)):
+        out = getattr(mx.nd.contrib, name)(x)
+        assert out.dtype == np.float32
+        assert np.array_equal(out.asnumpy(), ref(values).astype(np.float32)), name
+    for name in ("isnan", "isinf", "isfinite"):
+        with pytest.raises(TypeError, match="contrib.%s: data must be an NDArray" % name):
+            getattr(mx.nd.contrib, name)(values)
+
+
+def test_amp_cast():
+    x = np.array([1.0009765625, -65504.0, 1e-8, 0.1], dtype=np.float32)
+    out = run("amp_cast", {"dtype": "float16"}, [x])[0]
+    assert out.dtype == np.float16
+    np.testing.assert_array_equal(out, x.astype(np.float16))
+    back = run("amp_cast", {"dtype": "float32"}, [x.astype(np.float16)])[0]
+    assert back.dtype == np.float32
+    xi = np.array([3, -4], dtype=np.int32)
+    kept = run("amp_cast", {"dtype": "float16"}, [xi])[0]
+    assert kept.dtype == np.int32 and kept.tolist() == [3, -4]
+    check_grad("amp_cast", {"dtype": "float64"}, [rand((2, 3))])
+    raises("amp_cast", {}, [(2,)], "dtype", "missing")
+
+
+@pytest.mark.parametrize("stype", ["default", "row_sparse", "csr"])
+def test_cast_storage_keeps_values_and_passes_the_gradient(stype):
+    import lightmod as mx
+    x = rand((3, 4))
+    x[1] = 0.0
+    assert np.array_equal(run("cast_storage", {"stype": stype}, [x])[0], x)
+    check_grad("cast_storage", {"stype": stype}, [rand((3, 4), seed=1)])
+    y = mx.nd.cast_storage(mx.nd.array(x), stype=stype)
+    assert y.stype == stype and np.allclose(y.asnumpy(), x)
+    if stype == "csr":
+        assert type(y).__name__ == "CSRNDArray"
+        assert y.indptr.asnumpy().tolist() == [0, 4, 4, 8]
+    if stype == "row_sparse":
+        assert y.indices.asnumpy().tolist() == [0, 2]
+
+
+def test_cast_storage_errors():
+    raises("cast_storage", {}, [(2, 3)], "stype", "missing")
+    raises("cast_storage", {"stype": "dense"}, [(2, 3)], "stype")
+    raises("cast_storage", {"stype": "csr"}, [(2, 3, 4)], "csr", "2-dimensional", "(2, 3, 4)")
+    raises("cast_storage", {"stype": "row_sparse"}, [()], "row_sparse")
+
+
 @pytest.mark.parametrize("name,attrs,value", [
     ("_zeros", {"shape": (2, 3)}, 0.0), ("_ones", {"shape": (2, 3), "dtype": "float16"}, 1.0),
     ("_full", {"shape": (2, 3), "value": 2.5, "dtype": "float64"}, 2.5)])

@@ -111,6 +111,7 @@ def invoke_parsed(op, p, inputs, out=None):
     if len(given) > visible:
         raise MXNetError("Operator %s has %d output(s), got %d arrays in out="
                          % (op.name, visible, len(given)))
+    stypes = _output_stypes(op, p, inputs)
     outputs = []
     for i, (shape, dtype) in enumerate(zip(out_shapes, out_types)):
         if i < len(given):
@@ -124,11 +125,8 @@ def invoke_parsed(op, p, inputs, out=None):
                 raise MXNetError("Operator %s: out= is read-only" % op.name)
             outputs.append(o)
         else:
-            outputs.append(NDArray(_alloc(tuple(shape), dtype, ctx), ctx))
-    if getattr(op, "infer_storage_type", None) is not None:
-        stypes = _output_stypes(op, p, inputs)
-        for o, st in zip(outputs[len(given):], stypes[len(given):]):
-            o._stype = st
+            # the storage type picks the class (CSRNDArray, RowSparseNDArray) at creation
+            outputs.append(NDArray(_alloc(tuple(shape), dtype, ctx), ctx, stypes[i]))
     k = kernels.for_context(ctx)
     op.forward(p, k, [x._data for x in inputs], [o._data for o in outputs], False,
                {"context": ctx})

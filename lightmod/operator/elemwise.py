@@ -174,17 +174,23 @@ _UNARY = [("relu", "relu"), ("sigmoid", "sigmoid"), ("tanh", "tanh"), ("exp", "e
           ("log", "log"), ("sqrt", "sqrt"), ("rsqrt", "rsqrt"), ("square", "square"),
           ("abs", "abs"), ("negative", "negative"), ("log1p", "log1p"), ("expm1", "expm1"),
           ("cos", "cos"), ("sin", "sin"), ("tan", "tan"), ("log2", "log2"),
-          ("log10", "log10"), ("cbrt", "cbrt"), ("sinh", "sinh")]
+          ("log10", "log10"), ("cbrt", "cbrt"), ("sinh", "sinh"), ("arcsin", "arcsin"),
+          ("arctan", "arctan"), ("arcsinh", "arcsinh"), ("arctanh", "arctanh"),
+          ("degrees", "degrees"), ("radians", "radians")]
 for _name, _fn in _UNARY:
     _declare(_Unary, _name, ("_sparse_" + _name,), fn=_fn)
-_declare(_Unary, "softsign", fn="softsign")
-_declare(_Unary, "reciprocal", fn="reciprocal")
+# dense-only in MXNet (no "_sparse_" twin)
+for _name in ("softsign", "reciprocal", "cosh", "arccos", "arccosh", "rcbrt", "erf", "gamma",
+              "gammaln"):
+    _declare(_Unary, _name, fn=_name)
 _declare(_Unary, "_copy", ("identity",), fn="copy")
 
 # piecewise constant: zero gradient
 for _name, _fn in [("sign", "sign"), ("floor", "floor"), ("ceil", "ceil"), ("round", "round"),
                    ("trunc", "trunc"), ("fix", "trunc"), ("rint", "rint")]:
     _declare(_ConstantGrad, _name, ("_sparse_" + _name,), fn=_fn)
+
+_declare(_ConstantGrad, "logical_not", fn="logical_not")
 
 _declare(_Fill, "zeros_like", ("_sparse_zeros_like",), value=0)
 _declare(_Fill, "ones_like", value=1)

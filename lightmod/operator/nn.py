@@ -1,5 +1,5 @@
 """Neural-network layers: FullyConnected, Activation, LeakyReLU, Dropout, Embedding, softmax,
-log_softmax, SoftmaxActivation (MXNet 1.9.1 names, parameters, defaults and shape rules).
+softmin, log_softmax, SoftmaxActivation (MXNet 1.9.1 names, parameters, defaults and shape rules).
 
 Forward/backward call the kernel set ``k`` (``kernels/cpu/nn.py`` or ``kernels/cuda/nn.py``);
 nothing here imports numba. Arrays are reshaped to the 2-D / 3-D views the kernels expect
@@ -463,6 +463,16 @@ class _SoftmaxBase(Operator):
 @register
 class Softmax(_SoftmaxBase):
     name = "softmax"
+
+
+@register
+class Softmin(_SoftmaxBase):
+    """softmax(-x / temperature): the kernels take the negated temperature, and their row
+    maximum is taken after scaling, so large inputs stay as stable as in softmax."""
+    name = "softmin"
+
+    def _temperature(self, p):
+        return -super()._temperature(p)
 
 
 @register

@@ -301,6 +301,100 @@ class Reshape(_FlatCopy):
         return [_fill_one_unknown(in_shapes[0], shape_size(out))]
 
 
+def _axis_range(op, arg_begin, begin, arg_end, end, ndim, side):
+    """[begin, end) of a ``*_begin``/``*_end`` pair: None is the start / the end, negative
+    values count from the end; errors name the argument and the input's rank."""
+    def bound(arg, value, default):
+        if value is None:
+            return default
+        at = value + ndim if value < 0 else value
+        if not 0 <= at <= ndim:
+            raise op.error("%s=%d is out of range for %s with %d dims", arg, value, side, ndim)
+        return at
+    lo, hi = bound(arg_begin, begin, 0), bound(arg_end, end, ndim)
+    if lo > hi:
+        raise op.error("%s=%s comes after %s=%s for %s with %d dims", arg_begin, begin, arg_end,
+                       end, side, ndim)
+    return lo, hi
+
+
+@register
+class ReshapeLike(_FlatCopy):
+    """lhs's elements in a shape where lhs's axes [lhs_begin, lhs_end) are replaced by rhs's
+    axes [rhs_begin, rhs_end) (all of both shapes by default). rhs only gives its shape: it
+    receives a zero gradient and may have any dtype."""
+    name = "reshape_like"
+    inputs = ("lhs", "rhs")
+    params = {"lhs_begin": OptInt(None, doc="First lhs axis to replace (default 0)"),
+              "lhs_end": OptInt(None, doc="End of the lhs axes to replace (default: ndim)"),
+              "rhs_begin": OptInt(None, doc="First rhs axis to use (default 0)"),
+              "rhs_end": OptInt(None, doc="End of the rhs axes to use (default: ndim)")}
+
+    def infer_shape(self, p, in_shapes):
+        lhs, rhs = in_shapes
+        if lhs is None or rhs is None:
+            return list(in_shapes), [None]
+        lb, le = _axis_range(self, "lhs_begin", p.lhs_begin, "lhs_end", p.lhs_end, len(lhs), "lhs")
+        rb, re = _axis_range(self, "rhs_begin", p.rhs_begin, "rhs_end", p.rhs_end, len(rhs), "rhs")
+        out = tuple(lhs[:lb]) + tuple(rhs[rb:re]) + tuple(lhs[le:])
+        if shape_is_known(lhs) and shape_is_known(out) and shape_size(lhs) != shape_size(out):
+            raise self.error("cannot reshape lhs of shape %s (%d elements) into %s (%d elements) "
+                             "taken from rhs of shape %s", lhs, shape_size(lhs), out,
+                             shape_size(out), rhs)
+        return list(in_shapes), [out]
+
+    def infer_type(self, p, in_types):
+        return list(in_types), [in_types[0]]
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if req[1] == "write":
+            k.fill(in_grads[1], 0)
+        super().backward(p, k, out_grads, inputs, outputs, in_grads[:1], req[:1], state)
+
+
+class _ShapeInfo(_TensorOp):
+    """int64 facts about the input's shape; nothing flows back to the input."""
+
+    def infer_type(self, p, in_types):
+        return list(in_types), ["int64"]
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        zero_grads(k, in_grads, req)
+
+    def values(self, shape):
+        raise NotImplementedError
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        # one fill per value keeps this device-neutral (a few elements at most)
+        for i, value in enumerate(self.values(tuple(inputs[0].shape))):
+            k.fill(outputs[0][i:i + 1], value)
+
+
+@register
+class ShapeArray(_ShapeInfo):
+    """The input's shape as a 1-D int64 array."""
+    name = "shape_array"
+
+    def infer_shape(self, p, in_shapes):
+        s = in_shapes[0]
+        return list(in_shapes), [None if s is None else (len(s),)]
+
+    def values(self, shape):
+        return shape
+
+
+@register
+class SizeArray(_ShapeInfo):
+    """The input's number of elements as a 1-element int64 array."""
+    name = "size_array"
+
+    def infer_shape(self, p, in_shapes):
+        return list(in_shapes), [(1,)]
+
+    def values(self, shape):
+        return (shape_size(shape),)
+
+
 @register
 class ExpandDims(_FlatCopy):
     name = "expand_dims"
@@ -1031,6 +1125,26 @@ class AmpMulticast(_TensorOp):
                 zero_grads(k, [dx], [r])
             else:
                 k.assign(dx, dy, r)
+
+
+@register
+class CastStorage(_SameShape, _FlatCopy):
+    """The values unchanged, reported with storage type ``stype``. lightmod keeps every array
+    dense, so this is a copy whose storage label changes; the gradient passes through."""
+    name = "cast_storage"
+    aliases = ("_sparse_cast_storage",)
+    params = {"stype": Enum("default", "row_sparse", "csr", doc="Output storage type")}
+
+    def infer_shape(self, p, in_shapes):
+        shape = in_shapes[0]
+        if p.stype == "csr" and shape is not None and len(shape) != 2:
+            raise self.error("stype='csr' needs a 2-dimensional input, got shape %s", shape)
+        if p.stype == "row_sparse" and shape is not None and len(shape) < 1:
+            raise self.error("stype='row_sparse' needs at least 1 dimension, got shape %s", shape)
+        return list(in_shapes), [shape]
+
+    def infer_storage_type(self, p, in_stypes):
+        return [p.stype]
 
 
 class _Fill(_TensorOp):

@@ -85,6 +85,21 @@ def _above_one(rng, shape, p, shapes):
     return rng.uniform(1.0, 2.0, shape)
 
 
+def _inside_unit(rng, shape, p, shapes):
+    """Values in (-0.9, 0.9): inside the domain of arcsin, arccos and arctanh."""
+    return rng.uniform(-0.9, 0.9, shape)
+
+
+def _well_above_one(rng, shape, p, shapes):
+    """Values in [1.2, 3]: arccosh is defined from 1, and infinitely steep there."""
+    return rng.uniform(1.2, 3.0, shape)
+
+
+def _off_zero(rng, shape, p, shapes):
+    """Values with 0.3 <= |x| <= 2 (rcbrt is singular at 0)."""
+    return rng.uniform(0.3, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
+
+
 def _indices_below(count, offset=0):
     """Integers in [offset, count(p, shapes)) (index inputs are float arrays in MXNet)."""
     def make(rng, shape, p, shapes):
@@ -235,6 +250,14 @@ HINTS = {
     "log1p": Hint(values={"data": _positive}),           # singular at -1
     "sqrt": Hint(values={"data": _positive}),
     "rsqrt": Hint(values={"data": _positive}),
+    "rcbrt": Hint(values={"data": _off_zero}),
+    "gamma": Hint(values={"data": _positive}),           # poles at 0, -1, -2 ...
+    "gammaln": Hint(values={"data": _positive}),
+    # inverse trigonometric and hyperbolic functions: their domains
+    "arcsin": Hint(values={"data": _inside_unit}),
+    "arccos": Hint(values={"data": _inside_unit}),
+    "arctanh": Hint(values={"data": _inside_unit}),
+    "arccosh": Hint(values={"data": _well_above_one}),
     "_power": Hint(values={"lhs": _positive}),
     "broadcast_power": Hint(broadcast=True, values={"lhs": _positive}),
     "_power_scalar": Hint(values={"data": _positive}),
@@ -262,6 +285,8 @@ HINTS = {
     # with use_length, the length input holds counts in 1..axis size; 1-D data would need a
     # length of shape (1,), which lightmod infers as () (pinned like pick's)
     "softmax": Hint(ndims=(2, 4), values={"length": _indices_below(
+        lambda p, s: s["data"][p.axis] + 1, offset=1)}, no_grad_inputs=("length",)),
+    "softmin": Hint(ndims=(2, 4), values={"length": _indices_below(
         lambda p, s: s["data"][p.axis] + 1, offset=1)}, no_grad_inputs=("length",)),
     "Pad": Hint(ndims=(4, 4), params={"pad_width": _spatial_pads}),
     "LeakyReLU": Hint(no_grad=_leaky_relu_no_grad),

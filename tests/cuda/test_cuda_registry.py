@@ -38,7 +38,8 @@ CPU, GPU = mx.cpu(0), mx.gpu(0)
 # ---------------------------------------------------------------------------------------------
 class In:
     """One input: ``kind`` is 'signed' (uniform in [-1, 1]), 'positive' ([0.5, 1.5]),
-    'index' (integers in [0, high) stored as float32), 'mask' (0/1) or 'half' (float16)."""
+    'index' (integers in [0, high) stored as float32), 'mask' (0/1), 'half' (float16) or
+    'above_one' ([1.2, 2.5])."""
 
     def __init__(self, shape, kind="signed", high=None):
         self.shape, self.kind, self.high = tuple(shape), kind, high
@@ -50,6 +51,8 @@ class In:
             return rng.integers(0, 2, self.shape).astype(np.float32)
         if self.kind == "positive":
             return rng.uniform(0.5, 1.5, self.shape).astype(np.float32)
+        if self.kind == "above_one":
+            return rng.uniform(1.2, 2.5, self.shape).astype(np.float32)
         values = rng.uniform(-1, 1, self.shape)
         return values.astype(np.float16 if self.kind == "half" else np.float32)
 
@@ -74,7 +77,7 @@ DEFAULT_SHAPE = (2, 3)
 # operators whose inputs must be positive for their values to be meaningful
 POSITIVE = {"log", "log10", "log2", "log1p", "sqrt", "rsqrt", "_power", "broadcast_power",
             "_power_scalar", "_rpower_scalar", "nanprod", "prod", "_mod", "_rmod_scalar",
-            "broadcast_mod", "_mod_scalar"}
+            "broadcast_mod", "_mod_scalar", "gamma", "gammaln"}
 
 OPT = dict(lr=0.1, wd=0.01)
 MOM = dict(lr=0.1, wd=0.01, momentum=0.9)
@@ -85,6 +88,9 @@ CASES = {
                    ({"act_type": "softrelu"}, [S(2, 3)])],
     "BatchNorm": [({"fix_gamma": False}, [S(2, 3, 2), P(3), S(3), S(3), P(3)])],
     "Cast": [({"dtype": "float64"}, [S(2, 3)]), ({"dtype": "int32"}, [S(2, 3)])],
+    "arccosh": [({}, [In((2, 3), "above_one")])],
+    "amp_cast": [({"dtype": "float16"}, [S(2, 3)]), ({"dtype": "float32"}, [H(2, 3)])],
+    "cast_storage": [({"stype": "csr"}, [S(2, 3)]), ({"stype": "row_sparse"}, [S(2, 3)])],
     "Concat": [({"num_args": 2, "dim": 1}, [S(2, 3), S(2, 2)])],
     # a Python custom operator (registered by lightmod.testing.custom_ops)
     "Custom": [({"op_type": __import__("lightmod.testing.custom_ops").testing.custom_ops
@@ -185,6 +191,7 @@ CASES = {
     "slice": [({"begin": (0, 1), "end": (2, 3)}, [S(2, 3)])],
     "slice_axis": [({"axis": 1, "begin": 0, "end": 2}, [S(2, 3)])],
     "softmax": [({"axis": 1, "temperature": 2.0}, [S(2, 3)])],
+    "softmin": [({"axis": 0, "temperature": 0.5}, [S(2, 3)])],
     "softmax_cross_entropy": [({}, [S(2, 3), Idx(3, 2)])],
     "squeeze": [({}, [S(2, 1, 3)])],
     "stack": [({"num_args": 2, "axis": 1}, [S(2, 3), S(2, 3)])],
