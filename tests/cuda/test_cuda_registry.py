@@ -102,7 +102,6 @@ CASES = {
                        [S(1, 2, 2, 3), None])],
     "Dropout": [({"p": 0.5}, [S(4, 5)])],
     "Embedding": [({"input_dim": 5, "output_dim": 3}, [Idx(5, 2, 3), None])],
-    "amp_cast": [({"dtype": "float16"}, [S(2, 3)]), ({"dtype": "float32"}, [H(2, 3)])],
     "amp_multicast": [({"num_outputs": 2}, [S(2, 3), H(2, 3)])],
     "_contrib_SparseEmbedding": [({"input_dim": 5, "output_dim": 3}, [Idx(5, 2, 3), None])],
     "Flatten": [({}, [S(2, 3, 2)])],
