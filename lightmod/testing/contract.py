@@ -1085,7 +1085,9 @@ def check_module_contract(make_module=None, make_bucketing_module=None, names=No
         try:
             test()
         except Exception as err:
-            raise AssertionError("Module contract property %r failed: %s" % (name, err)) \
-                from err
+            # hypothesis attaches the smallest failing example as notes: keep it in the message
+            example = "\n".join(getattr(err, "__notes__", []))
+            raise AssertionError("Module contract property %r failed: %s\n%s"
+                                 % (name, err, example)) from err
         passed.append(name)
     return passed
