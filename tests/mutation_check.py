@@ -510,65 +510,56 @@ def uneven_split_drops_remainder():
     patch(executor_group, "_split_input_slice", _split_input_slice)
 
 
-def fit_ignores_begin_epoch():
-    """fit() counts epochs from 0 whatever begin_epoch says."""
+def _wrap_fit(change):
+    """Patch BaseModule.fit: ``change(kwargs)`` edits its keyword arguments first (the
+    properties pass everything but the training data by keyword)."""
     from lightmod.module.base_module import BaseModule
 
     def make(original):
-        def fit(self, train_data, *args, **kwargs):
-            if kwargs.get("num_epoch") is not None:
-                kwargs["num_epoch"] -= kwargs.pop("begin_epoch", 0)
-            return original(self, train_data, *args, **kwargs)
+        def fit(self, train_data, **kwargs):
+            change(kwargs)
+            return original(self, train_data, **kwargs)
         return fit
     wrap(BaseModule, "fit", make)
+
+
+def _wrap_callback(kwargs, name, make_replacement):
+    if callable(kwargs.get(name)):
+        kwargs[name] = make_replacement(kwargs[name])
+
+
+def fit_ignores_begin_epoch():
+    """fit() counts epochs from 0 whatever begin_epoch says."""
+    def change(kwargs):
+        if kwargs.get("num_epoch") is not None:
+            kwargs["num_epoch"] -= kwargs.pop("begin_epoch", 0)
+    _wrap_fit(change)
 
 
 def fit_skips_first_batch_callback():
     """fit() does not call batch_end_callback after the first batch of an epoch."""
-    from lightmod.module.base_module import BaseModule
-
-    def make(original):
-        def fit(self, train_data, *args, **kwargs):
-            callback = kwargs.get("batch_end_callback")
-            if callable(callback):
-                def skipping(param):
-                    if param.nbatch != 0:
-                        callback(param)
-                kwargs["batch_end_callback"] = skipping
-            return original(self, train_data, *args, **kwargs)
-        return fit
-    wrap(BaseModule, "fit", make)
+    def skipping(callback):
+        return lambda param: callback(param) if param.nbatch != 0 else None
+    _wrap_fit(lambda kwargs: _wrap_callback(kwargs, "batch_end_callback", skipping))
 
 
 def fit_ignores_stop_training():
     """fit() swallows StopTraining raised by an epoch-end callback and trains on."""
     from lightmod.fit_callbacks import StopTraining
-    from lightmod.module.base_module import BaseModule
 
-    def make(original):
-        def fit(self, train_data, *args, **kwargs):
-            callback = kwargs.get("epoch_end_callback")
-            if callable(callback):
-                def swallowing(*a):
-                    try:
-                        callback(*a)
-                    except StopTraining:
-                        pass
-                kwargs["epoch_end_callback"] = swallowing
-            return original(self, train_data, *args, **kwargs)
-        return fit
-    wrap(BaseModule, "fit", make)
+    def swallowing(callback):
+        def call(*args):
+            try:
+                callback(*args)
+            except StopTraining:
+                pass
+        return call
+    _wrap_fit(lambda kwargs: _wrap_callback(kwargs, "epoch_end_callback", swallowing))
 
 
 def fit_skips_validation():
     """fit() never scores eval_data."""
-    from lightmod.module.base_module import BaseModule
-
-    def make(original):
-        def fit(self, train_data, eval_data=None, *args, **kwargs):
-            return original(self, train_data, None, *args, **kwargs)
-        return fit
-    wrap(BaseModule, "fit", make)
+    _wrap_fit(lambda kwargs: kwargs.update(eval_data=None))
 
 
 def monitor_every_step():
