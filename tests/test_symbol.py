@@ -566,3 +566,11 @@ def test_eval():
     a, b = mx.sym.var("a"), mx.sym.var("b")
     out = (a * b + 1).eval(ctx=mx.cpu(), a=mx.nd.array([1, 2]), b=mx.nd.array([3, 4]))
     np.testing.assert_allclose(out[0].asnumpy(), [4, 9])
+
+
+def test_variable_int_shape_is_one_dimensional():
+    """``shape=(1)`` is the int 1: MXNet reads it as a 1-D shape, and so does lightmod."""
+    w = mx.sym.var("w", shape=(1))
+    assert w.attr("__shape__") == "1"
+    arg_shapes, out_shapes, _ = mx.sym.broadcast_add(mx.sym.var("x"), w).infer_shape(x=(2, 1))
+    assert arg_shapes == [(2, 1), (1,)] and out_shapes == [(2, 1)]

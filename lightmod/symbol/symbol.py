@@ -777,8 +777,10 @@ def var(name, attr=None, shape=None, lr_mult=None, wd_mult=None, dtype=None, ini
     ret = Symbol([(node, 0, 0)])
     attr = _attribute.current().get(attr)
     if shape is not None:
-        if not isinstance(shape, (tuple, list)) or not all(
-                isinstance(d, (int, np.integer)) for d in shape):
+        # a bare int is a 1-D shape, as MXNet reads it (``shape=(1)`` is common in user code)
+        dims = (shape,) if isinstance(shape, (int, np.integer)) else shape
+        if not isinstance(dims, (tuple, list)) or not all(
+                isinstance(d, (int, np.integer)) for d in dims):
             raise TypeError("Variable %r: shape must be a tuple of ints, got %r" % (name, shape))
         attr["__shape__"] = str(shape)
     if lr_mult is not None:
