@@ -237,6 +237,13 @@ class Optimizer:
             self._index_update_count[idx] += 1
             self.num_update = max(self._index_update_count[idx], self.num_update)
 
+    def _start_update(self, index, weight, grad):
+        """Check the arrays, count the update of ``index``, and return its ``(lr, wd)``
+        (the rate after counting, so a scheduler sees this update)."""
+        _check_arrays(weight, grad)
+        self._update_count(index)
+        return self._get_lr(index), self._get_wd(index)
+
     def _scheduled_lr(self):
         if self.lr_scheduler is not None:
             return self.lr_scheduler(self.num_update)
@@ -311,6 +318,19 @@ register = Optimizer.register
 create = Optimizer.create_optimizer
 
 
+class _OwnMultiPrecision:
+    """``update``/``update_multi_precision`` for optimizers whose ``_update_impl`` keeps the
+    float32 master copy of float16 weights itself and, given lists, updates several weights."""
+
+    def update(self, index, weight, grad, state):
+        self._update_impl(index, weight, grad, state, multi_precision=False)
+
+    def update_multi_precision(self, index, weight, grad, state):
+        first = weight[0] if isinstance(index, (tuple, list)) else weight
+        use_mp = self.multi_precision and first.dtype == numpy.float16
+        self._update_impl(index, weight, grad, state, multi_precision=use_mp)
+
+
 def _starting_lr(learning_rate, lr_scheduler):
     """The optimizer's ``lr``: ``learning_rate``, or 0.01 when it and the scheduler are both
     missing. A given ``learning_rate`` also becomes the scheduler's ``base_lr``, with a
@@ -357,7 +377,7 @@ def _sgd_step(weight, grad, state, multi_precision, lr, wd, momentum, rescale, c
 
 
 @register
-class SGD(Optimizer):
+class SGD(_OwnMultiPrecision, Optimizer):
     """Stochastic gradient descent with momentum and weight decay.
 
     ``state = momentum*state - lr*wd*weight - lr*clip(rescale_grad*grad); weight += state``
@@ -395,14 +415,6 @@ class SGD(Optimizer):
             _sgd_step(weight, grad, state, multi_precision, lr, wd, momentum, self.rescale_grad,
                       clip, self.lazy_update)
 
-    def update(self, index, weight, grad, state):
-        self._update_impl(index, weight, grad, state, multi_precision=False)
-
-    def update_multi_precision(self, index, weight, grad, state):
-        first = weight[0] if isinstance(index, (tuple, list)) else weight
-        use_mp = self.multi_precision and first.dtype == numpy.float16
-        self._update_impl(index, weight, grad, state, multi_precision=use_mp)
-
 
 @register
 class ccSGD(SGD):   # noqa: N801  (MXNet's name)
@@ -427,10 +439,7 @@ class NAG(Optimizer):
         return None
 
     def _update_impl(self, index, weight, grad, state, multi_precision=False):
-        _check_arrays(weight, grad)
-        self._update_count(index)
-        lr = self._get_lr(index)
-        wd = self._get_wd(index)
+        lr, wd = self._start_update(index, weight, grad)
         momentum = self.momentum if self.momentum > 0 else 0.0
         clip = _op_clip(self.clip_gradient)
         k = _kernels(weight)
@@ -471,10 +480,7 @@ class Signum(Optimizer):
         return None
 
     def _update_impl(self, index, weight, grad, state):
-        _check_arrays(weight, grad)
-        self._update_count(index)
-        lr = self._get_lr(index)
-        wd = self._get_wd(index)
+        lr, wd = self._start_update(index, weight, grad)
         k = _kernels(weight)
         w, g = weight._data, grad._data
         if state is not None:
@@ -503,10 +509,7 @@ class FTML(Optimizer):
         return tuple(zeros(weight.shape, weight.context, dtype=weight.dtype) for _ in range(3))
 
     def update(self, index, weight, grad, state):
-        _check_arrays(weight, grad)
-        self._update_count(index)
-        lr = self._get_lr(index)
-        wd = self._get_wd(index)
+        lr, wd = self._start_update(index, weight, grad)
         t = self._index_update_count[index]
         d, v, z = state
         w = weight._data
@@ -520,7 +523,7 @@ def _is_lars_exempt(name):
 
 
 @register
-class LARS(Optimizer):
+class LARS(_OwnMultiPrecision, Optimizer):
     """SGD with layer-wise adaptive rate scaling: each weight's rate is scaled by
     ``eta*|w| / (|g| + wd*|w| + eps)`` (names ending in gamma/beta/bias are exempt)."""
 
@@ -615,14 +618,6 @@ class LARS(Optimizer):
         for weight, grad, state, lr, wd in zip(weights, grads, states, lrs, wds):
             _sgd_step(weight, grad, state, multi_precision, lr, wd, momentum, self.rescale_grad,
                       clip, lazy)
-
-    def update(self, index, weight, grad, state):
-        self._update_impl(index, weight, grad, state, multi_precision=False)
-
-    def update_multi_precision(self, index, weight, grad, state):
-        first = weight[0] if isinstance(index, (tuple, list)) else weight
-        use_mp = self.multi_precision and first.dtype == numpy.float16
-        self._update_impl(index, weight, grad, state, multi_precision=use_mp)
 
 
 @register
@@ -730,7 +725,7 @@ class LBSGD(Optimizer):
 
 
 @register
-class LAMB(Optimizer):
+class LAMB(_OwnMultiPrecision, Optimizer):
     """LAMB (layer-wise adaptive moments): an Adam direction scaled by the trust ratio
     ``|w| / |direction|`` (bounded by ``lower_bound``/``upper_bound``)."""
 
@@ -791,14 +786,6 @@ class LAMB(Optimizer):
             _check_arrays(w, g)
             self._step(i, w, g, s, multi_precision)
 
-    def update(self, index, weight, grad, state):
-        self._update_impl(index, weight, grad, state, multi_precision=False)
-
-    def update_multi_precision(self, index, weight, grad, state):
-        first = weight[0] if isinstance(index, (tuple, list)) else weight
-        use_mp = self.multi_precision and first.dtype == numpy.float16
-        self._update_impl(index, weight, grad, state, multi_precision=use_mp)
-
 
 @register
 class DCASGD(Optimizer):
@@ -816,10 +803,7 @@ class DCASGD(Optimizer):
         return (zeros(weight.shape, weight.context, dtype=weight.dtype), weight.copy())
 
     def update(self, index, weight, grad, state):
-        _check_arrays(weight, grad)
-        self._update_count(index)
-        lr = self._get_lr(index)
-        wd = self._get_wd(index)
+        lr, wd = self._start_update(index, weight, grad)
         mom, previous = state
         w = weight._data
         _kernels(weight).dcasgd_update(w, grad._data, None if mom is None else mom._data,
@@ -837,10 +821,7 @@ class SGLD(Optimizer):
 
     def update(self, index, weight, grad, state):
         from ..ndarray import random as nd_random
-        _check_arrays(weight, grad)
-        self._update_count(index)
-        lr = self._get_lr(index)
-        wd = self._get_wd(index)
+        lr, wd = self._start_update(index, weight, grad)
         noise = nd_random.normal(0, math.sqrt(lr), shape=weight.shape, dtype=weight.dtype,
                                  ctx=weight.context)
         w = weight._data
@@ -867,10 +848,7 @@ class Adam(Optimizer):
                 zeros(weight.shape, weight.context, dtype=weight.dtype, stype=stype))
 
     def update(self, index, weight, grad, state):
-        _check_arrays(weight, grad)
-        self._update_count(index)
-        lr = self._get_lr(index)
-        wd = self._get_wd(index)
+        lr, wd = self._start_update(index, weight, grad)
         t = self._index_update_count[index]
         coef1 = 1. - self.beta1 ** t
         coef2 = 1. - self.beta2 ** t
@@ -896,10 +874,7 @@ class AdaGrad(Optimizer):
         return zeros(weight.shape, weight.context, stype=weight.stype)
 
     def update(self, index, weight, grad, state):
-        _check_arrays(weight, grad)
-        self._update_count(index)
-        lr = self._get_lr(index)
-        wd = self._get_wd(index)
+        lr, wd = self._start_update(index, weight, grad)
         k = _kernels(weight)
         w = weight._data
         if grad.stype == "row_sparse":
@@ -935,10 +910,7 @@ class RMSProp(Optimizer):
         return (zeros(weight.shape, weight.context, stype=weight.stype),)
 
     def update(self, index, weight, grad, state):
-        _check_arrays(weight, grad)
-        self._update_count(index)
-        lr = self._get_lr(index)
-        wd = self._get_wd(index)
+        lr, wd = self._start_update(index, weight, grad)
         clip = _op_clip(self.clip_gradient)
         clip_w = float(self.clip_weights) if self.clip_weights else -1.0
         k = _kernels(weight)
@@ -994,10 +966,7 @@ class Ftrl(Optimizer):
                 zeros(weight.shape, weight.context, stype=weight.stype))
 
     def update(self, index, weight, grad, state):
-        _check_arrays(weight, grad)
-        self._update_count(index)
-        wd = self._get_wd(index)
-        lr = self._get_lr(index)
+        lr, wd = self._start_update(index, weight, grad)
         z, n = state
         k = _kernels(weight)
         w = weight._data
@@ -1022,10 +991,7 @@ class Adamax(Optimizer):
                 zeros(weight.shape, weight.context, dtype=weight.dtype))
 
     def update(self, index, weight, grad, state):
-        _check_arrays(weight, grad)
-        self._update_count(index)
-        lr = self._get_lr(index)
-        wd = self._get_wd(index)
+        lr, wd = self._start_update(index, weight, grad)
         t = self._index_update_count[index]
         lr /= (1. - self.beta1 ** t)
         m, u = state
@@ -1054,10 +1020,7 @@ class Nadam(Optimizer):
                 zeros(weight.shape, weight.context, dtype=weight.dtype))
 
     def update(self, index, weight, grad, state):
-        _check_arrays(weight, grad)
-        self._update_count(index)
-        lr = self._get_lr(index)
-        wd = self._get_wd(index)
+        lr, wd = self._start_update(index, weight, grad)
         t = self._index_update_count[index]
         momentum_t = self.beta1 * (1. - 0.5 * (pow(0.96, t * self.schedule_decay)))
         momentum_t_1 = self.beta1 * (1. - 0.5 * (pow(0.96, (t + 1) * self.schedule_decay)))
