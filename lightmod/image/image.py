@@ -310,8 +310,8 @@ class _KeepsParams(Augmenter):
             setattr(self, key, value)
 
 
-class SequentialAug(Augmenter):
-    """Apply the augmenters ``ts`` one after the other."""
+class _AugmenterList(Augmenter):
+    """An augmenter made of the augmenters ``ts``; ``dumps`` lists theirs."""
 
     def __init__(self, ts):
         super().__init__()
@@ -319,6 +319,10 @@ class SequentialAug(Augmenter):
 
     def dumps(self):
         return [type(self).__name__.lower(), [t.dumps() for t in self.ts]]
+
+
+class SequentialAug(_AugmenterList):
+    """Apply the augmenters ``ts`` one after the other."""
 
     def __call__(self, src):
         for aug in self.ts:
@@ -385,15 +389,8 @@ class CenterCropAug(_KeepsParams):
         return center_crop(src, self.size, self.interp)[0]
 
 
-class RandomOrderAug(Augmenter):
+class RandomOrderAug(_AugmenterList):
     """Apply the augmenters ``ts`` in a random order."""
-
-    def __init__(self, ts):
-        super().__init__()
-        self.ts = ts
-
-    def dumps(self):
-        return [type(self).__name__.lower(), [t.dumps() for t in self.ts]]
 
     def __call__(self, src):
         random.shuffle(self.ts)

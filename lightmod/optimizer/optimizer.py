@@ -331,6 +331,11 @@ class _OwnMultiPrecision:
         self._update_impl(index, weight, grad, state, multi_precision=use_mp)
 
 
+def _zeros_for(weight, count, **kwargs):
+    """``count`` zero states of ``weight``'s shape on its context (``kwargs``: dtype, stype)."""
+    return tuple(zeros(weight.shape, weight.context, **kwargs) for _ in range(count))
+
+
 def _starting_lr(learning_rate, lr_scheduler):
     """The optimizer's ``lr``: ``learning_rate``, or 0.01 when it and the scheduler are both
     missing. A given ``learning_rate`` also becomes the scheduler's ``base_lr``, with a
@@ -742,8 +747,7 @@ class LAMB(_OwnMultiPrecision, Optimizer):
                                                           "45"))))
 
     def create_state(self, index, weight):
-        return (zeros(weight.shape, weight.context, dtype=weight.dtype, stype=weight.stype),
-                zeros(weight.shape, weight.context, dtype=weight.dtype, stype=weight.stype))
+        return _zeros_for(weight, 2, dtype=weight.dtype, stype=weight.stype)
 
     def _step(self, index, weight, grad, state, multi_precision):
         self._update_count(index)
@@ -844,8 +848,7 @@ class Adam(Optimizer):
 
     def create_state(self, index, weight):
         stype = weight.stype if self.lazy_update else "default"
-        return (zeros(weight.shape, weight.context, dtype=weight.dtype, stype=stype),
-                zeros(weight.shape, weight.context, dtype=weight.dtype, stype=stype))
+        return _zeros_for(weight, 2, dtype=weight.dtype, stype=stype)
 
     def update(self, index, weight, grad, state):
         lr, wd = self._start_update(index, weight, grad)
@@ -962,8 +965,7 @@ class Ftrl(Optimizer):
         self.lr = learning_rate
 
     def create_state(self, index, weight):
-        return (zeros(weight.shape, weight.context, stype=weight.stype),
-                zeros(weight.shape, weight.context, stype=weight.stype))
+        return _zeros_for(weight, 2, stype=weight.stype)
 
     def update(self, index, weight, grad, state):
         lr, wd = self._start_update(index, weight, grad)
@@ -987,8 +989,7 @@ class Adamax(Optimizer):
         self.beta2 = beta2
 
     def create_state(self, index, weight):
-        return (zeros(weight.shape, weight.context, dtype=weight.dtype),
-                zeros(weight.shape, weight.context, dtype=weight.dtype))
+        return _zeros_for(weight, 2, dtype=weight.dtype)
 
     def update(self, index, weight, grad, state):
         lr, wd = self._start_update(index, weight, grad)
@@ -1016,8 +1017,7 @@ class Nadam(Optimizer):
         self.m_schedule = 1.
 
     def create_state(self, index, weight):
-        return (zeros(weight.shape, weight.context, dtype=weight.dtype),
-                zeros(weight.shape, weight.context, dtype=weight.dtype))
+        return _zeros_for(weight, 2, dtype=weight.dtype)
 
     def update(self, index, weight, grad, state):
         lr, wd = self._start_update(index, weight, grad)
