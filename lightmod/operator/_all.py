@@ -4,6 +4,7 @@ from . import (
     conv,  # noqa: F401,E402
     elemwise,  # noqa: F401,E402
     image_ops,  # noqa: F401,E402
+    linalg,  # noqa: F401,E402
     loss,  # noqa: F401,E402
     nn,  # noqa: F401,E402
     norm,  # noqa: F401,E402
