@@ -38,10 +38,7 @@ def cholesky(a, out, lower):
         if not s > 0.0:
             return j + 1
         d = math.sqrt(s)
-        if lower:
-            out[j, j] = d
-        else:
-            out[j, j] = d
+        out[j, j] = d
         for i in range(j + 1, n):
             t = a[i, j] if lower else a[j, i]
             for k in range(j):
@@ -339,7 +336,7 @@ def sym_eig(a, u, lam, work):
             work[j, i] = a[i, j]
         for j in range(n):
             u[i, j] = 1.0 if i == j else 0.0
-    for sweep in range(100):
+    for _sweep in range(100):
         off = 0.0
         total = 0.0
         for i in range(n):

@@ -1,6 +1,7 @@
 """Imports every operator family so that its declarations register (one line per family)."""
 # Families register on import; keep one line per file of lightmod/operator/.
 from . import (
+    contrib_ops,  # noqa: F401,E402
     conv,  # noqa: F401,E402
     elemwise,  # noqa: F401,E402
     image_ops,  # noqa: F401,E402

@@ -259,7 +259,7 @@ class LinalgSyrk(_LinalgOp):
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         x = inputs[0]
-        r, c = x.shape[-2], x.shape[-1]
+        r, c = tuple(x.shape)[-2], tuple(x.shape)[-1]
         a = _mats(x, r, c)
         n = c if p.transpose else r
         out = _mats(outputs[0], n, n)
@@ -272,7 +272,7 @@ class LinalgSyrk(_LinalgOp):
         if out_grads[0] is None:
             return zero_grads(k, in_grads, req)
         x = inputs[0]
-        r, c = x.shape[-2], x.shape[-1]
+        r, c = tuple(x.shape)[-2], tuple(x.shape)[-1]
         a = _mats(x, r, c)
         n = c if p.transpose else r
         g = _mats(out_grads[0], n, n)
@@ -315,8 +315,8 @@ class _Triangular(_LinalgOp):
 
     def views(self, inputs, outputs):
         a, b = inputs
-        n = a.shape[-1]
-        r, c = b.shape[-2], b.shape[-1]
+        n = tuple(a.shape)[-1]
+        r, c = tuple(b.shape)[-2], tuple(b.shape)[-1]
         return _mats(a, n, n), _mats(b, r, c), _mats(outputs[0], r, c)
 
 
@@ -398,7 +398,7 @@ class _SquareOp(_LinalgOp):
 
     @staticmethod
     def square(x):
-        n = x.shape[-1]
+        n = tuple(x.shape)[-1]
         return _mats(x, n, n)
 
     def work(self, k, state, key, a):
@@ -515,7 +515,7 @@ class LinalgGelqf(_LinalgOp):
         return [a], [a, a[:-1] + (a[-2],)]
 
     def forward(self, p, k, inputs, outputs, is_train, state):
-        m, n = inputs[0].shape[-2], inputs[0].shape[-1]
+        m, n = tuple(inputs[0].shape)[-2], tuple(inputs[0].shape)[-1]
         a = _mats(inputs[0], m, n)
         work = scratch(k, state, "w1", a.shape, "float64")
         k.linalg_gelqf(a, _mats(outputs[0], m, n), _mats(outputs[1], m, m), work)
@@ -525,7 +525,7 @@ class LinalgGelqf(_LinalgOp):
             return
         if out_grads[0] is None and out_grads[1] is None:
             return zero_grads(k, in_grads, req)
-        m, n = inputs[0].shape[-2], inputs[0].shape[-1]
+        m, n = tuple(inputs[0].shape)[-2], tuple(inputs[0].shape)[-1]
         q, l = _mats(outputs[0], m, n), _mats(outputs[1], m, m)
         dq = _mats(_head(k, state, "dq", out_grads[0], outputs[0]), m, n)
         dl = _mats(_head(k, state, "dl", out_grads[1], outputs[1]), m, m)
@@ -552,7 +552,7 @@ class LinalgSyevd(_SquareOp):
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         a = self.square(inputs[0])
-        n = a.shape[-1]
+        n = tuple(a.shape)[-1]
         k.linalg_syevd(a, self.square(outputs[0]), _vecs(outputs[1], n),
                        self.work(k, state, "w1", a))
 
@@ -562,7 +562,7 @@ class LinalgSyevd(_SquareOp):
         if out_grads[0] is None and out_grads[1] is None:
             return zero_grads(k, in_grads, req)
         u = self.square(outputs[0])
-        n = u.shape[-1]
+        n = tuple(u.shape)[-1]
         du = self.square(_head(k, state, "du", out_grads[0], outputs[0]))
         dlam = _vecs(_head(k, state, "dlam", out_grads[1], outputs[1]), n)
         dst = self.square(in_grads[0])
@@ -711,8 +711,8 @@ class _MatrixVector(_LinalgOp):
         raise NotImplementedError
 
     def run(self, p, k, mat_arr, vec_arr, to_matrix):
-        n = mat_arr.shape[-1]
-        self.copy(p, k, _mats(mat_arr, n, n), _vecs(vec_arr, vec_arr.shape[-1]), to_matrix)
+        n = tuple(mat_arr.shape)[-1]
+        self.copy(p, k, _mats(mat_arr, n, n), _vecs(vec_arr, tuple(vec_arr.shape)[-1]), to_matrix)
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         if self.to_matrix:
