@@ -2,8 +2,15 @@
 import numpy as np
 from numba import prange
 
-from ..scalar_contrib import (INT8_RANGE, UINT8_RANGE, is_close, quadratic_slope, quadratic_value,
-                              quantize_value, real_range)
+from ..scalar_contrib import (
+    INT8_RANGE,
+    UINT8_RANGE,
+    is_close,
+    quadratic_slope,
+    quadratic_value,
+    quantize_value,
+    real_range,
+)
 from .jit import parallel_loop
 
 __all__ = ["contrib_quadratic", "contrib_quadratic_backward", "contrib_quantize",

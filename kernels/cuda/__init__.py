@@ -18,3 +18,4 @@ from .norm import *  # noqa: F401,F403,E402
 from .svm import *  # noqa: F401,F403,E402
 from .linalg import *  # noqa: F401,F403,E402
 from .contrib import *  # noqa: F401,F403,E402
+from .ctc import *  # noqa: F401,F403,E402

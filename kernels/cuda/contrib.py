@@ -3,8 +3,15 @@ arguments as ``kernels/cpu/contrib.py``, grid-stride loops over ``kernels/scalar
 import numpy as np
 from numba import cuda
 
-from ..scalar_contrib import (INT8_RANGE, UINT8_RANGE, is_close, quadratic_slope, quadratic_value,
-                              quantize_value, real_range)
+from ..scalar_contrib import (
+    INT8_RANGE,
+    UINT8_RANGE,
+    is_close,
+    quadratic_slope,
+    quadratic_value,
+    quantize_value,
+    real_range,
+)
 from .memory import fill, flat
 from .memory import launch_config as launch
 

@@ -3,6 +3,7 @@
 from . import (
     contrib_ops,  # noqa: F401,E402
     conv,  # noqa: F401,E402
+    ctc,  # noqa: F401,E402
     elemwise,  # noqa: F401,E402
     image_ops,  # noqa: F401,E402
     linalg,  # noqa: F401,E402
