@@ -24,6 +24,12 @@ def ctc_sequence(x, label, label_len, seq_len, blank, logp, alpha, beta, grad, h
     frames = seq_len
     states = 2 * label_len + 1
     neg_inf = -math.inf
+    if want_grad:
+        for t in range(x.shape[0]):
+            for c in range(alphabet):
+                grad[t, c] = 0.0
+    if frames <= 0:                              # nothing emitted: only the empty label fits
+        return 0.0 if label_len == 0 else math.inf
     for t in range(frames):                      # log-softmax of every frame
         top = x[t, 0]
         for c in range(1, alphabet):
@@ -64,9 +70,6 @@ def ctc_sequence(x, label, label_len, seq_len, blank, logp, alpha, beta, grad, h
         log_likelihood = top + math.log(math.exp(last - top) + math.exp(prev - top))
     if not want_grad:
         return -log_likelihood
-    for t in range(x.shape[0]):
-        for c in range(alphabet):
-            grad[t, c] = 0.0
     if log_likelihood == neg_inf:
         return math.inf
     # backward variables

@@ -17,7 +17,14 @@ from .nn import zero_grads
 from .registry import Bool, Enum, Float, Int, Operator, register
 
 
-class _SameShapeOp(Operator):
+class _ContribOp(Operator):
+    @property
+    def hint(self):
+        """Nodes made by ``sym.contrib.X`` are named like MXNet's: X0, X1, ..."""
+        return self.name[len("_contrib_"):]
+
+
+class _SameShapeOp(_ContribOp):
     """One input, one output of its shape and dtype."""
 
     def infer_shape(self, p, in_shapes):
@@ -77,7 +84,7 @@ class DivSqrtDim(_SameShapeOp):
 
 
 @register
-class Allclose(Operator):
+class Allclose(_ContribOp):
     """1 (uint8) when every element of a is close to b's (|a - b| <= atol + rtol |b|), else 0."""
     name = "_contrib_allclose"
     inputs = ("a", "b")
@@ -110,7 +117,7 @@ class Allclose(Operator):
 # ---------------------------------------------------------------------------------------------
 # quantize, dequantize
 # ---------------------------------------------------------------------------------------------
-class _Ranged(Operator):
+class _Ranged(_ContribOp):
     """data plus its real range as two one-element arrays."""
     inputs = ("data", "min_range", "max_range")
 
@@ -184,7 +191,7 @@ def _heads_view(seq, batch, heads, blocks, dim, index):
     return index * dim, (batch, heads, seq, dim), (row, blocks * dim, batch * row, 1)
 
 
-class _Interleaved(Operator):
+class _Interleaved(_ContribOp):
     params = {"heads": Int(doc="Set number of heads")}
     blocks = (3, 3)        # per-head blocks of the first and second input (0: attention)
 

@@ -31,9 +31,6 @@ class CTCLoss(Operator):
               "blank_label": Enum("first", "last", default="first",
                                   doc="Set the label that is reserved for blank label.")}
 
-    def get_hint(self):
-        return "ctc_loss"
-
     def list_inputs(self, p):
         names = ["data", "label"]
         if p.use_data_lengths:

@@ -66,8 +66,10 @@ class _LinalgOp(Operator):
     inputs = ("A",)
     params = {}
 
-    def get_hint(self):
-        return self.name[len("_linalg_"):]     # MXNet names the nodes gemm0, potrf1, ...
+    @property
+    def hint(self):
+        """Nodes made by ``sym.linalg.X`` are named like MXNet's: X0, X1, ..."""
+        return self.name[len("_linalg_"):]
 
     def infer_type(self, p, in_types):
         names = self.list_inputs(p)
