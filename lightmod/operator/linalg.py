@@ -768,7 +768,8 @@ class _Triangle(_MatrixVector):
     params = {"offset": _OFFSET, "lower": _LOWER}
 
     def length(self, p, n):
-        return _triangle_size(n - abs(p.offset))
+        m = n - abs(p.offset)
+        return _triangle_size(m) if m > 0 else 0
 
     def side(self, p, length):
         m = int(round((math.sqrt(8 * length + 1) - 1) / 2))
