@@ -57,14 +57,13 @@ class Hint:
         self.params = params or {}
         self.broadcast = broadcast
         self.values = values or {}
+        self.dtype, self.shapes = dtype, shapes         # what the data shape cannot say
         self.no_grad_inputs = tuple(no_grad_inputs)
         self.no_grad = no_grad
         self.random = random
         self.fix_attrs = fix_attrs
         self.tol = tol
         self.forward_train = forward_train
-        self.dtype = dtype
-        self.shapes = shapes
         self.finite = finite
 
     def reason(self, field, p):
