@@ -48,8 +48,7 @@ def _work(a):
 
 
 def _first_failure(info):
-    bad = np.flatnonzero(info)
-    return int(bad[0]) if bad.size else -1
+    return int(np.argmax(info != 0)) if info.any() else -1
 
 
 # --- Cholesky ---------------------------------------------------------------------------------
@@ -263,17 +262,29 @@ def linalg_sumlogdiag_backward(a, g, da):
 
 
 # --- element-wise helpers -----------------------------------------------------------------------------
+@parallel_loop(cost=1.0)
+def _axpby_loop(out, x, alpha, beta):
+    for i in prange(out.size):
+        v = alpha * out[i]
+        if beta != 0.0:
+            v += beta * x[i]
+        out[i] = v
+
+
 def linalg_axpby(out, x, alpha, beta):
     """out = alpha * out + beta * x (same shapes)."""
-    if alpha != 1.0:
-        out *= out.dtype.type(alpha)
-    if beta != 0.0:
-        out += x * x.dtype.type(beta)
+    _axpby_loop(out.size, out.reshape(-1), x.reshape(-1), float(alpha), float(beta))
+
+
+@parallel_loop(cost=1.0)
+def _scaled_assign_loop(dst, src, alpha, add):
+    for i in prange(dst.size):
+        v = alpha * src[i]
+        dst[i] = dst[i] + v if add else v
 
 
 def linalg_scaled_assign(dst, src, alpha, req):
     """dst (req) alpha * src: 'write' stores, 'add' accumulates, 'null' does nothing."""
-    if req == "write":
-        np.multiply(src, dst.dtype.type(alpha), out=dst, casting="unsafe")
-    elif req == "add":
-        dst += src * dst.dtype.type(alpha)
+    if req != "null":
+        _scaled_assign_loop(dst.size, dst.reshape(-1), src.reshape(-1), float(alpha),
+                            req == "add")
