@@ -34,6 +34,10 @@ forward_train : bool
     Run forward with is_train=True in the gradient checks (default True).
 finite : bool
     Whether outputs must be finite.
+dtype : str
+    The dtype of the first input when the operator takes only that one (quantize: float32).
+shapes : f(data_shape, p) -> {input name: shape}
+    Shapes of inputs that neither inference nor the data shape imply.
 """
 import numpy as np
 from hypothesis import strategies as st
@@ -46,12 +50,14 @@ class Hint:
 
     def __init__(self, ndims=None, max_side=4, params=None, broadcast=False,
                  values=None, no_grad_inputs=(), no_grad=None, random=None,
-                 fix_attrs=None, tol=(1e-5, 1e-8), forward_train=True, finite=True):
+                 fix_attrs=None, tol=(1e-5, 1e-8), forward_train=True, finite=True,
+                 dtype=None, shapes=None):
         self.ndims = ndims
         self.max_side = max_side
         self.params = params or {}
         self.broadcast = broadcast
         self.values = values or {}
+        self.dtype, self.shapes = dtype, shapes         # what the data shape cannot say
         self.no_grad_inputs = tuple(no_grad_inputs)
         self.no_grad = no_grad
         self.random = random
@@ -212,6 +218,53 @@ def _multi_update_counts(draw, op, ndim, data_shape):
     return attrs
 
 
+def _spd_matrices(rng, shape, p, shapes):
+    """Symmetric positive-definite matrices on the last two axes."""
+    x = rng.uniform(-1, 1, shape)
+    n = shape[-1]
+    return x @ np.swapaxes(x, -1, -2) + n * np.eye(n)
+
+
+_ONE_TRIANGLE = ("it reads one triangle of a symmetric input while its gradient (MXNet's) is "
+                 "symmetric, so single-entry finite differences do not apply; "
+                 "tests/test_op_linalg.py checks it along symmetric perturbations")
+
+
+def _ranges(rng, shapes, p):
+    return {"min_range": -rng.uniform(0.5, 2.0, (1,)), "max_range": rng.uniform(0.5, 2.0, (1,))}
+
+
+def _codes(rng, shapes, p):
+    return dict(_ranges(rng, shapes, p), data=rng.integers(-128, 128, shapes["data"]))
+
+
+def _ctc_shapes(data_shape, p):
+    """A label at most half as long as the sequence (+1), so that every label fits."""
+    return {"label": (data_shape[1], max(1, (data_shape[0] + 1) // 2))}
+
+
+def _ctc_inputs(rng, shapes, p):
+    """Labels (symbols other than the blank, padded) that fit their sequence lengths."""
+    frames, batch, alphabet = shapes["data"]
+    width = shapes["label"][1]
+    first = p.blank_label == "first"
+    symbols = np.arange(1, alphabet) if first else np.arange(0, alphabet - 1)
+    label = np.full((batch, width), 0 if first else -1, dtype=np.float64)
+    data_lengths = rng.integers(1, frames + 1, batch) if p.use_data_lengths else np.full(batch, frames)
+    label_lengths = np.zeros(batch)
+    for b in range(batch):
+        longest = min(width, (int(data_lengths[b]) + 1) // 2) if symbols.size else 0
+        n = int(rng.integers(0, longest + 1))
+        label[b, :n] = rng.choice(symbols, n) if n else []
+        label_lengths[b] = n
+    out = {"label": label}
+    if p.use_data_lengths:
+        out["data_lengths"] = data_lengths.astype(np.float64)
+    if p.use_label_lengths:
+        out["label_lengths"] = label_lengths
+    return out
+
+
 HINTS = {
     # Data must be NC + 1..3 spatial dims; the kernel strategy follows the rank.
     "Convolution": Hint(ndims=(3, 4)),
@@ -314,6 +367,20 @@ HINTS = {
     # k at most the smallest dim, whatever the axis: MXNet rejects a larger k when inferring
     # shapes, lightmod (for ret_typ='mask') only in forward -- pinned by an xfail test
     "topk": Hint(params={"k": lambda ndim, shape: st.integers(1, min(shape))}),
+    # linalg: Cholesky and eigendecomposition need symmetric positive-definite matrices, the
+    # logarithm of the diagonal positive entries
+    "_linalg_potrf": Hint(ndims=(2, 4), values={"A": _spd_matrices}, no_grad=_ONE_TRIANGLE),
+    "_linalg_syevd": Hint(ndims=(2, 4), values={"A": _spd_matrices}, no_grad=_ONE_TRIANGLE),
+    "_linalg_sumlogdiag": Hint(ndims=(2, 4), values={"A": _positive}),
+    # quantization: float32 data (int8 codes) and a range around zero
+    "_contrib_quantize": Hint(dtype="float32", values={"*": _ranges}),
+    "_contrib_dequantize": Hint(dtype="int8", values={"*": _codes}),
+    # the keys (another sequence length) are not implied by the queries
+    "_contrib_interleaved_matmul_encdec_qk": Hint(
+        ndims=(3, 3), params={"heads": lambda n, s: st.sampled_from([1, 2])},
+        shapes=lambda s, p: {"keys_values": (s[0] + 1, s[1], 2 * s[2])}),
+    "ctc_loss": Hint(ndims=(3, 3), shapes=_ctc_shapes, values={"*": _ctc_inputs},
+                     no_grad_inputs=("label", "data_lengths", "label_lengths"), tol=(1e-4, 1e-7)),
 }
 
 # every broadcast_* binary op: the second operand broadcasts against the first

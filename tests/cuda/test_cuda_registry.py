@@ -38,8 +38,9 @@ CPU, GPU = mx.cpu(0), mx.gpu(0)
 # ---------------------------------------------------------------------------------------------
 class In:
     """One input: ``kind`` is 'signed' (uniform in [-1, 1]), 'positive' ([0.5, 1.5]),
-    'index' (integers in [0, high) stored as float32), 'mask' (0/1), 'half' (float16) or
-    'above_one' ([1.2, 2.5])."""
+    'index' (integers in [0, high) stored as float32), 'mask' (0/1), 'half' (float16),
+    'above_one' ([1.2, 2.5]), 'spd' (symmetric positive-definite matrices on the last two axes)
+    or 'codes' (int8 integers)."""
 
     def __init__(self, shape, kind="signed", high=None):
         self.shape, self.kind, self.high = tuple(shape), kind, high
@@ -53,6 +54,12 @@ class In:
             return rng.uniform(0.5, 1.5, self.shape).astype(np.float32)
         if self.kind == "above_one":
             return rng.uniform(1.2, 2.5, self.shape).astype(np.float32)
+        if self.kind == "spd":
+            x = rng.uniform(-1, 1, self.shape)
+            n = self.shape[-1]
+            return (x @ np.swapaxes(x, -1, -2) + n * np.eye(n)).astype(np.float32)
+        if self.kind == "codes":
+            return rng.integers(-128, 128, self.shape).astype(np.int8)
         values = rng.uniform(-1, 1, self.shape)
         return values.astype(np.float16 if self.kind == "half" else np.float32)
 
@@ -199,6 +206,38 @@ CASES = {
     "tile": [({"reps": (2, 1)}, [S(2, 3)])],
     "topk": [({"axis": 1, "k": 2, "ret_typ": "both"}, [S(2, 3)])],
     "where": [({}, [In((2, 3), "mask"), S(2, 3), S(2, 3)])],
+    # linalg: matrices on the last two axes
+    "_linalg_gemm": [({"alpha": 0.5, "beta": 2.0}, [S(2, 3), S(3, 2), S(2, 2)]),
+                     ({"transpose_b": True, "axis": -3}, [S(3, 2, 4), S(5, 2, 4), S(3, 2, 5)])],
+    "_linalg_gemm2": [({"alpha": 2.0, "transpose_a": True}, [S(2, 3, 2), S(2, 3, 4)])],
+    "_linalg_syrk": [({"alpha": 0.5}, [S(2, 2, 3)]), ({"transpose": True}, [S(2, 3)])],
+    "_linalg_trmm": [({"rightside": True, "lower": False, "alpha": 1.5}, [S(2, 3, 3), S(2, 2, 3)])],
+    "_linalg_trsm": [({"transpose": True, "alpha": 0.5}, [In((2, 3, 3), "above_one"),
+                                                         S(2, 3, 2)])],
+    "_linalg_potrf": [({}, [In((2, 3, 3), "spd")]), ({"lower": False}, [In((3, 3), "spd")])],
+    "_linalg_potri": [({}, [In((2, 3, 3), "above_one")])],
+    "_linalg_sumlogdiag": [({}, [P(2, 3, 3)])],
+    "_linalg_gelqf": [({}, [S(2, 2, 3)])],
+    "_linalg_syevd": [({}, [In((2, 3, 3), "spd")])],
+    "_linalg_inverse": [({}, [In((2, 3, 3), "spd")])],
+    "_linalg_det": [({}, [S(2, 3, 3)])],
+    "_linalg_slogdet": [({}, [S(2, 3, 3)])],
+    "_linalg_extractdiag": [({"offset": 1}, [S(2, 3, 3)])],
+    "_linalg_makediag": [({"offset": -1}, [S(2, 3)])],
+    "_linalg_extracttrian": [({"lower": False}, [S(2, 3, 3)])],
+    "_linalg_maketrian": [({"offset": 1}, [S(2, 6)])],
+    # contrib
+    "_contrib_quadratic": [({"a": 0.5, "b": -1.0, "c": 2.0}, [S(2, 3)])],
+    "_contrib_quantize": [({"out_type": "int8"}, [S(2, 3), P(1), P(1)]),
+                          ({"out_type": "uint8"}, [S(2, 3), P(1), P(1)])],
+    "_contrib_dequantize": [({}, [In((2, 3), "codes"), P(1), P(1)])],
+    "_contrib_interleaved_matmul_selfatt_qk": [({"heads": 2}, [S(3, 2, 12)])],
+    "_contrib_interleaved_matmul_selfatt_valatt": [({"heads": 2}, [S(3, 2, 12), S(4, 3, 3)])],
+    "_contrib_interleaved_matmul_encdec_qk": [({"heads": 2}, [S(3, 2, 4), S(5, 2, 8)])],
+    "_contrib_interleaved_matmul_encdec_valatt": [({"heads": 2}, [S(5, 2, 8), S(4, 3, 5)])],
+    "ctc_loss": [({}, [S(6, 2, 5), Idx(5, 2, 3)]),
+                 ({"blank_label": "last", "use_data_lengths": True},
+                  [S(6, 2, 5), Idx(4, 2, 2), In((2,), "index", 7)])],
 }
 
 
