@@ -15,7 +15,7 @@ from ..scalar_tensor import resolve_index
 from .jit import ParallelLoop
 
 __all__ = ["strided_gather", "strided_scatter", "indices_in_range", "take_forward",
-           "take_backward", "pick_forward", "pick_backward", "one_hot_forward",
+           "take_backward", "pick_forward", "pick_backward", "pick_assign", "one_hot_forward",
            "where_forward", "where_backward", "axis_ranks", "rank_select", "rank_mask",
            "rank_select_backward"]
 
@@ -219,6 +219,27 @@ def pick_backward(grad, gout, idx, outer, n, inner, wrap, req):
     fn = _pick_grad.pick(gout.size)
     fn(acc, _math(gout), _math(idx), n, inner, bool(wrap))
     _finish(grad, acc, back)
+
+
+def _pick_assign_impl(out, values, idx, n, inner, wrap):
+    for r in prange(values.size):
+        o = r // inner
+        t = r - o * inner
+        out[(o * n + resolve_index(idx[r], n, wrap)) * inner + t] = values[r]
+
+
+_pick_assign = ParallelLoop(_pick_assign_impl, cost=_COST)
+
+
+def pick_assign(out, values, idx, outer, n, inner, wrap):
+    """out[o, index(idx[o, t]), t] = values[o, t] over out viewed as (outer, n, inner); the
+    other elements of out are left as they are."""
+    if values.size == 0:
+        return
+    fn = _pick_assign.pick(values.size)
+    buf, back = _out(out, math=True)
+    fn(buf, _math(values), _math(idx), n, inner, bool(wrap))
+    _finish(out, buf, back)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from .memory import assign, fill, flat
 from .memory import launch_config as launch
 
 __all__ = ["strided_gather", "strided_scatter", "indices_in_range", "take_forward",
-           "take_backward", "pick_forward", "pick_backward", "one_hot_forward",
+           "take_backward", "pick_forward", "pick_backward", "pick_assign", "one_hot_forward",
            "where_forward", "where_backward", "axis_ranks", "rank_select", "rank_mask",
            "rank_select_backward"]
 
@@ -181,6 +181,22 @@ def pick_backward(grad, gout, idx, outer, n, inner, wrap, req):
         fill(grad, 0)
     if gout.size:
         _pick_grad_kernel[launch(gout.size)](flat(grad), flat(gout), flat(idx), n, inner,
+                                             bool(wrap))
+
+
+@cuda.jit(cache=True)
+def _pick_assign_kernel(out, values, idx, n, inner, wrap):
+    for r in range(cuda.grid(1), values.size, cuda.gridsize(1)):
+        o = r // inner
+        t = r - o * inner
+        out[(o * n + resolve_index(idx[r], n, wrap)) * inner + t] = values[r]
+
+
+def pick_assign(out, values, idx, outer, n, inner, wrap):
+    """out[o, index(idx[o, t]), t] = values[o, t]; the other elements are left as they are."""
+    if values.size == 0:
+        return
+    _pick_assign_kernel[launch(values.size)](flat(out), flat(values), flat(idx), n, inner,
                                              bool(wrap))
 
 

@@ -212,6 +212,18 @@ def _multi_update_counts(draw, op, ndim, data_shape):
     return attrs
 
 
+def _split_points(draw, op, ndim, data_shape):
+    """A split axis and increasing split points within it (split_v2 and _split_v2)."""
+    axis = draw(st.integers(0, ndim - 1))
+    n = data_shape[axis]
+    points = tuple(sorted(draw(st.sets(st.integers(1, max(n - 1, 1)), max_size=2))))
+    if n == 1:
+        points = ()
+    if op.name == "split_v2":
+        return {"axis": axis, "indices_or_sections": points or 1}
+    return {"axis": axis, "indices": (0,) + points, "sections": 0}
+
+
 HINTS = {
     # Data must be NC + 1..3 spatial dims; the kernel strategy follows the rank.
     "Convolution": Hint(ndims=(3, 4)),
@@ -278,6 +290,20 @@ HINTS = {
     "pick": Hint(ndims=(2, 4), values={"index": _indices_below(
         lambda p, s: s["data"][p.axis if p.axis is not None else -1])},
         no_grad_inputs=("index",)),
+    # one index per row of 2-D data
+    "batch_take": Hint(ndims=(2, 2), values={"indices": _indices_below(lambda p, s: s["a"][1])},
+                       no_grad_inputs=("indices",)),
+    "choose_element_0index": Hint(ndims=(2, 2), values={"rhs": _indices_below(
+        lambda p, s: s["lhs"][1])}, no_grad_inputs=("rhs",)),
+    "fill_element_0index": Hint(ndims=(2, 2), values={"rhs": _indices_below(
+        lambda p, s: s["lhs"][1])}, no_grad_inputs=("rhs",)),
+    "split_v2": Hint(ndims=(1, 3), fix_attrs=_split_points),
+    "_split_v2": Hint(ndims=(1, 3), fix_attrs=_split_points),
+    # NCHW data whose channels (depth_to_space) or sides (space_to_depth) the block divides
+    "depth_to_space": Hint(ndims=(4, 4), params={"block_size": lambda n, s: st.sampled_from(
+        [b for b in (1, 2) if s[1] % (b * b) == 0])}),
+    "space_to_depth": Hint(ndims=(4, 4), params={"block_size": lambda n, s: st.sampled_from(
+        [b for b in (1, 2) if s[2] % b == 0 and s[3] % b == 0])}),
     "SoftmaxOutput": Hint(values={"label": _class_labels}, no_grad_inputs=("label",)),
     "softmax_cross_entropy": Hint(ndims=(2, 2), values={"label": _indices_below(
         lambda p, s: s["data"][1])}, no_grad_inputs=("label",)),

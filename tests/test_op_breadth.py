@@ -1,0 +1,248 @@
+"""Operators added for MXNet 1.9.1's operator breadth: diag, depth_to_space, space_to_depth,
+slice_like, split_v2, batch_take, choose_element_0index, fill_element_0index, hard_sigmoid,
+all_finite, multi_all_finite, moments. Forward against numpy, backward against numeric
+gradients, and bad inputs answered with MXNetError naming the operator and argument."""
+import numpy as np
+import pytest
+from ophelpers import backward, check_grad, forward, prepare
+
+import lightmod as mx
+from lightmod.base import MXNetError
+
+
+def rand(shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def run(name, attrs, inputs):
+    return forward(name, attrs, inputs)[0]
+
+
+def raises(name, attrs, inputs, *fragments):
+    with pytest.raises(MXNetError) as err:
+        forward(name, attrs, inputs)
+    msg = str(err.value)
+    assert "Operator %s" % name in msg, msg
+    for fragment in fragments:
+        assert fragment in msg, (fragment, msg)
+
+
+# ---------------------------------------------------------------------------------------------
+# diag
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("k", [0, 1, -1, 2, -2])
+def test_diag_of_a_matrix_and_of_a_vector(k):
+    m = rand((4, 5))
+    np.testing.assert_array_equal(run("diag", {"k": k}, [m])[0], np.diag(m, k))
+    v = rand((3,))
+    np.testing.assert_array_equal(run("diag", {"k": k}, [v])[0], np.diag(v, k))
+
+
+@pytest.mark.parametrize("k, axis1, axis2", [(0, 0, 1), (1, 1, 0), (-1, 1, 3), (2, -2, 0),
+                                              (0, 3, 0)])
+def test_diag_of_a_4d_array_is_numpys_diagonal(k, axis1, axis2):
+    x = rand((3, 4, 5, 6))
+    out = run("diag", {"k": k, "axis1": axis1, "axis2": axis2}, [x])[0]
+    np.testing.assert_array_equal(out, np.diagonal(x, k, axis1, axis2))
+
+
+@pytest.mark.parametrize("shape, attrs", [((3, 4), {"k": 1}), ((3, 4), {"k": -2}),
+                                          ((4,), {"k": 1}), ((2, 3, 4), {"axis1": 2, "axis2": 0})])
+def test_diag_gradient(shape, attrs):
+    check_grad("diag", attrs, [rand(shape)])
+
+
+def test_diag_rejects_an_empty_diagonal_and_equal_axes():
+    raises("diag", {"k": 5}, [rand((3, 4))], "k=5", "(3, 4)")
+    raises("diag", {"axis1": 1, "axis2": -1}, [rand((3, 4))], "axis1=1", "axis2=-1")
+
+
+# ---------------------------------------------------------------------------------------------
+# depth_to_space, space_to_depth
+# ---------------------------------------------------------------------------------------------
+def _depth_to_space(x, b):
+    n, c, h, w = x.shape
+    return x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2) \
+        .reshape(n, c // (b * b), h * b, w * b)
+
+
+def _space_to_depth(x, b):
+    n, c, h, w = x.shape
+    return x.reshape(n, c, h // b, b, w // b, b).transpose(0, 3, 5, 1, 2, 4) \
+        .reshape(n, c * b * b, h // b, w // b)
+
+
+@pytest.mark.parametrize("block", [1, 2, 3])
+def test_depth_to_space_and_back(block):
+    x = rand((2, 2 * block * block, 3, 2))
+    y = run("depth_to_space", {"block_size": block}, [x])[0]
+    np.testing.assert_array_equal(y, _depth_to_space(x, block))
+    np.testing.assert_array_equal(run("space_to_depth", {"block_size": block}, [y])[0],
+                                  _space_to_depth(y, block))
+    np.testing.assert_array_equal(_space_to_depth(y, block), x)
+
+
+def test_depth_space_gradients():
+    check_grad("depth_to_space", {"block_size": 2}, [rand((1, 8, 2, 1))])
+    check_grad("space_to_depth", {"block_size": 2}, [rand((1, 2, 2, 4))])
+
+
+def test_depth_space_bad_inputs():
+    raises("depth_to_space", {"block_size": 2}, [rand((1, 3, 2, 2))], "block_size^2 = 4")
+    raises("depth_to_space", {"block_size": 2}, [rand((1, 4, 0, 3))], "empty dim")
+    raises("depth_to_space", {"block_size": 0}, [rand((1, 4, 2, 2))], "block_size=0")
+    raises("space_to_depth", {"block_size": 2}, [rand((1, 4, 3, 2))], "block_size=2")
+    raises("space_to_depth", {"block_size": 2}, [rand((4, 2, 2))], "4 dims")
+
+
+# ---------------------------------------------------------------------------------------------
+# slice_like
+# ---------------------------------------------------------------------------------------------
+def test_slice_like_all_axes_and_chosen_axes():
+    x = rand((4, 5, 3))
+    like = np.zeros((2, 3, 1), dtype=np.int32)
+    np.testing.assert_array_equal(run("slice_like", {}, [x, like])[0], x[:2, :3, :1])
+    np.testing.assert_array_equal(run("slice_like", {"axes": (0, -1)}, [x, like])[0],
+                                  x[:2, :, :1])
+
+
+def test_slice_like_gradient_goes_to_data_only():
+    x, like = rand((3, 4)), rand((2, 2))
+    check_grad("slice_like", {"axes": (1,)}, [x, like], wrt=[0])
+    grads = backward("slice_like", {}, [x, like], [np.ones((2, 2))])
+    expected = np.zeros((3, 4))
+    expected[:2, :2] = 1
+    np.testing.assert_array_equal(grads[0], expected)
+    np.testing.assert_array_equal(grads[1], np.zeros((2, 2)))
+
+
+def test_slice_like_bad_shapes():
+    raises("slice_like", {}, [rand((3, 4)), rand((2, 2, 2))], "shape_like", "(3, 4)")
+    raises("slice_like", {}, [rand((3, 4)), rand((5, 2))], "axis 0", "(5, 2)")
+    raises("slice_like", {"axes": (2,)}, [rand((3, 4)), rand((1, 1))], "axes=2")
+    raises("slice_like", {"axes": (2,)}, [rand((3, 4, 2)), rand((1, 1))], "axes=(2,)")
+
+
+# ---------------------------------------------------------------------------------------------
+# split_v2, _split_v2
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("points, axis", [((1, 3), 1), ((2,), -1), ((), 0), ((0, 4), 1)])
+def test_split_v2_is_numpys_split(points, axis):
+    x = rand((3, 4, 5))
+    outs = mx.nd.split_v2(mx.nd.array(x), points if points else 3, axis=axis)
+    outs = outs if isinstance(outs, list) else [outs]
+    expected = np.split(x, list(points) if points else 3, axis=axis)
+    assert len(outs) == len(expected)
+    for got, want in zip(outs, expected):
+        np.testing.assert_allclose(got.asnumpy(), want, rtol=1e-6)
+
+
+def test_split_v2_squeeze_and_gradient():
+    x = rand((3, 4))
+    outs = run("_split_v2", {"indices": (0, 1, 3), "axis": 1, "squeeze_axis": True}, [x])
+    assert [o.shape for o in outs] == [(3,), (3, 2), (3,)]
+    check_grad("_split_v2", {"indices": (0, 1), "axis": 0}, [x])
+    check_grad("split_v2", {"indices_or_sections": 2, "axis": 1}, [x])
+
+
+def test_split_v2_bad_inputs():
+    raises("split_v2", {"indices_or_sections": 3, "axis": 1}, [rand((3, 4))], "3 sections")
+    raises("_split_v2", {"indices": (0, 3, 2), "axis": 1}, [rand((3, 4))], "increase")
+    raises("split_v2", {"indices_or_sections": 0}, [rand((3, 4))], "indices_or_sections=0")
+
+
+# ---------------------------------------------------------------------------------------------
+# one element per row
+# ---------------------------------------------------------------------------------------------
+def test_batch_take_and_choose_element_pick_one_per_row():
+    x = rand((5, 4))
+    idx = np.array([0, 3, 1, 7, -2])       # out-of-range indices are clipped
+    want = x[np.arange(5), np.clip(idx, 0, 3)]
+    np.testing.assert_array_equal(run("batch_take", {}, [x, idx.astype(np.int32)])[0], want)
+    np.testing.assert_array_equal(run("choose_element_0index", {}, [x, idx.astype(float)])[0],
+                                  want)
+    check_grad("batch_take", {}, [x, np.array([0, 3, 1, 2, 2])], wrt=[0])
+
+
+def test_fill_element_0index_and_its_gradient():
+    x, val, idx = rand((4, 3)), rand((4,), seed=1), np.array([2.0, 0.0, 1.0, 2.0])
+    want = x.copy()
+    want[np.arange(4), idx.astype(int)] = val
+    np.testing.assert_array_equal(run("fill_element_0index", {}, [x, val, idx])[0], want)
+    check_grad("fill_element_0index", {}, [x, val, idx], wrt=[0, 1])
+    add = backward("fill_element_0index", {}, [x, val, idx], [np.ones((4, 3))],
+                   req=["add", "add", "null"], init_grads=[np.ones((4, 3)), np.ones(4), None])
+    np.testing.assert_array_equal(add[1], np.full(4, 2.0))
+    assert add[0].sum() == 12 + 8
+
+
+def test_row_picks_check_the_index_count():
+    raises("batch_take", {}, [rand((5, 4)), np.zeros(3)], "'indices'", "(5, 4)")
+    raises("fill_element_0index", {}, [rand((5, 4)), rand((4,)), np.zeros(5)], "'mhs'")
+
+
+# ---------------------------------------------------------------------------------------------
+# hard_sigmoid
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_hard_sigmoid_forward_and_backward(dtype):
+    x = np.array([-4.0, -2.0, -0.3, 0.0, 1.0, 2.4, 3.0], dtype=dtype)
+    attrs = {"alpha": 0.3, "beta": 0.4}
+    y = np.clip(0.3 * x.astype(np.float64) + 0.4, 0, 1)
+    np.testing.assert_allclose(run("hard_sigmoid", attrs, [x])[0], y, rtol=1e-3, atol=1e-3)
+    g = backward("hard_sigmoid", attrs, [x], [np.ones(7)])[0]
+    np.testing.assert_allclose(g, np.where((y > 0) & (y < 1), 0.3, 0.0), rtol=1e-3)
+
+
+def test_hard_sigmoid_numeric_gradient():
+    check_grad("hard_sigmoid", {}, [np.array([-2.0, -1.0, 0.5, 2.0])])
+
+
+# ---------------------------------------------------------------------------------------------
+# all_finite, multi_all_finite
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])
+def test_all_finite_flags_inf_and_nan(bad):
+    x = np.zeros((3, 2), dtype=np.float32)
+    assert run("all_finite", {}, [x])[0].tolist() == [1.0]
+    x[1, 1] = bad
+    out = run("all_finite", {}, [x])[0]
+    assert out.dtype == np.float32 and out.tolist() == [0.0]
+    finite = np.ones(4)
+    assert run("multi_all_finite", {"num_arrays": 2}, [finite, finite])[0].tolist() == [1.0]
+    assert run("multi_all_finite", {"num_arrays": 2}, [finite, x])[0].tolist() == [0.0]
+
+
+def test_all_finite_without_init_keeps_a_cleared_flag():
+    flag = mx.nd.zeros((1,))
+    mx.nd.all_finite(mx.nd.ones((3,)), init_output=False, out=flag)
+    assert flag.asnumpy().tolist() == [0.0]
+    flag[:] = 1
+    mx.nd.all_finite(mx.nd.ones((3,)), init_output=False, out=flag)
+    assert flag.asnumpy().tolist() == [1.0]
+
+
+# ---------------------------------------------------------------------------------------------
+# moments
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("axes, keepdims", [((0, 2), True), ((1,), False), (None, False)])
+def test_moments_are_mean_and_variance(axes, keepdims):
+    x = rand((3, 4, 2))
+    attrs = {"keepdims": keepdims} if axes is None else {"axes": axes, "keepdims": keepdims}
+    mean, var = run("moments", attrs, [x])
+    np.testing.assert_allclose(mean, np.mean(x, axis=axes, keepdims=keepdims).reshape(mean.shape))
+    np.testing.assert_allclose(var, np.var(x, axis=axes, keepdims=keepdims).reshape(var.shape))
+    if axes is None:
+        assert mean.shape == (1,)
+
+
+def test_moments_gradient():
+    check_grad("moments", {"axes": (0, 2)}, [rand((3, 2, 2))], rtol=1e-4, atol=1e-6)
+    check_grad("moments", {"axes": (1,), "keepdims": True}, [rand((2, 3))],
+               head_grads=[np.zeros((2, 1)), np.ones((2, 1))])
+
+
+def test_moments_rejects_bad_axes():
+    with pytest.raises(MXNetError, match="moments"):
+        op, p = prepare("moments", {"axes": (3,)})
+        op.infer_shape(p, [(2, 3)])
