@@ -246,3 +246,102 @@ def test_moments_rejects_bad_axes():
     with pytest.raises(MXNetError, match="moments"):
         op, p = prepare("moments", {"axes": (3,)})
         op.infer_shape(p, [(2, 3)])
+
+
+# ---------------------------------------------------------------------------------------------
+# _arange, _linspace, _eye
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+@pytest.mark.parametrize("args", [(10,), (0, 10), (5, 100, 4), (50, -50, -2), (1.3, 45.6, 1.3)])
+def test_arange_is_numpys_arange(dtype, args):
+    for repeat in (1, 3):
+        want = np.repeat(np.arange(*args, dtype=dtype), repeat)
+        got = mx.nd.arange(*args, repeat=repeat, dtype=dtype).asnumpy()
+        assert got.dtype == np.dtype(dtype)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_arange_rejects_a_zero_step_and_an_empty_range():
+    with pytest.raises(MXNetError, match="step=0"):
+        mx.nd.arange(0, 3, 0)
+    with pytest.raises(MXNetError, match="empty"):
+        mx.nd.arange(3, 0, 1)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"endpoint": False}, {"dtype": "int32"}])
+@pytest.mark.parametrize("num", [0, 1, 2, 7])
+def test_linspace_is_numpys_linspace(kwargs, num):
+    # integer results are truncated toward zero, as MXNet casts (numpy 2 rounds down instead)
+    plain = {k: v for k, v in kwargs.items() if k != "dtype"}
+    want = np.linspace(3.7, -12.25, num, **plain)
+    got = mx.nd.linspace(3.7, -12.25, num, **kwargs).asnumpy()
+    assert got.dtype == np.dtype(kwargs.get("dtype", "float32"))
+    np.testing.assert_allclose(got, np.trunc(want).astype(got.dtype) if "dtype" in kwargs
+                               else want.astype(got.dtype), rtol=1e-6)
+
+
+@pytest.mark.parametrize("n, m, k", [(3, 4, 1), (5, 2, -7), (2, 2, 9), (4, 6, -2), (3, 0, 0)])
+def test_eye_is_numpys_eye(n, m, k):
+    np.testing.assert_array_equal(mx.nd.eye(n, m, k).asnumpy(), np.eye(n, m or None, k))
+
+
+# ---------------------------------------------------------------------------------------------
+# _slice_assign, _slice_assign_scalar
+# ---------------------------------------------------------------------------------------------
+def test_slice_assign_writes_the_window():
+    x, rhs = rand((3, 4)), rand((2, 2), seed=1)
+    attrs = {"begin": (1, None), "end": (3, None), "step": (1, 2)}
+    want = x.copy()
+    want[1:3, ::2] = rhs
+    np.testing.assert_array_equal(run("_slice_assign", attrs, [x, rhs])[0], want)
+    want[1:3, ::2] = -2.5
+    np.testing.assert_array_equal(
+        run("_slice_assign_scalar", dict(attrs, scalar=-2.5), [x])[0], want)
+    check_grad("_slice_assign", attrs, [x, rhs])
+    check_grad("_slice_assign_scalar", dict(attrs, scalar=1.0), [x])
+
+
+def test_slice_assign_checks_the_value_shape():
+    raises("_slice_assign", {"begin": (0,), "end": (2,)}, [rand((3, 4)), rand((3, 4))],
+           "'rhs'", "(2, 4)")
+
+
+# ---------------------------------------------------------------------------------------------
+# NDArray front end: moveaxis with lists, inplace reshapes, 0-d arrays, out= fills
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("source, destination", [([0, 1], [2, 3]), ([3, 0], [1, 0]),
+                                                 (range(4), range(4)), (1, -1), ([2, 0], [0, 3])])
+def test_moveaxis_follows_numpy(source, destination):
+    x = rand((4, 1, 2, 3))
+    got = mx.nd.moveaxis(mx.nd.array(x), source, destination).asnumpy()
+    np.testing.assert_array_equal(got, np.moveaxis(x, source, destination).astype(np.float32))
+
+
+@pytest.mark.parametrize("source, destination", [(3, 0), (0, -4), ([0, 0], [0, 1]), (0, [0, 1])])
+def test_moveaxis_bad_axes_raise_value_error(source, destination):
+    with pytest.raises(ValueError, match="moveaxis"):
+        mx.nd.moveaxis(mx.nd.zeros((1, 2, 3)), source, destination)
+
+
+def test_inplace_reshapes_share_memory():
+    x = mx.nd.array(rand((1, 3, 1, 2)))
+    views = [x.flatten(inplace=True), x.squeeze(axis=(0, 2), inplace=True),
+             x.expand_dims(axis=1, inplace=True)]
+    copies = [x.flatten(), x.squeeze(axis=(0, 2)), x.expand_dims(axis=1)]
+    assert [v.shape for v in views] == [c.shape for c in copies] == [(1, 6), (3, 2),
+                                                                       (1, 1, 3, 1, 2)]
+    x[:] = 7
+    assert all((v.asnumpy() == 7).all() for v in views)
+    assert not any((c.asnumpy() == 7).all() for c in copies)
+
+
+def test_zero_dim_source_and_out_fills():
+    assert mx.nd.array(np.ones([])).shape == ()
+    out = mx.nd.zeros((2, 2))
+    assert mx.nd.ones((2, 2), out=out) is out and (out.asnumpy() == 1).all()
+    assert mx.nd.zeros((2, 2), out=out) is out and (out.asnumpy() == 0).all()
+
+
+def test_broadcast_like_with_empty_axes_is_an_error():
+    with pytest.raises(MXNetError, match="broadcast_like"):
+        mx.nd.broadcast_like(mx.nd.ones((1, 2)), mx.nd.ones((3, 2)), lhs_axes=(), rhs_axes=())

@@ -17,7 +17,7 @@ from .jit import ParallelLoop
 __all__ = ["strided_gather", "strided_scatter", "indices_in_range", "take_forward",
            "take_backward", "pick_forward", "pick_backward", "pick_assign", "one_hot_forward",
            "where_forward", "where_backward", "axis_ranks", "rank_select", "rank_mask",
-           "rank_select_backward"]
+           "rank_select_backward", "range_fill"]
 
 # gathers and scatters cost about four element-wise adds per element (index arithmetic and
 # scattered reads)
@@ -398,3 +398,23 @@ def rank_select_backward(grad, gout, ranks, outer, n, inner, k, req):
     fn = _rank_grad.pick(grad.size)
     fn(acc, _math(gout), _flat(ranks), n, inner, k, req == "add")
     _finish(grad, acc, back)
+
+
+# ---------------------------------------------------------------------------------------------
+# arithmetic progressions (arange, linspace)
+# ---------------------------------------------------------------------------------------------
+def _range_fill_impl(out, start, step, repeat):
+    for i in prange(out.size):
+        out[i] = start + (i // repeat) * step
+
+
+_range_fill = ParallelLoop(_range_fill_impl, cost=1.0)
+
+
+def range_fill(out, start, step, repeat):
+    """out[i] = start + (i // repeat) * step, computed in float64 and rounded into out."""
+    if out.size == 0:
+        return
+    buf, back = _out(out, math=True)
+    _range_fill.pick(out.size)(buf, float(start), float(step), int(repeat))
+    _finish(out, buf, back)

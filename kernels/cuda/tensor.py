@@ -18,7 +18,7 @@ from .memory import launch_config as launch
 __all__ = ["strided_gather", "strided_scatter", "indices_in_range", "take_forward",
            "take_backward", "pick_forward", "pick_backward", "pick_assign", "one_hot_forward",
            "where_forward", "where_backward", "axis_ranks", "rank_select", "rank_mask",
-           "rank_select_backward"]
+           "rank_select_backward", "range_fill"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -361,3 +361,19 @@ def rank_select_backward(grad, gout, ranks, outer, n, inner, k, req):
         return
     _rank_grad_kernel[launch(grad.size)](flat(grad), flat(gout), flat(ranks), n, inner, k,
                                          req == "add")
+
+
+# ---------------------------------------------------------------------------------------------
+# arithmetic progressions (arange, linspace)
+# ---------------------------------------------------------------------------------------------
+@cuda.jit(cache=True)
+def _range_fill_kernel(out, start, step, repeat):
+    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        out[i] = start + (i // repeat) * step
+
+
+def range_fill(out, start, step, repeat):
+    """out[i] = start + (i // repeat) * step, computed in float64 and rounded into out."""
+    if out.size == 0:
+        return
+    _range_fill_kernel[launch(out.size)](flat(out), float(start), float(step), int(repeat))

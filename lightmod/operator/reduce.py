@@ -384,6 +384,9 @@ class BroadcastLike(_BroadcastTo):
                 (p.lhs_axes is not None and len(p.lhs_axes) != len(p.rhs_axes)):
             raise self.error("lhs_axes=%s and rhs_axes=%s must both be given with the same "
                              "length, or both be None", p.lhs_axes, p.rhs_axes)
+        if p.lhs_axes == ():
+            raise self.error("lhs_axes=() and rhs_axes=() name no axis: give at least one "
+                             "axis, or leave both None to broadcast like all of rhs")
 
     def infer_shape(self, p, in_shapes):
         s, like = in_shapes

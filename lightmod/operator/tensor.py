@@ -9,6 +9,9 @@ follows MXNet 1.9.1, including the 0-means-unknown convention and filling unknow
 from known output shapes (``infer_shape_backward``) where MXNet does.
 """
 import functools
+import math
+
+import numpy as np
 
 from .registry import (
     Bool,
@@ -17,6 +20,7 @@ from .registry import (
     Float,
     Int,
     Operator,
+    OptFloat,
     OptInt,
     Shape,
     Str,
@@ -1966,3 +1970,205 @@ class FillElement0Index(_IndexTypes):
             k.assign(masked, og, "write")
             k.pick_assign(masked, state["zeros"], rhs, rows, n, 1, False)
             k.assign(in_grads[0], masked, req[0])
+
+
+
+# ---------------------------------------------------------------------------------------------
+# sequences without inputs: _arange, _linspace, _eye
+# ---------------------------------------------------------------------------------------------
+class _Sequence(_Fill):
+    """Values computed from their position: ``k.range_fill`` writes start + (i // repeat) *
+    step in double precision, rounded into the output's dtype."""
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        start, step, repeat = self.progression(p)
+        k.range_fill(outputs[0], start, step, repeat)
+
+
+@register
+class Arange(_Sequence):
+    """Evenly spaced values in [start, stop) (stop None: [0, start)), each repeated ``repeat``
+    times. As in MXNet, start and step are first cast to the output dtype (an int32 range
+    from 1.3 in steps of 1.3 counts 1, 2, 3 ...); the length is ceil((stop - start) / step).
+    With ``infer_range`` and no stop, the length comes from the consumers' shapes."""
+    name = "_arange"
+    aliases = ("arange",)
+    params = {"start": Float(doc="Start of the interval"),
+              "stop": OptFloat(None, doc="End of the interval, excluded (None: start, and "
+                                         "start is 0)"),
+              "step": Float(1.0, doc="Spacing between values"),
+              "repeat": Int(1, doc="Times each value is repeated"),
+              "infer_range": Bool(False, doc="Infer stop from the output shape"),
+              "ctx": Str("", doc="Context (ignored: the executor's context is used)"),
+              "dtype": Dtype("float32", doc="Type of the result")}
+
+    def check_params(self, p):
+        if p.step == 0:
+            raise self.error("step=0 is not allowed: the range would never end")
+        if p.repeat < 1:
+            raise self.error("repeat=%d must be at least 1", p.repeat)
+        if p.stop is not None or not p.infer_range:
+            start, stop = (p.start, p.stop) if p.stop is not None else (0.0, p.start)
+            if math.ceil((stop - start) / p.step) <= 0:
+                raise self.error("the range from start=%s to stop=%s with step=%s is empty",
+                                 start, stop, p.step)
+
+    def infer_shape(self, p, in_shapes):
+        if p.stop is None and p.infer_range:
+            return [], [None]
+        start, stop = (p.start, p.stop) if p.stop is not None else (0.0, p.start)
+        return [], [(int(math.ceil((stop - start) / p.step)) * p.repeat,)]
+
+    def progression(self, p):
+        start = p.start if p.stop is not None or p.infer_range else 0.0
+        if p.dtype not in ("float16", "float32", "float64"):
+            start, step = float(int(start)), float(int(p.step))
+        else:
+            start, step = float(np.dtype(p.dtype).type(start)), float(
+                np.dtype(p.dtype).type(p.step))
+        return start, step, p.repeat
+
+
+@register
+class Linspace(_Sequence):
+    """``num`` evenly spaced values from start to stop (stop included when ``endpoint``),
+    computed in double precision and then rounded into the dtype."""
+    name = "_linspace"
+    aliases = ("linspace",)
+    params = {"start": Float(doc="First value"),
+              "stop": Float(doc="Last value (or the end of the interval without endpoint)"),
+              "num": Int(doc="Number of values"),
+              "endpoint": Bool(True, doc="Include stop as the last value"),
+              "ctx": Str("", doc="Context (ignored: the executor's context is used)"),
+              "dtype": Dtype("float32", doc="Type of the result")}
+
+    def check_params(self, p):
+        if p.num < 0:
+            raise self.error("num=%d must not be negative", p.num)
+
+    def infer_shape(self, p, in_shapes):
+        return [], [(p.num,)]
+
+    def progression(self, p):
+        parts = p.num - 1 if p.endpoint else p.num
+        return p.start, (p.stop - p.start) / parts if parts > 0 else 0.0, 1
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        super().forward(p, k, inputs, outputs, is_train, state)
+        if p.endpoint and p.num > 1:       # exactly stop, whatever the rounding of the steps
+            k.fill(outputs[0][p.num - 1:], p.stop)
+
+
+@register
+class Eye(_Fill):
+    """An N x M matrix (M = 0: square) of zeros with ones on diagonal ``k``."""
+    name = "_eye"
+    aliases = ("eye",)
+    params = {"N": Int(doc="Number of rows"),
+              "M": Int(0, doc="Number of columns (0: N)"),
+              "k": Int(0, doc="Diagonal: 0 the main one, > 0 above it, < 0 below it"),
+              "ctx": Str("", doc="Context (ignored: the executor's context is used)"),
+              "dtype": Dtype("float32", doc="Type of the result")}
+
+    def check_params(self, p):
+        if p.N < 1 or p.M < 0:
+            raise self.error("N=%d must be positive and M=%d not negative", p.N, p.M)
+
+    def infer_shape(self, p, in_shapes):
+        return [], [(p.N, p.M or p.N)]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        out = outputs[0]
+        k.fill(out, 0)
+        rows, cols = out.shape
+        length = _diag_length(rows, cols, p.k)
+        if length <= 0:
+            return
+        ones = state.get("ones")
+        if ones is None:
+            ones = state["ones"] = k.full((length,), 1, out.dtype)
+        offset = p.k if p.k >= 0 else -p.k * cols
+        k.strided_scatter(out, ones, offset, (length,), (cols + 1,), "write")
+
+
+# ---------------------------------------------------------------------------------------------
+# slice assignment: _slice_assign (_crop_assign), _slice_assign_scalar (_crop_assign_scalar)
+# ---------------------------------------------------------------------------------------------
+class _SliceAssignBase(Slice):
+    """out = lhs with the window begin:end:step (as ``slice``) replaced; the gradient of lhs
+    is the head gradient with the window zeroed."""
+    aliases = ()
+
+    def infer_shape(self, p, in_shapes):
+        lhs = in_shapes[0]
+        if lhs is None:
+            return list(in_shapes), [None]
+        return list(in_shapes), [lhs]
+
+    def infer_shape_backward(self, p, in_shapes, out_shapes):
+        filled = list(in_shapes)
+        filled[0] = self.merge(in_shapes[0], out_shapes[0], "input 'lhs' vs its output")
+        return filled
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        out = outputs[0]
+        if out is not inputs[0]:
+            k.assign(out, inputs[0], "write")
+        self.write_window(p, k, inputs, out, state)
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        og = out_grads[0]
+        if og is None:
+            return zero_grads(k, in_grads, req)
+        offset, shape, strides = self._view(p, tuple(og.shape))
+        if len(in_grads) > 1 and req[1] != "null":
+            k.strided_gather(in_grads[1], og, offset, shape, strides, req[1])
+        if req[0] == "null":
+            return
+        masked = state.get("masked")
+        if masked is None:
+            masked = state["masked"] = k.empty(tuple(og.shape), og.dtype)
+            state["window_zeros"] = k.zeros(shape, og.dtype)
+        k.assign(masked, og, "write")
+        k.strided_scatter(masked, state["window_zeros"], offset, shape, strides, "write")
+        k.assign(in_grads[0], masked, req[0])
+
+
+@register
+class SliceAssign(_SliceAssignBase):
+    name = "_slice_assign"
+    aliases = ("_crop_assign",)
+    inputs = ("lhs", "rhs")
+
+    def infer_shape(self, p, in_shapes):
+        lhs, rhs = in_shapes
+        if lhs is None:
+            return list(in_shapes), [None]
+        window = tuple(n for _, n, _ in self.window(p, lhs))
+        if any(d and not n for d, n in zip(lhs, window)):
+            raise self.error("the window begin=%s, end=%s, step=%s of input 'lhs' of shape %s "
+                             "is empty", p.begin, p.end, p.step, lhs)
+        if rhs is not None and shape_is_known(window) and shape_is_known(rhs) and \
+                tuple(rhs) != window:
+            raise self.error("input 'rhs' has shape %s, expected %s (the window begin=%s, "
+                             "end=%s of input 'lhs' of shape %s)", rhs, window, p.begin, p.end,
+                             lhs)
+        return [lhs, window if rhs is None else rhs], [lhs]
+
+    def write_window(self, p, k, inputs, out, state):
+        offset, shape, strides = self._view(p, tuple(out.shape))
+        k.strided_scatter(out, inputs[1], offset, shape, strides, "write")
+
+
+@register
+class SliceAssignScalar(_SliceAssignBase):
+    name = "_slice_assign_scalar"
+    aliases = ("_crop_assign_scalar",)
+    params = dict(Slice.params, scalar=Float(0.0, doc="The value written into the window"))
+
+    def write_window(self, p, k, inputs, out, state):
+        offset, shape, strides = self._view(p, tuple(out.shape))
+        values = state.get("values")
+        if values is None or tuple(values.shape) != tuple(shape):
+            values = state["values"] = k.full(shape, p.scalar, out.dtype)
+        k.strided_scatter(out, values, offset, shape, strides, "write")

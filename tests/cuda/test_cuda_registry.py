@@ -199,6 +199,27 @@ CASES = {
     "tile": [({"reps": (2, 1)}, [S(2, 3)])],
     "topk": [({"axis": 1, "k": 2, "ret_typ": "both"}, [S(2, 3)])],
     "where": [({}, [In((2, 3), "mask"), S(2, 3), S(2, 3)])],
+    # operators added for MXNet's operator breadth
+    "_arange": [({"start": 1.5, "stop": 9, "step": 1.5, "repeat": 2}, []),
+                ({"start": 1.3, "stop": 20, "step": 1.3, "dtype": "int32"}, [])],
+    "_eye": [({"N": 3, "M": 4, "k": 1}, []), ({"N": 4, "k": -2}, [])],
+    "_linspace": [({"start": -2.5, "stop": 7.0, "num": 5}, []),
+                  ({"start": 0, "stop": 3.0, "num": 4, "endpoint": False}, [])],
+    "_slice_assign": [({"begin": (0, 1), "end": (2, None), "step": (1, 2)}, [S(2, 4), S(2, 2)])],
+    "_slice_assign_scalar": [({"begin": (1,), "end": (2,), "scalar": 3.5}, [S(2, 3)])],
+    "_split_v2": [({"indices": (0, 1), "axis": 1}, [S(2, 3)])],
+    "all_finite": [({}, [S(2, 3)])],
+    "batch_take": [({}, [S(3, 4), Idx(4, 3)])],
+    "choose_element_0index": [({}, [S(3, 4), Idx(4, 3)])],
+    "depth_to_space": [({"block_size": 2}, [S(1, 8, 2, 3)])],
+    "diag": [({"k": 1}, [S(3, 4)]), ({"k": -1}, [S(3)]), ({"axis1": 2, "axis2": 0}, [S(2, 3, 4)])],
+    "fill_element_0index": [({}, [S(3, 4), S(3), Idx(4, 3)])],
+    "hard_sigmoid": [({"alpha": 0.4, "beta": 0.3}, [S(2, 3)])],
+    "moments": [({"axes": (0, 2), "keepdims": True}, [S(2, 3, 2)])],
+    "multi_all_finite": [({"num_arrays": 2}, [S(2, 3), S(4)])],
+    "slice_like": [({"axes": (1,)}, [S(2, 4), S(1, 3)])],
+    "space_to_depth": [({"block_size": 2}, [S(1, 2, 4, 2)])],
+    "split_v2": [({"indices_or_sections": (1, 2), "axis": 1}, [S(2, 3)])],
 }
 
 
