@@ -345,3 +345,63 @@ def test_zero_dim_source_and_out_fills():
 def test_broadcast_like_with_empty_axes_is_an_error():
     with pytest.raises(MXNetError, match="broadcast_like"):
         mx.nd.broadcast_like(mx.nd.ones((1, 2)), mx.nd.ones((3, 2)), lhs_axes=(), rhs_axes=())
+
+
+# ---------------------------------------------------------------------------------------------
+# gather_nd, scatter_nd
+# ---------------------------------------------------------------------------------------------
+def test_gather_nd_is_numpy_fancy_indexing():
+    x = rand((3, 4, 2))
+    idx = np.array([[0, 2, -1, 1], [3, 0, -4, 3]])
+    want = x[idx[0], idx[1]]
+    np.testing.assert_array_equal(run("gather_nd", {}, [x, idx.astype(np.float32)])[0], want)
+    np.testing.assert_array_equal(run("gather_nd", {}, [x, idx[:1, :2]])[0], x[idx[0, :2]])
+
+
+def test_gather_nd_out_of_bounds_is_an_index_error():
+    for bad in ([[0, 1], [0, 3]], [[0, 1], [0, -4]]):
+        with pytest.raises(IndexError, match="gather_nd"):
+            run("gather_nd", {}, [rand((2, 3)), np.array(bad)])
+    with pytest.raises(MXNetError, match="addresses 3 axes"):
+        run("gather_nd", {}, [rand((2, 3)), np.zeros((3, 1))])
+
+
+def test_gather_nd_gradient_adds_repeated_indices():
+    x = rand((3, 2))
+    idx = np.array([[1, 1, 0]])
+    check_grad("gather_nd", {}, [x, idx], wrt=[0])
+    g = backward("gather_nd", {}, [x, idx], [np.ones((3, 2))])[0]
+    np.testing.assert_array_equal(g, [[1, 1], [2, 2], [0, 0]])
+
+
+def test_scatter_nd_places_values_and_gathers_the_gradient():
+    data = rand((3, 2))
+    idx = np.array([[2, 0, 1], [1, 3, 0]])
+    out = run("scatter_nd", {"shape": (3, 4, 2)}, [data, idx])[0]
+    want = np.zeros((3, 4, 2))
+    want[idx[0], idx[1]] = data
+    np.testing.assert_array_equal(out, want)
+    check_grad("scatter_nd", {"shape": (3, 4, 2)}, [data, idx], wrt=[0])
+    raises("scatter_nd", {"shape": (3, 4)}, [rand((2,)), idx], "'data'", "(3,)")
+
+
+# ---------------------------------------------------------------------------------------------
+# ravel_multi_index, unravel_index
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(7,), (3, 5), (4, 2, 6), (2, 3, 2, 5)])
+def test_ravel_and_unravel_are_numpys(shape):
+    rng = np.random.default_rng(1)
+    coords = np.stack([rng.integers(0, d, 20) for d in shape])
+    flat = np.ravel_multi_index(coords, shape)
+    for attr_shape in (shape, (-1,) + shape[1:]):
+        np.testing.assert_array_equal(
+            run("_ravel_multi_index", {"shape": attr_shape}, [coords.astype(np.float64)])[0],
+            flat)
+        np.testing.assert_array_equal(
+            run("_unravel_index", {"shape": attr_shape}, [flat.astype(np.float64)])[0], coords)
+
+
+def test_ravel_checks_the_row_count_and_shape():
+    raises("_ravel_multi_index", {"shape": (3, 4)}, [np.zeros((3, 5))], "(2, N)", "(3, 5)")
+    with pytest.raises(MXNetError, match="shape=\\(3, 0\\)"):
+        prepare("_unravel_index", {"shape": (3, 0)})

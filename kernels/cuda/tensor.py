@@ -18,7 +18,8 @@ from .memory import launch_config as launch
 __all__ = ["strided_gather", "strided_scatter", "indices_in_range", "take_forward",
            "take_backward", "pick_forward", "pick_backward", "pick_assign", "one_hot_forward",
            "where_forward", "where_backward", "axis_ranks", "rank_select", "rank_mask",
-           "rank_select_backward", "range_fill"]
+           "rank_select_backward", "range_fill", "nd_indices_in_range", "gather_nd",
+           "scatter_nd", "ravel_index", "unravel_index"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -377,3 +378,122 @@ def range_fill(out, start, step, repeat):
     if out.size == 0:
         return
     _range_fill_kernel[launch(out.size)](flat(out), float(start), float(step), int(repeat))
+
+
+# ---------------------------------------------------------------------------------------------
+# gather_nd, scatter_nd: indices (m, count) address the first m axes of a (.., inner) array
+# ---------------------------------------------------------------------------------------------
+@cuda.jit(device=True)
+def _nd_offset(idx, y, count, dims, strides):
+    off = 0
+    for m in range(len(dims)):
+        j = int(idx[m * count + y])
+        if j < 0:
+            j += dims[m]
+        off += j * strides[m]
+    return off
+
+
+@cuda.jit(cache=True)
+def _nd_bad_index_kernel(idx, dims, count, flag):
+    for i in range(cuda.grid(1), idx.size, cuda.gridsize(1)):
+        n = dims[i // count]
+        j = int(idx[i])
+        if j < -n or j >= n:
+            flag[0] = 1
+
+
+@cuda.jit(cache=True)
+def _gather_nd_kernel(out, data, idx, dims, strides, inner):
+    count = out.size // inner
+    for r in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        y = r // inner
+        out[r] = data[_nd_offset(idx, y, count, dims, strides) + r - y * inner]
+
+
+@cuda.jit(cache=True)
+def _scatter_nd_kernel(out, src, idx, dims, strides, inner, add):
+    count = src.size // inner
+    for r in range(cuda.grid(1), src.size, cuda.gridsize(1)):
+        y = r // inner
+        j = _nd_offset(idx, y, count, dims, strides) + r - y * inner
+        if add:
+            cuda.atomic.add(out, j, src[r])
+        else:
+            out[j] = src[r]
+
+
+def _int_tuple(values):
+    return tuple(int(v) for v in values)
+
+
+def nd_indices_in_range(idx, dims):
+    """True when every row m of idx (m, count) lies in [-dims[m], dims[m])."""
+    if idx.size == 0:
+        return True
+    flag = cuda.to_device(np.zeros(1, dtype=np.int32))
+    _nd_bad_index_kernel[launch(idx.size)](flat(idx), _int_tuple(dims), idx.size // len(dims),
+                                           flag)
+    return int(flag.copy_to_host()[0]) == 0
+
+
+def gather_nd(out, data, idx, dims, strides, inner):
+    """out[y, t] = data[sum_m index(idx[m, y]) * strides[m] + t] (negative indices wrap once)."""
+    if out.size == 0:
+        return
+    _gather_nd_kernel[launch(out.size)](flat(out), flat(data), flat(idx), _int_tuple(dims),
+                                        _int_tuple(strides), int(inner))
+
+
+def scatter_nd(out, src, idx, dims, strides, inner, req="write"):
+    """out[...] (req) src scattered by idx; 'add' accumulates repeated indices (atomics)."""
+    if req == "null" or src.size == 0:
+        return
+    if req == "add":
+        buf, back = _accumulator(out, "add")
+        _scatter_nd_kernel[launch(src.size)](buf, flat(src), flat(idx), _int_tuple(dims),
+                                             _int_tuple(strides), int(inner), True)
+        if back:
+            assign(flat(out), buf, "write")
+        return
+    _scatter_nd_kernel[launch(src.size)](flat(out), flat(src), flat(idx), _int_tuple(dims),
+                                         _int_tuple(strides), int(inner), False)
+
+
+# ---------------------------------------------------------------------------------------------
+# ravel_multi_index, unravel_index
+# ---------------------------------------------------------------------------------------------
+@cuda.jit(cache=True)
+def _ravel_kernel(out, coords, strides):
+    count = out.size
+    for n in range(cuda.grid(1), count, cuda.gridsize(1)):
+        flat_index = 0
+        for m in range(len(strides)):
+            flat_index += int(coords[m * count + n]) * strides[m]
+        out[n] = flat_index
+
+
+@cuda.jit(cache=True)
+def _unravel_kernel(out, flat_index, dims, strides):
+    count = flat_index.size
+    for n in range(cuda.grid(1), count, cuda.gridsize(1)):
+        x = int(flat_index[n])
+        for m in range(len(strides)):
+            q = x // strides[m]
+            out[m * count + n] = q % dims[m] if dims[m] > 0 else q
+
+
+def ravel_index(out, coords, strides):
+    """out[n] = sum_m int(coords[m, n]) * strides[m]."""
+    if out.size == 0:
+        return
+    _ravel_kernel[launch(out.size)](flat(out), flat(coords), _int_tuple(strides))
+
+
+def unravel_index(out, flat_index, dims, strides):
+    """out[m, n] = (int(flat_index[n]) // strides[m]) % dims[m] (no modulo where dims[m] is
+    not positive)."""
+    if out.size == 0:
+        return
+    _unravel_kernel[launch(flat_index.size)](flat(out), flat(flat_index), _int_tuple(dims),
+                                             _int_tuple(strides))

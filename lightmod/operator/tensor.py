@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from ..base import MXNetIndexError
 from .registry import (
     Bool,
     Dtype,
@@ -2172,3 +2173,171 @@ class SliceAssignScalar(_SliceAssignBase):
         if values is None or tuple(values.shape) != tuple(shape):
             values = state["values"] = k.full(shape, p.scalar, out.dtype)
         k.strided_scatter(out, values, offset, shape, strides, "write")
+
+
+# ---------------------------------------------------------------------------------------------
+# gather_nd, scatter_nd
+# ---------------------------------------------------------------------------------------------
+def _nd_geometry(indices_shape, full_shape):
+    """(dims, strides, inner) of indices (m, ...) addressing the first m axes of full_shape."""
+    m = indices_shape[0]
+    inner = shape_size(full_shape[m:])
+    strides = contiguous_strides(full_shape)[:m]
+    return tuple(full_shape[:m]), strides, inner
+
+
+class _IndexedND(_IndexTypes):
+    index_inputs = ("indices",)
+
+    def check_indices(self, indices, full):
+        if len(indices) < 1:
+            raise self.error("input 'indices' must have at least 1 dim, got shape %s", indices)
+        if indices[0] and indices[0] > len(full):
+            raise self.error("input 'indices' of shape %s addresses %d axes, but the array of "
+                             "shape %s has %d", indices, indices[0], full, len(full))
+
+
+@register
+class GatherND(_IndexedND):
+    """out[y...] = data[indices[0, y...], ..., indices[m-1, y...], :]: indices (m, Y...)
+    select along data's first m axes; the output is Y + data.shape[m:]. Negative indices
+    count from the end; others out of bounds raise IndexError. The gradient is scattered
+    back (repeated indices add up)."""
+    name = "gather_nd"
+    inputs = ("data", "indices")
+
+    def infer_shape(self, p, in_shapes):
+        data, idx = in_shapes
+        if data is None or idx is None:
+            return list(in_shapes), [None]
+        self.check_indices(idx, data)
+        # one element picked from every axis: MXNet's shapes are never empty, so (1,)
+        return list(in_shapes), [tuple(idx[1:]) + tuple(data[idx[0]:]) or (1,)]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        data, idx = inputs
+        dims, strides, inner = _nd_geometry(tuple(idx.shape), tuple(data.shape))
+        if not k.nd_indices_in_range(idx, dims):
+            raise MXNetIndexError("Operator gather_nd: input 'indices' has an index out of "
+                                  "bounds for the axes %s of input 'data' (shape %s)"
+                                  % (dims, tuple(data.shape)))
+        k.gather_nd(outputs[0], data, idx, dims, strides, inner)
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        zero_grads(k, in_grads[1:], req[1:])
+        if req[0] == "null":
+            return
+        g = in_grads[0]
+        if req[0] == "write":
+            k.fill(g, 0)
+        if out_grads[0] is not None:
+            dims, strides, inner = _nd_geometry(tuple(inputs[1].shape), tuple(g.shape))
+            k.scatter_nd(g, out_grads[0], inputs[1], dims, strides, inner, "add")
+
+
+@register
+class ScatterND(_IndexedND):
+    """An array of ``shape``, zeros except out[indices[:, y...]] = data[y...] (when indices
+    repeat, one of the values is kept). The gradient of data gathers the head gradient."""
+    name = "scatter_nd"
+    inputs = ("data", "indices")
+    params = {"shape": Shape(doc="Shape of the output")}
+
+    def infer_shape(self, p, in_shapes):
+        data, idx = in_shapes
+        out = tuple(p.shape)
+        if idx is not None:
+            self.check_indices(idx, out)
+            want = tuple(idx[1:]) + out[idx[0]:]
+            if data is not None and shape_is_known(data) and shape_is_known(idx) and \
+                    tuple(data) != want:
+                raise self.error("input 'data' has shape %s, expected %s (indices %s into "
+                                 "shape=%s)", data, want, idx, out)
+            data = want if data is None else data
+        return [data, idx], [out]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        data, idx = inputs
+        out = outputs[0]
+        dims, strides, inner = _nd_geometry(tuple(idx.shape), tuple(out.shape))
+        if not k.nd_indices_in_range(idx, dims):
+            raise MXNetIndexError("Operator scatter_nd: input 'indices' has an index out of "
+                                  "bounds for the axes %s of shape=%s" % (dims, tuple(p.shape)))
+        k.fill(out, 0)
+        k.scatter_nd(out, data, idx, dims, strides, inner, "write")
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        zero_grads(k, in_grads[1:], req[1:])
+        if req[0] == "null":
+            return
+        if out_grads[0] is None:
+            return zero_grads(k, in_grads[:1], req[:1])
+        idx = inputs[1]
+        dims, strides, inner = _nd_geometry(tuple(idx.shape), tuple(outputs[0].shape))
+        if req[0] == "write":
+            k.gather_nd(in_grads[0], out_grads[0], idx, dims, strides, inner)
+        else:
+            picked = state.get("picked")
+            if picked is None:
+                picked = state["picked"] = k.empty(tuple(in_grads[0].shape), in_grads[0].dtype)
+            k.gather_nd(picked, out_grads[0], idx, dims, strides, inner)
+            k.assign(in_grads[0], picked, "add")
+
+
+# ---------------------------------------------------------------------------------------------
+# ravel_multi_index, unravel_index
+# ---------------------------------------------------------------------------------------------
+class _IndexConversion(_TensorOp):
+    """Between coordinates (m, N) in an array of ``shape`` and flat C-order indices (N,). The
+    first dim of shape may be -1 (open: it does not change the strides). No gradient flows."""
+    params = {"shape": Shape(doc="Shape of the array the indices address (the first dim may "
+                                 "be -1)")}
+    head_grad_unused = True
+
+    def check_params(self, p):
+        if not p.shape or any(d is None or d < 1 for d in p.shape[1:]) or \
+                p.shape[0] is None or p.shape[0] == 0 or p.shape[0] < -1:
+            raise self.error("shape=%s must hold positive dims (the first may be -1)", p.shape)
+
+    @staticmethod
+    def strides(p):
+        # the first dim never enters the strides, so an open -1 there is harmless
+        return contiguous_strides((1,) + tuple(p.shape[1:]))
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        zero_grads(k, in_grads, req)
+
+
+@register
+class RavelMultiIndex(_IndexConversion):
+    name = "_ravel_multi_index"
+    aliases = ("ravel_multi_index",)
+
+    def infer_shape(self, p, in_shapes):
+        s = in_shapes[0]
+        if s is None:
+            return [None], [None]
+        if len(s) != 2 or (s[0] and s[0] != len(p.shape)):
+            raise self.error("input 'data' must have shape (%d, N) (one row per dim of shape=%s)"
+                             ", got %s", len(p.shape), p.shape, s)
+        return [s], [(s[1],)]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        k.ravel_index(outputs[0], inputs[0], self.strides(p))
+
+
+@register
+class UnravelIndex(_IndexConversion):
+    name = "_unravel_index"
+    aliases = ("unravel_index",)
+
+    def infer_shape(self, p, in_shapes):
+        s = in_shapes[0]
+        if s is None:
+            return [None], [None]
+        if len(s) != 1:
+            raise self.error("input 'data' must be 1-D (flat indices), got shape %s", s)
+        return [s], [(len(p.shape), s[0])]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        k.unravel_index(outputs[0], inputs[0], p.shape, self.strides(p))

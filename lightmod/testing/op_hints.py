@@ -107,6 +107,16 @@ def _indices_below(count, offset=0):
     return make
 
 
+def _nd_indices(full_shape):
+    """Index rows (m, ...) within the first m dims of ``full_shape(p, shapes)``, some of them
+    negative (gather_nd and scatter_nd count those from the end)."""
+    def make(rng, shape, p, shapes):
+        dims = full_shape(p, shapes)
+        rows = [rng.integers(-dims[m], dims[m], shape[1:]) for m in range(min(shape[0], len(dims)))]
+        return np.stack(rows).astype(np.float64) if rows else np.zeros(shape)
+    return make
+
+
 def _class_labels(rng, shape, p, shapes):
     data = shapes["data"]
     classes = data[1] if (p.get("multi_output") or p.get("preserve_shape") is False
@@ -297,6 +307,8 @@ HINTS = {
         lambda p, s: s["lhs"][1])}, no_grad_inputs=("rhs",)),
     "fill_element_0index": Hint(ndims=(2, 2), values={"rhs": _indices_below(
         lambda p, s: s["lhs"][1])}, no_grad_inputs=("rhs",)),
+    "gather_nd": Hint(values={"indices": _nd_indices(lambda p, s: s["data"])},
+                      no_grad_inputs=("indices",)),
     "split_v2": Hint(ndims=(1, 3), fix_attrs=_split_points),
     "_split_v2": Hint(ndims=(1, 3), fix_attrs=_split_points),
     # NCHW data whose channels (depth_to_space) or sides (space_to_depth) the block divides

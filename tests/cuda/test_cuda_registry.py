@@ -208,7 +208,12 @@ CASES = {
     "_slice_assign": [({"begin": (0, 1), "end": (2, None), "step": (1, 2)}, [S(2, 4), S(2, 2)])],
     "_slice_assign_scalar": [({"begin": (1,), "end": (2,), "scalar": 3.5}, [S(2, 3)])],
     "_split_v2": [({"indices": (0, 1), "axis": 1}, [S(2, 3)])],
+    "_ravel_multi_index": [({"shape": (3, 4)}, [Idx(3, 2, 5)]), ({"shape": (-1, 4)}, [Idx(3, 2, 5)])],
+    "_unravel_index": [({"shape": (3, 4)}, [Idx(12, 5)]), ({"shape": (-1, 2, 2)}, [Idx(12, 5)])],
     "all_finite": [({}, [S(2, 3)])],
+    "gather_nd": [({}, [S(3, 4, 2), Idx(3, 2, 5)])],
+    # one index: repeated indices keep an unspecified one of their values on a GPU
+    "scatter_nd": [({"shape": (3, 4, 2)}, [S(1, 2), Idx(3, 2, 1)])],
     "batch_take": [({}, [S(3, 4), Idx(4, 3)])],
     "choose_element_0index": [({}, [S(3, 4), Idx(4, 3)])],
     "depth_to_space": [({"block_size": 2}, [S(1, 8, 2, 3)])],
