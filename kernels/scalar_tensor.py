@@ -31,6 +31,15 @@ def resolve_index(value, n, wrap):
     return j
 
 
+@njit(cache=True)
+def uniform_bin(x, lo, hi, nbins):
+    """The bin of x among nbins equal bins over [lo, hi] (the last one closed), -1 outside."""
+    if not (lo <= x <= hi):
+        return -1
+    b = int((x - lo) * nbins / (hi - lo)) if hi > lo else 0
+    return nbins - 1 if b >= nbins else b
+
+
 @njit(cache=True, error_model="numpy")
 def reduce_identity(kind):
     """The start value of a reduction of ``kind``."""

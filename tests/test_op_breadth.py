@@ -405,3 +405,33 @@ def test_ravel_checks_the_row_count_and_shape():
     raises("_ravel_multi_index", {"shape": (3, 4)}, [np.zeros((3, 5))], "(2, N)", "(3, 5)")
     with pytest.raises(MXNetError, match="shape=\\(3, 0\\)"):
         prepare("_unravel_index", {"shape": (3, 0)})
+
+
+# ---------------------------------------------------------------------------------------------
+# histogram
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(7,), (4, 5), (2, 3, 4)])
+def test_histogram_matches_numpy(shape):
+    x = np.random.default_rng(3).uniform(-3, 3, shape)
+    x.reshape(-1)[:2] = [2.5, -2.5]          # the range's ends belong to the end bins
+    counts, edges = run("_histogram", {"bin_cnt": 6, "range": (-2.5, 2.5)}, [x])
+    want_counts, want_edges = np.histogram(x, 6, range=(-2.5, 2.5))
+    assert counts.dtype == np.int64
+    np.testing.assert_array_equal(counts, want_counts)
+    np.testing.assert_allclose(edges, want_edges)
+    given = np.array([-1.0, 0.5, 2.0, 2.5, 50.0])
+    counts, edges = run("_histogram", {}, [x, given])
+    np.testing.assert_array_equal(counts, np.histogram(x, bins=given)[0])
+    np.testing.assert_array_equal(edges, given)
+
+
+def test_histogram_front_ends():
+    x = mx.nd.array(np.arange(10.0))
+    counts, edges = mx.nd.histogram(x, bins=3)           # no range: numpy over the data
+    np.testing.assert_array_equal(counts.asnumpy(), np.histogram(np.arange(10.0), 3)[0])
+    with pytest.raises(ValueError, match="range"):
+        mx.sym.histogram(mx.sym.var("a"), bins=3)
+    with pytest.raises(ValueError, match="bins"):
+        mx.nd.histogram(x, bins=2.5)
+    with pytest.raises(MXNetError, match="range"):
+        prepare("_histogram", {"bin_cnt": 3, "range": (2.0, 1.0)})

@@ -11,14 +11,14 @@ import numpy as np
 from numba import njit, prange
 from numpy.lib.stride_tricks import as_strided
 
-from ..scalar_tensor import resolve_index
+from ..scalar_tensor import resolve_index, uniform_bin
 from .jit import ParallelLoop
 
 __all__ = ["strided_gather", "strided_scatter", "indices_in_range", "take_forward",
            "take_backward", "pick_forward", "pick_backward", "pick_assign", "one_hot_forward",
            "where_forward", "where_backward", "axis_ranks", "rank_select", "rank_mask",
            "rank_select_backward", "range_fill", "nd_indices_in_range", "gather_nd",
-           "scatter_nd", "ravel_index", "unravel_index"]
+           "scatter_nd", "ravel_index", "unravel_index", "histogram_count"]
 
 # gathers and scatters cost about four element-wise adds per element (index arithmetic and
 # scattered reads)
@@ -537,3 +537,42 @@ def unravel_index(out, flat_index, dims, strides):
     _unravel.pick(flat_index.size)(buf, _math(flat_index), np.asarray(dims, dtype=np.int64),
                                    np.asarray(strides, dtype=np.int64))
     _finish(out, buf, back)
+
+
+# ---------------------------------------------------------------------------------------------
+# histogram
+# ---------------------------------------------------------------------------------------------
+def _histogram_impl(counts, data, edges, uniform, lo, hi):
+    # serial: every element adds to a shared count
+    nbins = counts.size
+    for i in range(data.size):
+        x = data[i]
+        if uniform:
+            b = uniform_bin(x, lo, hi, nbins)
+        else:
+            b = -1
+            if edges[0] <= x <= edges[nbins]:
+                lo_i, hi_i = 0, nbins          # the last edge <= x, the last bin closed
+                while hi_i - lo_i > 1:
+                    mid = (lo_i + hi_i) // 2
+                    if edges[mid] <= x:
+                        lo_i = mid
+                    else:
+                        hi_i = mid
+                b = lo_i
+        if b >= 0:
+            counts[b] += 1
+
+
+_histogram = njit(cache=True)(_histogram_impl)
+
+
+def histogram_count(counts, data, edges, lo, hi):
+    """counts[b] = how many elements of data fall in bin b: [edges[b], edges[b+1]) with the
+    last bin closed; edges None: counts.size equal bins over [lo, hi]. Others are ignored."""
+    acc = np.zeros(counts.size, dtype=np.int64)
+    if data.size:
+        uniform = edges is None
+        _histogram(acc, _math(data), _math(data) if uniform else _math(edges), uniform,
+                   float(lo), float(hi))
+    np.copyto(counts, acc.reshape(counts.shape), casting="unsafe")

@@ -11,7 +11,7 @@ import numpy as np
 from numba import cuda
 
 from ..scalar import strided_offset
-from ..scalar_tensor import resolve_index
+from ..scalar_tensor import resolve_index, uniform_bin
 from .memory import assign, fill, flat
 from .memory import launch_config as launch
 
@@ -19,7 +19,7 @@ __all__ = ["strided_gather", "strided_scatter", "indices_in_range", "take_forwar
            "take_backward", "pick_forward", "pick_backward", "pick_assign", "one_hot_forward",
            "where_forward", "where_backward", "axis_ranks", "rank_select", "rank_mask",
            "rank_select_backward", "range_fill", "nd_indices_in_range", "gather_nd",
-           "scatter_nd", "ravel_index", "unravel_index"]
+           "scatter_nd", "ravel_index", "unravel_index", "histogram_count"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -497,3 +497,38 @@ def unravel_index(out, flat_index, dims, strides):
         return
     _unravel_kernel[launch(flat_index.size)](flat(out), flat(flat_index), _int_tuple(dims),
                                              _int_tuple(strides))
+
+
+# ---------------------------------------------------------------------------------------------
+# histogram
+# ---------------------------------------------------------------------------------------------
+@cuda.jit(cache=True)
+def _histogram_kernel(counts, data, edges, uniform, lo, hi):
+    nbins = counts.size
+    for i in range(cuda.grid(1), data.size, cuda.gridsize(1)):
+        x = data[i]
+        if uniform:
+            b = uniform_bin(x, lo, hi, nbins)
+        else:
+            b = -1
+            if edges[0] <= x <= edges[nbins]:
+                lo_i, hi_i = 0, nbins
+                while hi_i - lo_i > 1:
+                    mid = (lo_i + hi_i) // 2
+                    if edges[mid] <= x:
+                        lo_i = mid
+                    else:
+                        hi_i = mid
+                b = lo_i
+        if b >= 0:
+            cuda.atomic.add(counts, b, 1)
+
+
+def histogram_count(counts, data, edges, lo, hi):
+    """counts[b] = how many elements of data fall in bin b (see the CPU half)."""
+    acc = cuda.to_device(np.zeros(counts.size, dtype=np.int64))
+    if data.size:
+        uniform = edges is None
+        _histogram_kernel[launch(data.size)](acc, flat(data), flat(data if uniform else edges),
+                                             uniform, float(lo), float(hi))
+    assign(flat(counts), acc, "write")

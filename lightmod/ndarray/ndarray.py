@@ -16,7 +16,7 @@ from ..context import Context, current_context
 from ..operator import registry
 
 __all__ = ["NDArray", "from_backend", "backend_array", "STYPES", "array", "empty", "zeros",
-           "ones", "full", "arange", "moveaxis", "waitall", "add", "subtract", "multiply",
+           "ones", "full", "arange", "moveaxis", "histogram", "waitall", "add", "subtract", "multiply",
            "divide", "true_divide", "modulo", "power", "maximum", "minimum", "equal",
            "not_equal", "greater", "greater_equal", "lesser", "lesser_equal", "logical_and",
            "logical_or", "logical_xor", "onehot_encode", "concatenate",
@@ -790,6 +790,21 @@ def moveaxis(tensor, source, destination):
     for d, a in sorted(zip(dst, src)):
         order.insert(d, a)
     return _op("transpose", tensor, axes=tuple(order))
+
+
+def histogram(a, bins=10, range=None):  # noqa: A002 (MXNet's argument name)
+    """(counts, bin edges) of the flattened ``a``: ``bins`` equal bins over ``range``, or the
+    bins between the edges in the NDArray ``bins``. Without a range the counts come from
+    numpy over the data's own range, as MXNet does."""
+    if isinstance(bins, NDArray):
+        return _op("_histogram", a, bins)
+    if isinstance(bins, (int, np.integer)) and not isinstance(bins, bool):
+        if range is None:
+            counts, edges = np.histogram(a.asnumpy(), bins=int(bins))
+            return array(counts, ctx=a.context, dtype=counts.dtype), \
+                array(edges, ctx=a.context, dtype=a.dtype)
+        return _op("_histogram", a, bin_cnt=int(bins), range=range)
+    raise ValueError("bins argument should be either an integer or an NDArray")
 
 
 def concatenate(arrays, axis=0, always_copy=True):

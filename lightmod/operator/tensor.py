@@ -19,6 +19,7 @@ from .registry import (
     Dtype,
     Enum,
     Float,
+    FloatTuple,
     Int,
     Operator,
     OptFloat,
@@ -2341,3 +2342,64 @@ class UnravelIndex(_IndexConversion):
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         k.unravel_index(outputs[0], inputs[0], p.shape, self.strides(p))
+
+
+# ---------------------------------------------------------------------------------------------
+# histogram
+# ---------------------------------------------------------------------------------------------
+@register
+class Histogram(_TensorOp):
+    """``_histogram``: counts of the flattened data in ``bin_cnt`` equal bins over ``range``,
+    or in the bins between the edges given as input ``bins`` (the last bin closed, values
+    outside ignored, as numpy's histogram). Outputs the int64 counts and the bin edges."""
+    name = "_histogram"
+    inputs = ("data",)
+    optional_inputs = ("bins",)
+    params = {"bin_cnt": OptInt(None, doc="Number of equal bins (None: input 'bins' gives "
+                                          "the edges)"),
+              "range": FloatTuple(None, doc="(lower, upper) bounds of the equal bins")}
+    head_grad_unused = True
+
+    def check_params(self, p):
+        if p.bin_cnt is None:
+            return
+        if p.bin_cnt < 1:
+            raise self.error("bin_cnt=%d must be at least 1", p.bin_cnt)
+        if p.range is None or len(p.range) != 2 or not p.range[0] <= p.range[1]:
+            raise self.error("range=%s must be (lower, upper) with lower <= upper when "
+                             "bin_cnt is given", p.range)
+
+    def list_inputs(self, p):
+        return ["data"] if p.bin_cnt is not None else ["data", "bins"]
+
+    def num_outputs(self, p):
+        return 2
+
+    def infer_shape(self, p, in_shapes):
+        if p.bin_cnt is not None:
+            return list(in_shapes), [(p.bin_cnt,), (p.bin_cnt + 1,)]
+        bins = in_shapes[1]
+        if bins is None:
+            return list(in_shapes), [None, None]
+        if len(bins) != 1 or (bins[0] and bins[0] < 2):
+            raise self.error("input 'bins' must be 1-D with at least 2 edges, got shape %s",
+                             bins)
+        return list(in_shapes), [(bins[0] - 1 if bins[0] else 0,), bins]
+
+    def infer_type(self, p, in_types):
+        edges = in_types[0] if p.bin_cnt is not None else in_types[1]
+        return list(in_types), ["int64", edges]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        counts, edges = outputs
+        if p.bin_cnt is not None:
+            lo, hi = p.range
+            k.histogram_count(counts, inputs[0], None, lo, hi)
+            k.range_fill(edges, lo, (hi - lo) / p.bin_cnt, 1)
+            k.fill(edges[p.bin_cnt:], hi)
+        else:
+            k.histogram_count(counts, inputs[0], inputs[1], 0.0, 0.0)
+            k.assign(edges, inputs[1], "write")
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        zero_grads(k, in_grads, req)

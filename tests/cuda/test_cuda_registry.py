@@ -208,6 +208,8 @@ CASES = {
     "_slice_assign": [({"begin": (0, 1), "end": (2, None), "step": (1, 2)}, [S(2, 4), S(2, 2)])],
     "_slice_assign_scalar": [({"begin": (1,), "end": (2,), "scalar": 3.5}, [S(2, 3)])],
     "_split_v2": [({"indices": (0, 1), "axis": 1}, [S(2, 3)])],
+    "_histogram": [({"bin_cnt": 4, "range": (-0.5, 0.5)}, [S(3, 5)]),
+                   ({}, [S(3, 5), In((3,), "index", 1)])],
     "_ravel_multi_index": [({"shape": (3, 4)}, [Idx(3, 2, 5)]), ({"shape": (-1, 4)}, [Idx(3, 2, 5)])],
     "_unravel_index": [({"shape": (3, 4)}, [Idx(12, 5)]), ({"shape": (-1, 2, 2)}, [Idx(12, 5)])],
     "all_finite": [({}, [S(2, 3)])],
