@@ -435,3 +435,37 @@ def test_histogram_front_ends():
         mx.nd.histogram(x, bins=2.5)
     with pytest.raises(MXNetError, match="range"):
         prepare("_histogram", {"bin_cnt": 3, "range": (2.0, 1.0)})
+
+
+# ---------------------------------------------------------------------------------------------
+# executor: heads with a zero gradient, backward before forward
+# ---------------------------------------------------------------------------------------------
+def test_zero_gradient_heads_need_no_head_gradient():
+    x, y = mx.sym.var("x"), mx.sym.var("y")
+    for head in (x == y, mx.sym.broadcast_greater(x, y), mx.sym.shape_array(x),
+                 mx.sym.floor(x), x > 1):
+        exe = head.simple_bind(mx.cpu(), x=(2, 3), y=(2, 3))
+        values = {"x": rand((2, 3)), "y": rand((2, 3), seed=1)}
+        exe.forward(is_train=True, **{n: values[n] for n in head.list_arguments()})
+        exe.backward()                               # no head gradient needed
+        exe.backward([mx.nd.ones((7,))])             # one of any shape is ignored
+        assert (exe.grad_dict["x"].asnumpy() == 0).all()
+
+
+def test_a_head_with_a_gradient_still_needs_one():
+    exe = (mx.sym.var("x") * 2).simple_bind(mx.cpu(), x=(2,))
+    exe.forward(is_train=True)
+    with pytest.raises(MXNetError, match="head gradient"):
+        exe.backward()
+
+
+def test_backward_before_forward_runs_the_forward_first():
+    data = mx.sym.var("data")
+    x = rand((3, 4))
+    grad = mx.nd.zeros((3, 4))
+    exe = mx.sym.repeat(data, repeats=2, axis=1).bind(mx.cpu(), args=[mx.nd.array(x)],
+                                                      args_grad=[grad])
+    head = rand((3, 8), seed=2)
+    exe.backward(mx.nd.array(head))
+    np.testing.assert_allclose(grad.asnumpy(), head.reshape(3, 4, 2).sum(axis=2), rtol=1e-6)
+    np.testing.assert_allclose(exe.outputs[0].asnumpy(), np.repeat(x, 2, axis=1), rtol=1e-6)
