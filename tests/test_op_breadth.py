@@ -469,3 +469,17 @@ def test_backward_before_forward_runs_the_forward_first():
     exe.backward(mx.nd.array(head))
     np.testing.assert_allclose(grad.asnumpy(), head.reshape(3, 4, 2).sum(axis=2), rtol=1e-6)
     np.testing.assert_allclose(exe.outputs[0].asnumpy(), np.repeat(x, 2, axis=1), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name, attrs, inputs", [
+    ("broadcast_mod", {}, [np.array([[7, 9]]), np.array([[2], [4]])]),
+    ("_mod", {}, [np.array([7, -9]), np.array([2, 4])]),
+    ("_mod_scalar", {"scalar": 4}, [np.array([7, -9])])])
+def test_integer_mod_sends_no_gradient(name, attrs, inputs):
+    ints = [x.astype(np.int32) for x in inputs]
+    out = run(name, attrs, ints)[0]
+    grads = backward(name, attrs, ints, [np.ones(out.shape, dtype=np.int32)])
+    assert all((g == 0).all() for g in grads)
+    floats = backward(name, attrs, [x.astype(np.float64) + 0.5 for x in inputs],
+                      [np.ones(out.shape)])
+    assert (floats[0] != 0).any()              # the float remainder still has one
