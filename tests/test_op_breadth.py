@@ -483,3 +483,16 @@ def test_integer_mod_sends_no_gradient(name, attrs, inputs):
     floats = backward(name, attrs, [x.astype(np.float64) + 0.5 for x in inputs],
                       [np.ones(out.shape)])
     assert (floats[0] != 0).any()              # the float remainder still has one
+
+
+def test_arange_infers_its_length_from_consumers_and_arange_like():
+    s = mx.sym.elemwise_add(mx.sym.arange(start=2, stop=None, infer_range=True, step=0.5),
+                            mx.sym.zeros(shape=[5]))
+    exe = s.bind(ctx=mx.cpu(), args={})
+    exe.forward()
+    np.testing.assert_allclose(exe.outputs[0].asnumpy(), 2 + 0.5 * np.arange(5))
+    x = mx.nd.zeros((2, 3))
+    np.testing.assert_array_equal(mx.nd.contrib.arange_like(x, start=1).asnumpy(),
+                                  np.arange(1, 7).reshape(2, 3))
+    np.testing.assert_array_equal(mx.nd.contrib.arange_like(x, axis=-1, repeat=2).asnumpy(),
+                                  [0, 0, 1])

@@ -2403,3 +2403,34 @@ class Histogram(_TensorOp):
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
         zero_grads(k, in_grads, req)
+
+
+@register
+class ArangeLike(_TensorOp):
+    """``contrib.arange_like``: start, start + step, ... shaped like ``data`` (or as long as
+    its axis ``axis``), each value repeated ``repeat`` times; data only gives its shape."""
+    name = "_contrib_arange_like"
+    params = {"start": Float(0.0, doc="First value"),
+              "step": Float(1.0, doc="Spacing between values"),
+              "repeat": Int(1, doc="Times each value is repeated"),
+              "ctx": Str("", doc="Context (ignored: the input's context is used)"),
+              "axis": OptInt(None, doc="Axis of data giving the length (None: data's shape)")}
+    head_grad_unused = True
+
+    def check_params(self, p):
+        if p.repeat < 1:
+            raise self.error("repeat=%d must be at least 1", p.repeat)
+
+    def infer_shape(self, p, in_shapes):
+        s = in_shapes[0]
+        if s is None:
+            return [None], [None]
+        if p.axis is None:
+            return [s], [s]
+        return [s], [(s[self.axis(p.axis, len(s), shape=s)],)]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        k.range_fill(outputs[0], p.start, p.step, p.repeat)
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        zero_grads(k, in_grads, req)

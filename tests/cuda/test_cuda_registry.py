@@ -202,6 +202,8 @@ CASES = {
     # operators added for MXNet's operator breadth
     "_arange": [({"start": 1.5, "stop": 9, "step": 1.5, "repeat": 2}, []),
                 ({"start": 1.3, "stop": 20, "step": 1.3, "dtype": "int32"}, [])],
+    "_contrib_arange_like": [({"start": 1.5, "step": 0.5}, [S(2, 3)]),
+                             ({"axis": 0, "repeat": 2}, [S(3, 2)])],
     "_eye": [({"N": 3, "M": 4, "k": 1}, []), ({"N": 4, "k": -2}, [])],
     "_linspace": [({"start": -2.5, "stop": 7.0, "num": 5}, []),
                   ({"start": 0, "stop": 3.0, "num": 4, "endpoint": False}, [])],
