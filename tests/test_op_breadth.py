@@ -496,3 +496,23 @@ def test_arange_infers_its_length_from_consumers_and_arange_like():
                                   np.arange(1, 7).reshape(2, 3))
     np.testing.assert_array_equal(mx.nd.contrib.arange_like(x, axis=-1, repeat=2).asnumpy(),
                                   [0, 0, 1])
+
+
+# ---------------------------------------------------------------------------------------------
+# attributes given as numpy scalars (numpy 2 prints them as np.int64(3))
+# ---------------------------------------------------------------------------------------------
+def test_numpy_scalar_attributes_parse_like_ints():
+    axes = tuple(np.int64(a) for a in (1, 0, 2))
+    y = mx.sym.transpose(mx.sym.var("a"), axes=axes)
+    assert y.infer_shape(a=(2, 3, 4))[1] == [(3, 2, 4)]
+    op, p = prepare("Convolution", {"kernel": "(np.int64(3), np.int32(2))", "num_filter":
+                                    "np.int64(4)", "no_bias": "np.bool_(True)"})
+    assert p.kernel == (3, 2) and p.num_filter == 4 and p.no_bias is True
+    assert prepare("clip", {"a_min": "np.float32(0.25)", "a_max": "1"})[1].a_min == 0.25
+
+
+def test_attribute_text_with_other_calls_is_refused():
+    with pytest.raises(MXNetError, match="kernel"):
+        prepare("Convolution", {"kernel": "(os.getpid(), 3)", "num_filter": 2})
+    with pytest.raises(MXNetError, match="kernel"):
+        prepare("Convolution", {"kernel": "(np.int64(np.int64(3)), 3)", "num_filter": 2})

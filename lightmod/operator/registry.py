@@ -161,7 +161,9 @@ class Bool(Param):
                 return True
             if low in ("false", "0"):
                 return False
-            raise ValueError("expected True or False")
+            value = _literal(value.strip())     # np.bool_(True) as numpy 2 prints it
+            if not isinstance(value, (bool, np.bool_)):
+                raise ValueError("expected True or False")
         if isinstance(value, (bool, np.bool_, int, np.integer)):
             return bool(value)
         raise ValueError("expected True or False")
