@@ -722,7 +722,9 @@ class Executor:
         if not self._bwd and not self._head_steps:
             return
         if not self._forward_done:
-            raise MXNetError("Executor.backward: call forward(is_train=True) first")
+            # MXNet lets backward run before any forward (ops like repeat need no forward
+            # values); running the forward pass first gives every op the values it reads
+            self.forward(is_train=True)
         for i, eid, dst, req, k in self._head_steps:
             if i >= len(heads) or heads[i] is None:
                 raise MXNetError(

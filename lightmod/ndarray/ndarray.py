@@ -13,10 +13,11 @@ import numpy as np
 from .. import kernels
 from ..base import MXNetError, dtype_np, numeric_types
 from ..context import Context, current_context
+from ..operator import registry
 from . import _format
 
 __all__ = ["NDArray", "from_backend", "backend_array", "STYPES", "array", "empty", "zeros",
-           "ones", "full", "arange", "moveaxis", "waitall", "add", "subtract", "multiply",
+           "ones", "full", "arange", "moveaxis", "histogram", "waitall", "add", "subtract", "multiply",
            "divide", "true_divide", "modulo", "power", "maximum", "minimum", "equal",
            "not_equal", "greater", "greater_equal", "lesser", "lesser_equal", "logical_and",
            "logical_or", "logical_xor", "onehot_encode", "concatenate",
@@ -316,8 +317,26 @@ class NDArray:
     def reshape_like(self, *args, **kwargs):
         return _op("reshape_like", self, *args, **kwargs)
 
-    def flatten(self, *args, **kwargs):
-        return _op("Flatten", self, *args, **kwargs)
+    def flatten(self, inplace=False):
+        """(N, ...) -> (N, rest); ``inplace``: a view sharing this array's memory."""
+        return self._reshaping("Flatten", inplace)
+
+    def expand_dims(self, axis, inplace=False):
+        """A new size-1 axis at ``axis``; ``inplace``: a view sharing this array's memory."""
+        return self._reshaping("expand_dims", inplace, axis=axis)
+
+    def squeeze(self, axis=None, inplace=False):
+        """Size-1 axes removed; ``inplace``: a view sharing this array's memory."""
+        return self._reshaping("squeeze", inplace, axis=axis)
+
+    def _reshaping(self, op_name, inplace, **attrs):
+        """An operator that only changes the shape: its result, or with ``inplace`` a view of
+        this array in the shape the operator infers."""
+        if not inplace:
+            return _op(op_name, self, **attrs)
+        op = registry.get(op_name)
+        _, out_shapes = op.infer_shape(op.parse(attrs), [self.shape])
+        return self.reshape(out_shapes[0])
 
     def broadcast_to(self, shape):
         shape = _as_shape(shape)
@@ -427,7 +446,7 @@ _OP_METHODS = {
     "round": "round", "rint": "rint", "fix": "fix", "floor": "floor", "ceil": "ceil",
     "trunc": "trunc", "sin": "sin", "cos": "cos", "tan": "tan", "reciprocal": "reciprocal",
     "relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh", "softmax": "softmax",
-    "log_softmax": "log_softmax", "expand_dims": "expand_dims", "squeeze": "squeeze",
+    "log_softmax": "log_softmax",
     "transpose": "transpose", "swapaxes": "SwapAxis", "tile": "tile", "repeat": "repeat",
     "pad": "pad", "flip": "flip", "slice": "slice", "slice_axis": "slice_axis",
     "slice_like": "slice_like", "take": "take", "one_hot": "one_hot", "pick": "pick",
@@ -707,9 +726,8 @@ def array(source_array, ctx=None, dtype=None):
         except (TypeError, ValueError):
             raise TypeError("source_array must be array like object (numbers, equal-length nested "
                             "lists, numpy arrays), got %s" % type(source_array).__name__) from None
+    # a 0-d source keeps its shape () as in MXNet (nd.array(np.ones([])).shape == ())
     host = np.asarray(host, dtype=dtype_np(dtype))
-    if host.ndim == 0:
-        host = host.reshape(1)
     return NDArray(_to_ctx_buffer(host, ctx), ctx)
 
 
@@ -721,11 +739,19 @@ def empty(shape, ctx=None, dtype=None, stype=None):
 
 
 def zeros(shape, ctx=None, dtype=None, stype=None, **kwargs):
+    out = kwargs.pop("out", None)
+    if out is not None:         # fill the given array, as the operator behind MXNet's does
+        out[:] = 0
+        return out
     ctx = _as_ctx(ctx)
     return NDArray(_alloc(_as_shape(shape), dtype_np(dtype), ctx, 0), ctx, stype or "default")
 
 
 def ones(shape, ctx=None, dtype=None, **kwargs):
+    out = kwargs.pop("out", None)
+    if out is not None:
+        out[:] = 1
+        return out
     ctx = _as_ctx(ctx)
     return NDArray(_alloc(_as_shape(shape), dtype_np(dtype), ctx, 1), ctx)
 
@@ -739,24 +765,53 @@ def full(shape, val, ctx=None, dtype=mx_real_t, out=None):
 
 
 def arange(start, stop=None, step=1.0, repeat=1, infer_range=None, ctx=None, dtype=mx_real_t):
-    """Evenly spaced values (computed in double precision, then cast); each value ``repeat``ed."""
-    if stop is None:
-        start, stop = 0, start
-    if step == 0:
-        raise MXNetError("arange: step must not be 0")
-    values = np.arange(start, stop, step, dtype=np.float64)
-    if repeat != 1:
-        values = np.repeat(values, int(repeat))
-    return array(values, ctx=ctx, dtype=dtype)
+    """Evenly spaced values in [start, stop) (the ``_arange`` operator), each ``repeat``ed."""
+    return _op("_arange", start=start, stop=stop, step=step, repeat=repeat,
+               infer_range=bool(infer_range), ctx=_as_ctx(ctx), dtype=dtype)
+
+
+def _axis_list(axes, ndim, what):
+    """``axes`` (an int or a sequence of ints) as a list of axes in [0, ndim); ValueError names
+    the argument when one is out of range or repeated."""
+    listed = [axes] if isinstance(axes, (int, np.integer)) else list(axes)
+    out = []
+    for a in listed:
+        if not -ndim <= a < ndim:
+            raise ValueError("moveaxis: %s axis %d is out of range for an array with %d dims"
+                             % (what, a, ndim))
+        out.append(int(a) % ndim)
+    if len(set(out)) != len(out):
+        raise ValueError("moveaxis: repeated axis in %s %s" % (what, axes))
+    return out
 
 
 def moveaxis(tensor, source, destination):
-    axes = list(range(tensor.ndim))
-    source = source % tensor.ndim
-    destination = destination % tensor.ndim
-    axes.pop(source)
-    axes.insert(destination, source)
-    return _op("transpose", tensor, axes=tuple(axes))
+    """The array with the axes ``source`` moved to positions ``destination`` (ints or
+    sequences of ints, as numpy's moveaxis); the other axes keep their order."""
+    src = _axis_list(source, tensor.ndim, "source")
+    dst = _axis_list(destination, tensor.ndim, "destination")
+    if len(src) != len(dst):
+        raise ValueError("moveaxis: source %s and destination %s must have the same number of "
+                         "elements" % (source, destination))
+    order = [a for a in range(tensor.ndim) if a not in src]
+    for d, a in sorted(zip(dst, src)):
+        order.insert(d, a)
+    return _op("transpose", tensor, axes=tuple(order))
+
+
+def histogram(a, bins=10, range=None):  # noqa: A002 (MXNet's argument name)
+    """(counts, bin edges) of the flattened ``a``: ``bins`` equal bins over ``range``, or the
+    bins between the edges in the NDArray ``bins``. Without a range the counts come from
+    numpy over the data's own range, as MXNet does."""
+    if isinstance(bins, NDArray):
+        return _op("_histogram", a, bins)
+    if isinstance(bins, (int, np.integer)) and not isinstance(bins, bool):
+        if range is None:
+            counts, edges = np.histogram(a.asnumpy(), bins=int(bins))
+            return array(counts, ctx=a.context, dtype=counts.dtype), \
+                array(edges, ctx=a.context, dtype=a.dtype)
+        return _op("_histogram", a, bin_cnt=int(bins), range=range)
+    raise ValueError("bins argument should be either an integer or an NDArray")
 
 
 def concatenate(arrays, axis=0, always_copy=True):

@@ -113,6 +113,16 @@ def _indices_below(count, offset=0):
     return make
 
 
+def _nd_indices(full_shape):
+    """Index rows (m, ...) within the first m dims of ``full_shape(p, shapes)``, some of them
+    negative (gather_nd and scatter_nd count those from the end)."""
+    def make(rng, shape, p, shapes):
+        dims = full_shape(p, shapes)
+        rows = [rng.integers(-dims[m], dims[m], shape[1:]) for m in range(min(shape[0], len(dims)))]
+        return np.stack(rows).astype(np.float64) if rows else np.zeros(shape)
+    return make
+
+
 def _class_labels(rng, shape, p, shapes):
     data = shapes["data"]
     classes = data[1] if (p.get("multi_output") or p.get("preserve_shape") is False
@@ -263,6 +273,16 @@ def _ctc_inputs(rng, shapes, p):
     if p.use_label_lengths:
         out["label_lengths"] = label_lengths
     return out
+def _split_points(draw, op, ndim, data_shape):
+    """A split axis and increasing split points within it (split_v2 and _split_v2)."""
+    axis = draw(st.integers(0, ndim - 1))
+    n = data_shape[axis]
+    points = tuple(sorted(draw(st.sets(st.integers(1, max(n - 1, 1)), max_size=2))))
+    if n == 1:
+        points = ()
+    if op.name == "split_v2":
+        return {"axis": axis, "indices_or_sections": points or 1}
+    return {"axis": axis, "indices": (0,) + points, "sections": 0}
 
 
 HINTS = {
@@ -331,6 +351,22 @@ HINTS = {
     "pick": Hint(ndims=(2, 4), values={"index": _indices_below(
         lambda p, s: s["data"][p.axis if p.axis is not None else -1])},
         no_grad_inputs=("index",)),
+    # one index per row of 2-D data
+    "batch_take": Hint(ndims=(2, 2), values={"indices": _indices_below(lambda p, s: s["a"][1])},
+                       no_grad_inputs=("indices",)),
+    "choose_element_0index": Hint(ndims=(2, 2), values={"rhs": _indices_below(
+        lambda p, s: s["lhs"][1])}, no_grad_inputs=("rhs",)),
+    "fill_element_0index": Hint(ndims=(2, 2), values={"rhs": _indices_below(
+        lambda p, s: s["lhs"][1])}, no_grad_inputs=("rhs",)),
+    "gather_nd": Hint(values={"indices": _nd_indices(lambda p, s: s["data"])},
+                      no_grad_inputs=("indices",)),
+    "split_v2": Hint(ndims=(1, 3), fix_attrs=_split_points),
+    "_split_v2": Hint(ndims=(1, 3), fix_attrs=_split_points),
+    # NCHW data whose channels (depth_to_space) or sides (space_to_depth) the block divides
+    "depth_to_space": Hint(ndims=(4, 4), params={"block_size": lambda n, s: st.sampled_from(
+        [b for b in (1, 2) if s[1] % (b * b) == 0])}),
+    "space_to_depth": Hint(ndims=(4, 4), params={"block_size": lambda n, s: st.sampled_from(
+        [b for b in (1, 2) if s[2] % b == 0 and s[3] % b == 0])}),
     "SoftmaxOutput": Hint(values={"label": _class_labels}, no_grad_inputs=("label",)),
     "softmax_cross_entropy": Hint(ndims=(2, 2), values={"label": _indices_below(
         lambda p, s: s["data"][1])}, no_grad_inputs=("label",)),
