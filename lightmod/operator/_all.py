@@ -9,6 +9,7 @@ from . import (
     norm,  # noqa: F401,E402
     optimizer_op,  # noqa: F401,E402
     pooling,  # noqa: F401,E402
+    random_ops,  # noqa: F401,E402
     reduce,  # noqa: F401,E402
     rnn_op,  # noqa: F401,E402
     tensor,  # noqa: F401,E402
