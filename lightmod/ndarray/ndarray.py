@@ -148,7 +148,7 @@ class NDArray:
         if self.ndim < 2:
             return self
         if _is_host(self._data):
-            return NDArray(np.ascontiguousarray(self._data.T), self._ctx)
+            return _carry(NDArray(np.ascontiguousarray(self._data.T), self._ctx), self)
         return self.transpose()
 
     # --- host transfer ------------------------------------------------------------------------
@@ -272,8 +272,7 @@ class NDArray:
                 data = k.empty(self.shape, self._data.dtype)
                 k.copy(data, self._data)
             else:
-                data = _to_ctx_buffer(self._data if _is_host(self._data)
-                                      else self._data.copy_to_host(), other)
+                data = _to_ctx_buffer(_raw_host(self), other)
             return _carry(NDArray(data, other, self._stype), self)
         raise TypeError("copyto does not support type %s" % type(other))
 
@@ -475,6 +474,12 @@ _OP_METHODS = {
 for _meth, _opname in _OP_METHODS.items():
     setattr(NDArray, _meth, _method(_opname))
 del _meth, _opname
+
+# more operators MXNet's NDArray offers as methods under their own names
+for _meth in ("degrees", "radians", "arcsin", "arccos", "arctan", "sinh", "cosh", "arcsinh",
+              "arccosh", "arctanh", "rcbrt", "softmin", "split_v2"):
+    setattr(NDArray, _meth, _method(_meth))
+del _meth
 
 
 _OP_FUNCTIONS = {}

@@ -3,6 +3,7 @@
 from . import (
     conv,  # noqa: F401,E402
     elemwise,  # noqa: F401,E402
+    im2col_ops,  # noqa: F401,E402
     image_ops,  # noqa: F401,E402
     loss,  # noqa: F401,E402
     nn,  # noqa: F401,E402

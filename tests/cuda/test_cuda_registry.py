@@ -220,6 +220,10 @@ CASES = {
     "_sample_generalized_negative_binomial": [({}, [P(2, 3), P(2, 3)])],
     "_sample_multinomial": [({"shape": (4,), "get_prob": True}, [P(2, 3)])],
     "_sample_unique_zipfian": [({"range_max": 50, "shape": (2, 5)}, [])],
+    "im2col": [({"kernel": (2, 2), "stride": (1, 2), "pad": (1, 0)}, [S(1, 2, 3, 4)])],
+    # 2 channels x 2x2 windows, on the 4 x 2 window positions of a 3x4 image
+    "col2im": [({"output_size": (3, 4), "kernel": (2, 2), "stride": (1, 2), "pad": (1, 0)},
+                [S(1, 8, 8)])],
 }
 
 
