@@ -137,6 +137,14 @@ class _Sampler(Operator):
         _no_gradient(k, in_grads, req)
 
 
+def _draw_with_attributes(op, p, k, out, state):
+    """Fill ``out`` from ``op.dist`` with the parameters given as attributes."""
+    values = [getattr(p, name) for name, _ in op.dist.attrs]
+    op.dist.check(op, values)
+    gen = _rng.get_rng(state.get("context"))
+    _write(k, out, op.dist.draw(gen, *values, tuple(out.shape)))
+
+
 def _known(shape):
     return shape is not None and len(shape) > 0 and all(d for d in shape)
 
@@ -157,10 +165,7 @@ class _RandomOp(_Sampler):
         return [], [self.out_dtype(p)]
 
     def forward(self, p, k, inputs, outputs, is_train, state):
-        values = [getattr(p, name) for name, _ in self.dist.attrs]
-        self.dist.check(self, values)
-        gen = _rng.get_rng(state.get("context"))
-        _write(k, outputs[0], self.dist.draw(gen, *values, tuple(outputs[0].shape)))
+        _draw_with_attributes(self, p, k, outputs[0], state)
 
 
 class _RandomLikeOp(_Sampler):
@@ -175,10 +180,7 @@ class _RandomLikeOp(_Sampler):
         return [merge_shape(in_shapes[0], out_shapes[0])]
 
     def forward(self, p, k, inputs, outputs, is_train, state):
-        values = [getattr(p, name) for name, _ in self.dist.attrs]
-        self.dist.check(self, values)
-        gen = _rng.get_rng(state.get("context"))
-        _write(k, outputs[0], self.dist.draw(gen, *values, tuple(outputs[0].shape)))
+        _draw_with_attributes(self, p, k, outputs[0], state)
 
 
 class _SampleOp(_Sampler):
