@@ -13,6 +13,7 @@ import numpy as np
 from .. import engine, kernels
 from ..base import MXNetError, dtype_np, numeric_types
 from ..context import Context, current_context
+from . import _format
 
 __all__ = ["NDArray", "from_backend", "backend_array", "STYPES", "array", "empty", "zeros",
            "ones", "full", "arange", "moveaxis", "waitall", "add", "subtract", "multiply",
@@ -229,22 +230,17 @@ class NDArray:
 
     # --- pickling (the single-array record of the .params format) ------------------------------
     def __getstate__(self):
-        from .utils import save_raw_bytes
-        return {"handle": bytearray(save_raw_bytes(self))}
+        return {"handle": bytearray(_format.encode_record(self))}
 
     def __setstate__(self, state):
-        from .utils import load_raw_bytes
         handle = state["handle"] if isinstance(state, dict) else state
-        if handle is None:
-            self._data = np.empty((0,), dtype=np.float32)
-            self._ctx = Context("cpu", 0)
-            self._stype = "default"
-            self.writable = True
-            self._error = None
-            return
+        decoded = None if handle is None else _format.decode_record(
+            _format.Reader(bytes(handle), "<pickled NDArray>"))
+        host, ctx, stype = decoded or (np.empty((0,), dtype=np.float32), Context("cpu", 0),
+                                       "default")
+        self._data, self._ctx, self._stype = _to_ctx_buffer(host, ctx), ctx, stype
+        self.writable = True
         self._error = None
-        arr = load_raw_bytes(bytes(handle))
-        self._data, self._ctx, self._stype, self.writable = arr._data, arr._ctx, arr._stype, True
 
     # --- copies and contexts ------------------------------------------------------------------
     def copy(self):
@@ -482,21 +478,29 @@ for _meth in ("degrees", "radians", "arcsin", "arccos", "arctan", "sinh", "cosh"
 del _meth
 
 
+# Functions this module calls but does not own: ``op_function`` (the generated ``nd.<op>``
+# functions) and ``invoke`` (run one operator on NDArrays), installed by ndarray/register.py
+# when it is imported (the package imports it). They build on NDArray, so this module cannot
+# import them without an import circle.
+_HOOKS = {}
 _OP_FUNCTIONS = {}
+
+
+def install_hooks(**functions):
+    """Install the functions NDArray's methods call: ``op_function`` and ``invoke``."""
+    _HOOKS.update(functions)
 
 
 def _op(name, *args, **kwargs):
     """Call the generated nd function of a registered operator."""
     fn = _OP_FUNCTIONS.get(name)
     if fn is None:
-        from .register import op_function
-        fn = _OP_FUNCTIONS[name] = op_function(name)
+        fn = _OP_FUNCTIONS[name] = _HOOKS["op_function"](name)
     return fn(*args, **kwargs)
 
 
 def imperative_invoke(name, inputs, attrs, out=None):
-    from .register import invoke
-    return invoke(name, inputs, attrs, out=out)
+    return _HOOKS["invoke"](name, inputs, attrs, out=out)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -729,8 +733,10 @@ def array(source_array, ctx=None, dtype=None):
             return out.copy() if out is source_array else out
         host = source_array._host_view()
     elif hasattr(source_array, "indptr") and hasattr(source_array, "tocsr"):
-        from .sparse import csr_matrix  # a scipy.sparse csr matrix
-        return csr_matrix(source_array, ctx=ctx, dtype=dtype)
+        # a scipy.sparse matrix: a csr array (stored densely, as every csr array is)
+        dense = source_array.toarray()
+        host = dense.astype(dtype_np(dtype) if dtype is not None else dense.dtype)
+        return NDArray(_to_ctx_buffer(host, ctx), ctx, "csr")
     else:
         dtype = mx_real_t if dtype is None else dtype
         try:

@@ -16,7 +16,7 @@ from .. import engine, kernels
 from ..base import MXNetError
 from ..context import Context, current_context
 from ..operator import frontend, registry
-from .ndarray import NDArray, _alloc
+from .ndarray import NDArray, _alloc, install_hooks
 
 __all__ = ["invoke", "op_function", "find_function"]
 
@@ -263,3 +263,6 @@ def _make_function(op, public_name):
 _FUNCTIONS = frontend.FunctionTable(_make_function)
 find_function = _FUNCTIONS.find     # the nd function of an operator name or alias, or None
 op_function = _FUNCTIONS.get        # the same, MXNetError for an unknown name
+
+
+install_hooks(op_function=op_function, invoke=invoke)
