@@ -10,7 +10,7 @@ import numbers
 
 import numpy as np
 
-from .. import kernels
+from .. import engine, kernels
 from ..base import MXNetError, dtype_np, numeric_types
 from ..context import Context, current_context
 from ..operator import registry
@@ -100,8 +100,10 @@ class NDArray:
     base, as in MXNet. ``_stype`` is the storage type MXNet would report; lightmod stores
     row_sparse and csr arrays densely and keeps their sparse *semantics* where MXNet code
     observes them (``stype``, ``tostype``, ``indices``/``indptr``/``data``, file format).
+    ``_error`` is the :class:`lightmod.engine.PendingError` of a failed operation whose
+    result this array holds (None when there is none): reading the array reports it.
     """
-    __slots__ = ("_data", "_ctx", "_stype", "writable", "__weakref__")
+    __slots__ = ("_data", "_ctx", "_stype", "writable", "_error", "__weakref__")
     # numpy must defer to our operators in mixed expressions (np_array + nd_array).
     __array_priority__ = 1000.0
 
@@ -117,6 +119,7 @@ class NDArray:
             raise MXNetError("unknown storage type %r (expected one of %s)" % (stype, STYPES))
         self._stype = stype
         self.writable = writable
+        self._error = None
 
     # --- properties ---------------------------------------------------------------------------
     @property
@@ -147,18 +150,22 @@ class NDArray:
         if self.ndim < 2:
             return self
         if _is_host(self._data):
-            return NDArray(np.ascontiguousarray(self._data.T), self._ctx)
+            return _carry(NDArray(np.ascontiguousarray(self._data.T), self._ctx), self)
         return self.transpose()
 
     # --- host transfer ------------------------------------------------------------------------
     def asnumpy(self):
         """A numpy copy of the contents (always a copy, as in MXNet)."""
+        if self._error is not None:
+            engine.report(self._error)
         if _is_host(self._data):
             return self._data.copy()
         return self._data.copy_to_host()
 
     def _host_view(self):
         """The contents as a numpy array without copying when on the CPU (internal)."""
+        if self._error is not None:
+            engine.report(self._error)
         if _is_host(self._data):
             return self._data
         return self._data.copy_to_host()
@@ -172,6 +179,8 @@ class NDArray:
         return self.asnumpy().tolist()
 
     def wait_to_read(self):
+        if self._error is not None:
+            engine.report(self._error)
         if not _is_host(self._data):
             from numba import cuda
             cuda.synchronize()
@@ -232,6 +241,7 @@ class NDArray:
                                        "default")
         self._data, self._ctx, self._stype = _to_ctx_buffer(host, ctx), ctx, stype
         self.writable = True
+        self._error = None
 
     # --- copies and contexts ------------------------------------------------------------------
     def copy(self):
@@ -249,6 +259,7 @@ class NDArray:
             if not other.writable:
                 raise ValueError("copyto: the target NDArray is read-only")
             _copy_into(other, self)
+            other._error = self._error
             return other
         if isinstance(other, Context):
             if _is_host(self._data) and other.device_typeid != 2:
@@ -258,8 +269,8 @@ class NDArray:
                 data = k.empty(self.shape, self._data.dtype)
                 k.copy(data, self._data)
             else:
-                data = _to_ctx_buffer(self._host_view(), other)
-            return NDArray(data, other, self._stype)
+                data = _to_ctx_buffer(_raw_host(self), other)
+            return _carry(NDArray(data, other, self._stype), self)
         raise TypeError("copyto does not support type %s" % type(other))
 
     def as_in_context(self, context):
@@ -274,11 +285,11 @@ class NDArray:
         if not copy and dtype == np.dtype(self._data.dtype):
             return self
         if _is_host(self._data):
-            return NDArray(self._data.astype(dtype), self._ctx, self._stype)
+            return _carry(NDArray(self._data.astype(dtype), self._ctx, self._stype), self)
         k = _device_kernels(self._ctx)
         data = k.empty(self.shape, dtype)
         k.copy(data, self._data)
-        return NDArray(data, self._ctx, self._stype)
+        return _carry(NDArray(data, self._ctx, self._stype), self)
 
     def tostype(self, stype):
         """A copy with the given storage type (the data stays dense in lightmod)."""
@@ -290,7 +301,7 @@ class NDArray:
         if stype == "row_sparse" and self.ndim < 1:
             raise ValueError("To convert to row_sparse, the NDArray needs at least 1 dim")
         out = self.copy()
-        return NDArray(out._data, out._ctx, stype)
+        return _carry(NDArray(out._data, out._ctx, stype), self)
 
     def wait_to_read_all(self):
         waitall()
@@ -312,7 +323,7 @@ class NDArray:
             data = self._data.reshape(new_shape)
         else:
             data = self._data.reshape(*new_shape) if new_shape else self._data.reshape(1)
-        return NDArray(data, self._ctx, self._stype, self.writable)
+        return _carry(NDArray(data, self._ctx, self._stype, self.writable), self)
 
     def reshape_like(self, *args, **kwargs):
         return _op("reshape_like", self, *args, **kwargs)
@@ -353,8 +364,12 @@ class NDArray:
 
     # --- indexing -----------------------------------------------------------------------------
     def __getitem__(self, key):
+        # a view or gather of an array whose computation failed carries the same failure
+        return _carry(self._index(key), self)
+
+    def _index(self, key):
         if _is_advanced_key(key):
-            host = self._host_view()[_host_key(key)]
+            host = _raw_host(self)[_host_key(key)]
             if host.ndim == 0:
                 host = host.reshape(1)
             return NDArray(_to_ctx_buffer(host, self._ctx), self._ctx)
@@ -377,9 +392,11 @@ class NDArray:
     def __setitem__(self, key, value):
         if not self.writable:
             raise ValueError("Cannot assign to a read-only NDArray")
+        if isinstance(value, NDArray) and value._error is not None:
+            self._error = value._error
         if _is_host(self._data):
             if isinstance(value, NDArray):
-                value = value._host_view()
+                value = _raw_host(value)
             if _is_advanced_key(key):
                 self._data[_host_key(key)] = value
             else:
@@ -392,7 +409,7 @@ class NDArray:
                 return
         host = self._data.copy_to_host()
         host[_host_key(key) if _is_advanced_key(key) else _basic_key(key, self.shape)] = \
-            value._host_view() if isinstance(value, NDArray) else value
+            _raw_host(value) if isinstance(value, NDArray) else value
         self._data.copy_to_device(host)
 
     def _slice(self, start, stop):
@@ -428,6 +445,20 @@ class NDArray:
         return _op("norm", self, *args, **kwargs)
 
 
+def _carry(out, src):
+    """``out`` (computed from ``src``) carries ``src``'s pending failure, if any."""
+    if src._error is not None:
+        out._error = src._error
+    return out
+
+
+def _raw_host(arr):
+    """The contents on the host, without reporting a pending failure (internal copies)."""
+    if _is_host(arr._data):
+        return arr._data
+    return arr._data.copy_to_host()
+
+
 def _method(op_name, doc=None):
     def method(self, *args, **kwargs):
         return _op(op_name, self, *args, **kwargs)
@@ -458,6 +489,12 @@ _OP_METHODS = {
 for _meth, _opname in _OP_METHODS.items():
     setattr(NDArray, _meth, _method(_opname))
 del _meth, _opname
+
+# more operators MXNet's NDArray offers as methods under their own names
+for _meth in ("degrees", "radians", "arcsin", "arccos", "arctan", "sinh", "cosh", "arcsinh",
+              "arccosh", "arctanh", "rcbrt", "softmin", "split_v2"):
+    setattr(NDArray, _meth, _method(_meth))
+del _meth
 
 
 # Functions this module calls but does not own: ``op_function`` (the generated ``nd.<op>``
@@ -585,7 +622,7 @@ def _fill_device(region, value, ctx):
 def _copy_into(dst, src):
     """dst[...] = src for NDArrays of equal shape on any contexts (dtype converted)."""
     if _is_host(dst._data):
-        np.copyto(dst._data, src._host_view(), casting="unsafe")
+        np.copyto(dst._data, _raw_host(src), casting="unsafe")
     else:
         k = _device_kernels(dst._ctx)
         source = src._data
@@ -835,11 +872,13 @@ def onehot_encode(indices, out):
 
 
 def waitall():
-    """Wait for every pending computation (CUDA work is asynchronous)."""
+    """Wait for every pending computation (CUDA work is asynchronous), then raise the oldest
+    operator failure not reported yet (and forget the others), as MXNet does."""
     # only once a GPU kernel set exists: a refused gpu context must not make waitall() sync
     if kernels.cuda_in_use():
         from numba import cuda
         cuda.synchronize()
+    engine.report_all()
 
 
 # ---------------------------------------------------------------------------------------------

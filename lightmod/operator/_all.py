@@ -5,6 +5,7 @@ from . import (
     conv,  # noqa: F401,E402
     ctc,  # noqa: F401,E402
     elemwise,  # noqa: F401,E402
+    im2col_ops,  # noqa: F401,E402
     image_ops,  # noqa: F401,E402
     linalg,  # noqa: F401,E402
     loss,  # noqa: F401,E402
@@ -12,6 +13,7 @@ from . import (
     norm,  # noqa: F401,E402
     optimizer_op,  # noqa: F401,E402
     pooling,  # noqa: F401,E402
+    random_ops,  # noqa: F401,E402
     reduce,  # noqa: F401,E402
     rnn_op,  # noqa: F401,E402
     tensor,  # noqa: F401,E402

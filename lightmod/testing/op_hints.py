@@ -431,3 +431,40 @@ for _name in ("multi_sgd_update", "multi_sgd_mom_update", "multi_mp_sgd_update",
               "preloaded_multi_sgd_mom_update", "preloaded_multi_mp_sgd_update",
               "preloaded_multi_mp_sgd_mom_update"):
     HINTS[_name] = Hint(fix_attrs=_multi_update_counts)
+
+# the random family (operator/random_ops.py): outputs are random, so only shapes are compared;
+# parameters and parameter arrays are drawn inside each law's domain
+_SAMPLED = "the operator draws random numbers"
+
+
+def _unit_probability(rng, shape, p, shapes):
+    """Success probabilities in [0.2, 1]."""
+    return rng.uniform(0.2, 1.0, shape)
+
+
+def _nonpositive(rng, shape, p, shapes):
+    return -rng.uniform(0.0, 1.0, shape)
+
+
+_DOMAINS = {   # distribution -> (attribute strategies, input value makers)
+    "uniform": ({"low": lambda n, s: st.floats(-1.0, 0.0), "high": lambda n, s: st.floats(0.0, 1.0)},
+                {"low": _nonpositive, "high": _positive}),
+    "normal": ({}, {"mu": _off_zero, "sigma": _positive}),
+    "gamma": ({}, {"alpha": _positive, "beta": _positive}),
+    "exponential": ({}, {"lam": _positive}),
+    "poisson": ({}, {"lam": _positive}),
+    "negative_binomial": ({"p": lambda n, s: st.floats(0.2, 1.0)},
+                          {"k": _positive, "p": _unit_probability}),
+    "generalized_negative_binomial": ({}, {"mu": _positive, "alpha": _positive}),
+}
+for _name, (_attrs, _values) in _DOMAINS.items():
+    HINTS["_random_" + _name] = Hint(random=_SAMPLED, params=_attrs)
+    HINTS["_random_%s_like" % _name] = Hint(random=_SAMPLED, params=_attrs)
+    HINTS["_sample_" + _name] = Hint(random=_SAMPLED, values=_values)
+HINTS["_random_randint"] = Hint(random=_SAMPLED, params={
+    "low": lambda n, s: st.integers(-3, 0), "high": lambda n, s: st.integers(1, 4)})
+HINTS["_sample_multinomial"] = Hint(random=_SAMPLED, values={"data": _positive})
+HINTS["_shuffle"] = Hint(random=_SAMPLED)
+# shape is (batch, samples per row): samples per row (at most max_side) within range_max
+HINTS["_sample_unique_zipfian"] = Hint(random=_SAMPLED, ndims=(2, 2), params={
+    "range_max": lambda n, s: st.integers(4, 10)})

@@ -39,8 +39,8 @@ CPU, GPU = mx.cpu(0), mx.gpu(0)
 class In:
     """One input: ``kind`` is 'signed' (uniform in [-1, 1]), 'positive' ([0.5, 1.5]),
     'index' (integers in [0, high) stored as float32), 'mask' (0/1), 'half' (float16),
-    'above_one' ([1.2, 2.5]), 'spd' (symmetric positive-definite matrices on the last two axes)
-    or 'codes' (int8 integers)."""
+    'above_one' ([1.2, 2.5]), 'unit' ([0.2, 1], probabilities), 'spd' (symmetric
+    positive-definite matrices on the last two axes) or 'codes' (int8 integers)."""
 
     def __init__(self, shape, kind="signed", high=None):
         self.shape, self.kind, self.high = tuple(shape), kind, high
@@ -60,6 +60,8 @@ class In:
             return (x @ np.swapaxes(x, -1, -2) + n * np.eye(n)).astype(np.float32)
         if self.kind == "codes":
             return rng.integers(-128, 128, self.shape).astype(np.int8)
+        if self.kind == "unit":
+            return rng.uniform(0.2, 1.0, self.shape).astype(np.float32)
         values = rng.uniform(-1, 1, self.shape)
         return values.astype(np.float16 if self.kind == "half" else np.float32)
 
@@ -268,6 +270,29 @@ CASES = {
     "slice_like": [({"axes": (1,)}, [S(2, 4), S(1, 3)])],
     "space_to_depth": [({"block_size": 2}, [S(1, 2, 4, 2)])],
     "split_v2": [({"indices_or_sections": (1, 2), "axis": 1}, [S(2, 3)])],
+    # the random family: parameters inside each law's domain (seeded alike, both devices draw
+    # the same numbers)
+    "_random_uniform": [({"low": -1.0, "high": 2.0, "shape": (2, 3)}, [])],
+    "_random_normal": [({"loc": 1.0, "scale": 2.0, "shape": (2, 3)}, [])],
+    "_random_gamma": [({"alpha": 2.0, "beta": 0.5, "shape": (2, 3)}, [])],
+    "_random_exponential": [({"lam": 2.0, "shape": (2, 3)}, [])],
+    "_random_poisson": [({"lam": 3.0, "shape": (2, 3)}, [])],
+    "_random_negative_binomial": [({"k": 3, "p": 0.4, "shape": (2, 3)}, [])],
+    "_random_generalized_negative_binomial": [({"mu": 2.0, "alpha": 0.5, "shape": (2, 3)}, [])],
+    "_random_randint": [({"low": -2, "high": 5, "shape": (2, 3)}, [])],
+    "_sample_uniform": [({"shape": (2,)}, [S(2, 3), In((2, 3), "above_one")])],
+    "_sample_normal": [({"shape": (2,)}, [S(2, 3), P(2, 3)])],
+    "_sample_gamma": [({}, [P(2, 3), P(2, 3)])],
+    "_sample_exponential": [({}, [P(2, 3)])],
+    "_sample_poisson": [({}, [P(2, 3)])],
+    "_sample_negative_binomial": [({}, [P(2, 3), In((2, 3), "unit")])],
+    "_sample_generalized_negative_binomial": [({}, [P(2, 3), P(2, 3)])],
+    "_sample_multinomial": [({"shape": (4,), "get_prob": True}, [P(2, 3)])],
+    "_sample_unique_zipfian": [({"range_max": 50, "shape": (2, 5)}, [])],
+    "im2col": [({"kernel": (2, 2), "stride": (1, 2), "pad": (1, 0)}, [S(1, 2, 3, 4)])],
+    # 2 channels x 2x2 windows, on the 4 x 2 window positions of a 3x4 image
+    "col2im": [({"output_size": (3, 4), "kernel": (2, 2), "stride": (1, 2), "pad": (1, 0)},
+                [S(1, 8, 8)])],
 }
 
 
@@ -332,7 +357,8 @@ def _nd_forward(op, attrs, host, ctx):
         attrs["ctx"] = ctx
     arrays = [mx.nd.array(x, ctx=ctx, dtype=x.dtype) for x in host]
     mx.random.seed(7)
-    outs = getattr(mx.nd.op, op.name)(*arrays, **attrs)
+    with ctx:       # operators without inputs or a ctx attribute run on the current context
+        outs = getattr(mx.nd.op, op.name)(*arrays, **attrs)
     outs = outs if isinstance(outs, (list, tuple)) else [outs]
     for o in outs:
         assert o.context == ctx, "%s: output on %s, expected %s" % (op.name, o.context, ctx)
