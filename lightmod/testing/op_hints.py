@@ -114,6 +114,12 @@ def _class_labels(rng, shape, p, shapes):
     return rng.integers(0, classes, shape).astype(np.float64)
 
 
+def _sequence_lengths(rng, shape, p, shapes):
+    """Lengths in 1 .. the number of steps (data's axis ``p.axis``)."""
+    steps = shapes["data"][p.axis]
+    return rng.integers(1, steps + 1, shape).astype(np.float64)
+
+
 def _booleans(rng, shape, p, shapes):
     return rng.integers(0, 2, shape).astype(np.float64)
 
@@ -315,6 +321,20 @@ HINTS = {
     # shapes, lightmod (for ret_typ='mask') only in forward -- pinned by an xfail test
     "topk": Hint(params={"k": lambda ndim, shape: st.integers(1, min(shape))}),
 }
+
+# --- sequence, spatial and detection operators (operator/sequence.py, spatial.py, detection.py)
+HINTS.update({
+    "BatchNorm_v1": Hint(ndims=(2, 4), tol=(1e-4, 1e-7), values={"moving_var": _positive}),
+    "GroupNorm": Hint(ndims=(2, 4), tol=(1e-4, 1e-7)),
+    "_image_normalize": Hint(ndims=(3, 4)),
+    # lengths are counts of steps: 1 .. the time axis' size
+    "SequenceMask": Hint(ndims=(2, 4), values={"sequence_length": _sequence_lengths},
+                         no_grad_inputs=("sequence_length",)),
+    "SequenceReverse": Hint(ndims=(2, 4), values={"sequence_length": _sequence_lengths},
+                            no_grad_inputs=("sequence_length",)),
+    "SequenceLast": Hint(ndims=(2, 4), values={"sequence_length": _sequence_lengths},
+                         no_grad_inputs=("sequence_length",)),
+})
 
 # every broadcast_* binary op: the second operand broadcasts against the first
 for _name in ("add", "sub", "mul", "div", "maximum", "minimum", "hypot", "equal",

@@ -201,6 +201,18 @@ CASES = {
     "where": [({}, [In((2, 3), "mask"), S(2, 3), S(2, 3)])],
 }
 
+# sequence, spatial and detection operators, and the normalisations added beside them
+CASES.update({
+    "BatchNorm_v1": [({"fix_gamma": False}, [S(2, 3, 2), P(3), S(3), S(3), P(3)])],
+    "GroupNorm": [({"num_groups": 2}, [S(2, 4, 3), S(2), S(2)])],
+    "_image_normalize": [({"mean": (0.1, 0.2), "std": (0.5, 2.0)}, [S(2, 2, 3, 2)])],
+    "SequenceMask": [({"use_sequence_length": True, "value": -1.0, "axis": 1},
+                      [S(3, 4, 2), In((3,), "index", 5)])],
+    "SequenceReverse": [({"use_sequence_length": True}, [S(4, 3, 2), In((3,), "index", 5)])],
+    "SequenceLast": [({"use_sequence_length": True}, [S(4, 3, 2), In((3,), "index", 5)]),
+                     ({"axis": 1}, [S(3, 4, 2)])],
+})
+
 
 def default_case(op):
     """Attributes and inputs for an operator without an entry in CASES."""
