@@ -12,8 +12,7 @@ them untouched.
 import numpy as np
 
 from .conv import float16_via_float32, scratch
-from .registry import (REQUIRED, Bool, Enum, Float, FloatTuple, Int, Operator, OptFloat, merge_shape,
-                       register)
+from .registry import REQUIRED, Bool, Enum, Float, FloatTuple, Int, Operator, OptFloat, merge_shape, register
 
 __all__ = ["BatchNorm", "InstanceNorm", "LayerNorm", "L2Normalization", "LRN", "BatchNormV1",
            "GroupNorm", "ImageNormalize"]
