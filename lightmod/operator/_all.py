@@ -12,5 +12,6 @@ from . import (
     reduce,  # noqa: F401,E402
     rnn_op,  # noqa: F401,E402
     sequence,  # noqa: F401,E402
+    spatial,  # noqa: F401,E402
     tensor,  # noqa: F401,E402
 )

@@ -334,6 +334,16 @@ HINTS.update({
                             no_grad_inputs=("sequence_length",)),
     "SequenceLast": Hint(ndims=(2, 4), values={"sequence_length": _sequence_lengths},
                          no_grad_inputs=("sequence_length",)),
+    "_contrib_BilinearResize2D": Hint(ndims=(4, 4)),
+    "_contrib_AdaptiveAvgPooling2D": Hint(ndims=(4, 4)),
+    # affine takes (N, 6) matrices, warp (N, 2, H, W) flows: the drawn data shape picks
+    "GridGenerator": Hint(ndims=(2, 4), max_side=6, params={
+        "transform_type": lambda ndim, shape: st.just("affine" if ndim == 2 else "warp"),
+        "target_shape": lambda ndim, shape: st.tuples(st.integers(2, 3), st.integers(2, 3))}),
+    "BilinearSampler": Hint(ndims=(4, 4), values={"grid": _inside_unit}),
+    "SpatialTransformer": Hint(ndims=(4, 4), values={"loc": _inside_unit}, params={
+        "target_shape": lambda ndim, shape: st.tuples(st.integers(1, 3), st.integers(1, 3))}),
+    "Correlation": Hint(ndims=(4, 4), tol=(1e-4, 1e-7)),
 })
 
 # every broadcast_* binary op: the second operand broadcasts against the first

@@ -211,6 +211,18 @@ CASES.update({
     "SequenceReverse": [({"use_sequence_length": True}, [S(4, 3, 2), In((3,), "index", 5)])],
     "SequenceLast": [({"use_sequence_length": True}, [S(4, 3, 2), In((3,), "index", 5)]),
                      ({"axis": 1}, [S(3, 4, 2)])],
+    "_contrib_BilinearResize2D": [({"height": 5, "width": 3}, [S(1, 2, 3, 4)]),
+                                  ({"mode": "like", "align_corners": False},
+                                   [S(1, 2, 3, 4), S(1, 1, 4, 7)])],
+    "_contrib_AdaptiveAvgPooling2D": [({"output_size": (2, 3)}, [S(1, 2, 5, 4)])],
+    "GridGenerator": [({"transform_type": "affine", "target_shape": (3, 4)}, [S(2, 6)]),
+                      ({"transform_type": "warp"}, [S(1, 2, 3, 4)])],
+    "BilinearSampler": [({}, [S(1, 2, 4, 5), In((1, 2, 3, 3), "signed")])],
+    "SpatialTransformer": [({"transform_type": "affine", "sampler_type": "bilinear",
+                             "target_shape": (3, 3)}, [S(2, 1, 4, 4), S(2, 6)])],
+    "Correlation": [({"kernel_size": 3, "max_displacement": 2, "stride2": 2, "pad_size": 2},
+                     [S(1, 2, 5, 4), S(1, 2, 5, 4)]),
+                    ({"is_multiply": False}, [S(2, 1, 4, 4), S(2, 1, 4, 4)])],
 })
 
 
