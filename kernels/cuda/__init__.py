@@ -18,3 +18,4 @@ from .norm import *  # noqa: F401,F403,E402
 from .svm import *  # noqa: F401,F403,E402
 from .sequence import *  # noqa: F401,F403,E402
 from .spatial import *  # noqa: F401,F403,E402
+from .detection import *  # noqa: F401,F403,E402

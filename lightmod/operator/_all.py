@@ -2,6 +2,7 @@
 # Families register on import; keep one line per file of lightmod/operator/.
 from . import (
     conv,  # noqa: F401,E402
+    detection,  # noqa: F401,E402
     elemwise,  # noqa: F401,E402
     image_ops,  # noqa: F401,E402
     loss,  # noqa: F401,E402

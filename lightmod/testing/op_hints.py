@@ -34,6 +34,9 @@ forward_train : bool
     Run forward with is_train=True in the gradient checks (default True).
 finite : bool
     Whether outputs must be finite.
+shapes : {input name: f(data_shape) -> strategy of a shape}
+    Shapes of inputs that inference cannot imply and that differ from the data's (the ROIs
+    of region operators).
 """
 import numpy as np
 from hypothesis import strategies as st
@@ -46,8 +49,10 @@ class Hint:
 
     def __init__(self, ndims=None, max_side=4, params=None, broadcast=False,
                  values=None, no_grad_inputs=(), no_grad=None, random=None,
-                 fix_attrs=None, tol=(1e-5, 1e-8), forward_train=True, finite=True):
+                 fix_attrs=None, tol=(1e-5, 1e-8), forward_train=True, finite=True,
+                 shapes=None):
         self.ndims = ndims
+        self.shapes = shapes or {}
         self.max_side = max_side
         self.params = params or {}
         self.broadcast = broadcast
@@ -118,6 +123,32 @@ def _sequence_lengths(rng, shape, p, shapes):
     """Lengths in 1 .. the number of steps (data's axis ``p.axis``)."""
     steps = shapes["data"][p.axis]
     return rng.integers(1, steps + 1, shape).astype(np.float64)
+
+
+def _rois(rng, shape, p, shapes):
+    """Regions inside the image: (batch index, x1, y1, x2, y2), or (batch index, centre x,
+    centre y, width, height, degrees) for six columns; the image is the feature map divided by
+    spatial_scale."""
+    n, _, h, w = shapes["data"]
+    size = np.array([w, h]) / p.spatial_scale
+    batch = rng.integers(0, n, (shape[0], 1))
+    if shape[1] == 6:
+        centre = rng.uniform(0.2, 0.8, (shape[0], 2)) * size
+        extent = rng.uniform(0.2, 0.9, (shape[0], 2)) * size
+        return np.hstack([batch, centre, extent, rng.uniform(0, 180, (shape[0], 1))])
+    corners = np.sort(rng.uniform(0, 1, (shape[0], 2, 2)), axis=1) * size
+    return np.hstack([batch, corners[:, 0], corners[:, 1]])
+
+
+def _roi_shape(width):
+    return lambda data_shape: st.tuples(st.integers(1, 3), st.just(width))
+
+
+def _psroi_sizes(draw, op, ndim, data_shape):
+    """group_size^2 must divide the channels: output_dim = channels / group_size^2."""
+    channels = data_shape[1]
+    group = draw(st.sampled_from([g for g in (1, 2) if channels % (g * g) == 0]))
+    return {"pooled_size": group, "output_dim": channels // (group * group)}
 
 
 def _booleans(rng, shape, p, shapes):
@@ -344,6 +375,13 @@ HINTS.update({
     "SpatialTransformer": Hint(ndims=(4, 4), values={"loc": _inside_unit}, params={
         "target_shape": lambda ndim, shape: st.tuples(st.integers(1, 3), st.integers(1, 3))}),
     "Correlation": Hint(ndims=(4, 4), tol=(1e-4, 1e-7)),
+    "ROIPooling": Hint(ndims=(4, 4), shapes={"rois": _roi_shape(5)}, values={"rois": _rois},
+                       no_grad_inputs=("rois",)),
+    "_contrib_PSROIPooling": Hint(ndims=(4, 4), shapes={"rois": _roi_shape(5)},
+                                  values={"rois": _rois}, no_grad_inputs=("rois",),
+                                  fix_attrs=_psroi_sizes),
+    "_contrib_RROIAlign": Hint(ndims=(4, 4), shapes={"rois": _roi_shape(6)},
+                               values={"rois": _rois}, no_grad_inputs=("rois",)),
 })
 
 # every broadcast_* binary op: the second operand broadcasts against the first

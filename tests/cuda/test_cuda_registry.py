@@ -201,8 +201,27 @@ CASES = {
     "where": [({}, [In((2, 3), "mask"), S(2, 3), S(2, 3)])],
 }
 
+class Fixed(In):
+    """An input with given values (regions of interest)."""
+
+    def __init__(self, values):
+        self.values = np.asarray(values, dtype=np.float32)
+        super().__init__(self.values.shape, "fixed")
+
+    def make(self, rng):
+        return self.values.copy()
+
+
+ROIS = Fixed([[0, 1.2, 0.5, 6.1, 4.4], [1, 0.0, 2.0, 3.3, 7.9], [0, 4.0, 4.0, 4.0, 4.0]])
+ROTATED_ROIS = Fixed([[0, 3.0, 4.0, 4.0, 3.0, 30.0], [1, 5.0, 2.5, 6.0, 2.0, 120.0]])
+
 # sequence, spatial and detection operators, and the normalisations added beside them
 CASES.update({
+    "ROIPooling": [({"pooled_size": (2, 3), "spatial_scale": 0.5}, [S(2, 3, 5, 5), ROIS])],
+    "_contrib_PSROIPooling": [({"spatial_scale": 0.5, "output_dim": 2, "pooled_size": 2},
+                               [S(2, 8, 5, 5), ROIS])],
+    "_contrib_RROIAlign": [({"pooled_size": (2, 2), "spatial_scale": 0.8, "sampling_ratio": 2},
+                            [S(2, 2, 6, 6), ROTATED_ROIS])],
     "BatchNorm_v1": [({"fix_gamma": False}, [S(2, 3, 2), P(3), S(3), S(3), P(3)])],
     "GroupNorm": [({"num_groups": 2}, [S(2, 4, 3), S(2), S(2)])],
     "_image_normalize": [({"mean": (0.1, 0.2), "std": (0.5, 2.0)}, [S(2, 2, 3, 2)])],
@@ -320,7 +339,7 @@ def test_operator_on_gpu_matches_cpu(name, attrs, inputs):
     heads = [rng.uniform(-1, 1, o.shape).astype(o.dtype) for o in outs_cpu]
     # indices and labels are not differentiable; aux states take no gradient
     aux = set(op.list_aux(p))
-    req = ["null" if arg in aux or (x is not None and x.kind == "index") else "write"
+    req = ["null" if arg in aux or (x is not None and x.kind in ("index", "fixed")) else "write"
            for arg, x in zip(op.list_inputs(p), inputs)]
     grads_cpu = _backward(op, attrs, host, heads, req, "cpu")
     grads_gpu = _backward(op, attrs, host, heads, req, "cuda")
