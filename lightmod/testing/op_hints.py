@@ -382,6 +382,9 @@ HINTS.update({
                                   fix_attrs=_psroi_sizes),
     "_contrib_RROIAlign": Hint(ndims=(4, 4), shapes={"rois": _roi_shape(6)},
                                values={"rois": _rois}, no_grad_inputs=("rois",)),
+    # offsets small enough to keep most taps inside; 2-D only
+    "_contrib_DeformableConvolution": Hint(ndims=(4, 4), tol=(1e-4, 1e-7),
+                                           values={"offset": _inside_unit}),
 })
 
 # every broadcast_* binary op: the second operand broadcasts against the first

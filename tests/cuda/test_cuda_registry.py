@@ -222,6 +222,11 @@ CASES.update({
                                [S(2, 8, 5, 5), ROIS])],
     "_contrib_RROIAlign": [({"pooled_size": (2, 2), "spatial_scale": 0.8, "sampling_ratio": 2},
                             [S(2, 2, 6, 6), ROTATED_ROIS])],
+    "_contrib_DeformableConvolution": [
+        ({"kernel": (3, 3), "num_filter": 2, "pad": (1, 1), "num_deformable_group": 2},
+         [S(2, 4, 4, 3), S(2, 36, 4, 3), None, None]),
+        ({"kernel": (2, 2), "num_filter": 4, "num_group": 2, "stride": (2, 1), "no_bias": True},
+         [S(1, 2, 5, 4), S(1, 8, 2, 3), None])],
     "BatchNorm_v1": [({"fix_gamma": False}, [S(2, 3, 2), P(3), S(3), S(3), P(3)])],
     "GroupNorm": [({"num_groups": 2}, [S(2, 4, 3), S(2), S(2)])],
     "_image_normalize": [({"mean": (0.1, 0.2), "std": (0.5, 2.0)}, [S(2, 2, 3, 2)])],
