@@ -143,3 +143,37 @@ def deform_corners(h, w, height, width):
 def deform_position(o, k, stride, pad, dilate, offset):
     """The sampled coordinate along one axis for output position o and kernel tap k."""
     return o * stride - pad + k * dilate + offset
+
+
+@njit(cache=True)
+def decode_box(x1, y1, x2, y2, d0, d1, d2, d3, im_h, im_w, iou_loss):
+    """An anchor moved by its predicted deltas, clipped to the image: (x1, y1, x2, y2).
+
+    Deltas are (dx, dy, dw, dh) of the centre, relative to the anchor's size, and log scales
+    of the size; with ``iou_loss`` they are plain offsets of the four corners."""
+    if iou_loss:
+        px1, py1, px2, py2 = x1 + d0, y1 + d1, x2 + d2, y2 + d3
+    else:
+        w = x2 - x1 + 1.0
+        h = y2 - y1 + 1.0
+        cx = d0 * w + x1 + 0.5 * (w - 1.0)
+        cy = d1 * h + y1 + 0.5 * (h - 1.0)
+        pw = math.exp(d2) * w
+        ph = math.exp(d3) * h
+        px1, py1 = cx - 0.5 * (pw - 1.0), cy - 0.5 * (ph - 1.0)
+        px2, py2 = cx + 0.5 * (pw - 1.0), cy + 0.5 * (ph - 1.0)
+    return (max(min(px1, im_w - 1.0), 0.0), max(min(py1, im_h - 1.0), 0.0),
+            max(min(px2, im_w - 1.0), 0.0), max(min(py2, im_h - 1.0), 0.0))
+
+
+@njit(cache=True)
+def box_overlap(ax1, ay1, ax2, ay2, bx1, by1, bx2, by2):
+    """Intersection over union of two boxes with inclusive pixel corners."""
+    w = min(ax2, bx2) - max(ax1, bx1) + 1.0
+    h = min(ay2, by2) - max(ay1, by1) + 1.0
+    if w <= 0.0 or h <= 0.0:
+        return 0.0
+    inter = w * h
+    area_a = (ax2 - ax1 + 1.0) * (ay2 - ay1 + 1.0)
+    area_b = (bx2 - bx1 + 1.0) * (by2 - by1 + 1.0)
+    return inter / (area_a + area_b - inter)

@@ -7,12 +7,15 @@ channels never do) and add, after a 'write' request zeroed the destination.
 """
 import math
 
-from numba import prange
+import numpy as np
+from numba import njit, prange
 
 from ..scalar_detection import (
     align_corners_weights,
+    box_overlap,
     cell_sample,
     clip_int,
+    decode_box,
     deform_corners,
     deform_position,
     group_cell,
@@ -27,7 +30,7 @@ from .jit import parallel_loop
 
 __all__ = ["roi_pool", "roi_pool_backward", "psroi_pool", "psroi_pool_backward",
            "rroi_align", "rroi_align_backward", "deform_im2col", "deform_col2im",
-           "deform_offset_grad"]
+           "deform_offset_grad", "proposals"]
 
 
 # --- ROIPooling ---------------------------------------------------------------------------------
@@ -321,3 +324,94 @@ def deform_col2im(dcol, offset, dx, geometry):
 def deform_offset_grad(dcol, x, offset, doffset, geometry, accumulate=False):
     """doffset (like offset) (+)= the gradient of the sampled columns by the offsets."""
     _deform_offset_grad(dcol.size * 4, dcol, x, offset, doffset, geometry, bool(accumulate))
+
+
+# --- Proposal / MultiProposal -------------------------------------------------------------------
+@njit(cache=True)
+def _decode_image(cls, deltas, info, anchors, stride, min_size, iou_loss, boxes, scores):
+    """Every anchor at every position of one image as a clipped box (boxes (count, 4)) with
+    its foreground score (scores); boxes smaller than min_size get score -1."""
+    count_a = anchors.shape[0]
+    height, width = cls.shape[1], cls.shape[2]
+    real_h = int(info[0] / stride)
+    real_w = int(info[1] / stride)
+    for i in range(height):
+        for j in range(width):
+            for a in range(count_a):
+                t = (i * width + j) * count_a + a
+                x1, y1, x2, y2 = decode_box(
+                    anchors[a, 0] + j * stride, anchors[a, 1] + i * stride,
+                    anchors[a, 2] + j * stride, anchors[a, 3] + i * stride,
+                    deltas[4 * a, i, j], deltas[4 * a + 1, i, j], deltas[4 * a + 2, i, j],
+                    deltas[4 * a + 3, i, j], info[0], info[1], iou_loss)
+                score = cls[count_a + a, i, j]
+                if i >= real_h or j >= real_w:      # a cell past the image's own size
+                    score = -1.0
+                if x2 - x1 + 1.0 < min_size or y2 - y1 + 1.0 < min_size:
+                    x1 -= min_size / 2.0
+                    y1 -= min_size / 2.0
+                    x2 += min_size / 2.0
+                    y2 += min_size / 2.0
+                    score = -1.0
+                boxes[t, 0] = x1
+                boxes[t, 1] = y1
+                boxes[t, 2] = x2
+                boxes[t, 3] = y2
+                scores[t] = score
+
+
+@njit(cache=True)
+def select_proposals(boxes, scores, order, pre_n, post_n, threshold, image, rois, out_scores,
+                     suppressed, keep):
+    """Greedy non-maximum suppression over the ``pre_n`` best boxes (``order`` sorts them by
+    score, best first); the first ``post_n`` survivors fill rois (image, x1, y1, x2, y2) and
+    out_scores, repeated cyclically when fewer survive."""
+    n = min(pre_n, order.size) if pre_n > 0 else order.size
+    suppressed[:n] = False
+    kept = 0
+    for i in range(n):
+        if kept >= post_n:
+            break
+        if suppressed[i]:
+            continue
+        keep[kept] = i
+        kept += 1
+        a = order[i]
+        for j in range(i + 1, n):
+            if suppressed[j]:
+                continue
+            b = order[j]
+            if box_overlap(boxes[a, 0], boxes[a, 1], boxes[a, 2], boxes[a, 3], boxes[b, 0],
+                           boxes[b, 1], boxes[b, 2], boxes[b, 3]) > threshold:
+                suppressed[j] = True
+    for r in range(post_n):
+        src = order[keep[r % kept]] if kept > 0 else order[0]
+        rois[r, 0] = image
+        for q in range(4):
+            rois[r, q + 1] = boxes[src, q]
+        out_scores[r, 0] = scores[src]
+
+
+@njit(cache=True)
+def _proposals(cls, deltas, info, anchors, stride, pre_n, post_n, threshold, min_size, iou_loss,
+               rois, out_scores, boxes, scores):
+    suppressed = np.empty(scores.shape[1], np.bool_)
+    keep = np.empty(scores.shape[1], np.int64)
+    for b in range(cls.shape[0]):
+        _decode_image(cls[b], deltas[b], info[b], anchors, stride, min_size * info[b, 2],
+                      iou_loss, boxes[b], scores[b])
+        order = np.argsort(-scores[b], kind="mergesort")     # best first; ties keep their order
+        select_proposals(boxes[b], scores[b], order, pre_n, post_n, threshold, b,
+                         rois[b * post_n:(b + 1) * post_n],
+                         out_scores[b * post_n:(b + 1) * post_n], suppressed, keep)
+
+
+def proposals(cls_prob, bbox_pred, im_info, anchors, feature_stride, pre_nms_top_n,
+              post_nms_top_n, threshold, min_size, iou_loss, rois, scores, work):
+    """Region proposals of every image (see the Proposal operator): rois (N * post, 5) and
+    scores (N * post, 1). ``work`` is (boxes (N, count, 4), scores (N, count)), count being
+    the anchors of one image."""
+    boxes, box_scores = work
+    _proposals(cls_prob, bbox_pred, im_info, anchors, float(feature_stride), int(pre_nms_top_n),
+               int(post_nms_top_n), float(threshold), float(min_size), bool(iou_loss), rois,
+               scores, boxes, box_scores)

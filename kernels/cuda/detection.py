@@ -3,12 +3,15 @@
 ``kernels/scalar_detection.py``; gradients scatter with atomics."""
 import math
 
+import numpy as np
 from numba import cuda
 
+from ..cpu.detection import select_proposals
 from ..scalar_detection import (
     align_corners_weights,
     cell_sample,
     clip_int,
+    decode_box,
     deform_corners,
     deform_position,
     group_cell,
@@ -23,7 +26,7 @@ from .memory import fill, launch_config
 
 __all__ = ["roi_pool", "roi_pool_backward", "psroi_pool", "psroi_pool_backward",
            "rroi_align", "rroi_align_backward", "deform_im2col", "deform_col2im",
-           "deform_offset_grad"]
+           "deform_offset_grad", "proposals"]
 
 
 # --- ROIPooling ---------------------------------------------------------------------------------
@@ -265,3 +268,62 @@ def deform_offset_grad(dcol, x, offset, doffset, geometry, accumulate=False):
     if n:
         _deform_offset_grad_k[launch_config(n)](dcol, x, offset, doffset, geometry,
                                                 bool(accumulate))
+
+
+# --- Proposal / MultiProposal -------------------------------------------------------------------
+@cuda.jit
+def _decode_k(cls, deltas, info, anchors, stride, min_size, iou_loss, boxes, scores):
+    count_a = anchors.shape[0]
+    height, width = cls.shape[2], cls.shape[3]
+    per_image = height * width * count_a
+    for t in range(cuda.grid(1), cls.shape[0] * per_image, cuda.gridsize(1)):
+        b = t // per_image
+        q = t % per_image
+        i = q // (width * count_a)
+        j = (q // count_a) % width
+        a = q % count_a
+        x1, y1, x2, y2 = decode_box(
+            anchors[a, 0] + j * stride, anchors[a, 1] + i * stride,
+            anchors[a, 2] + j * stride, anchors[a, 3] + i * stride,
+            deltas[b, 4 * a, i, j], deltas[b, 4 * a + 1, i, j], deltas[b, 4 * a + 2, i, j],
+            deltas[b, 4 * a + 3, i, j], info[b, 0], info[b, 1], iou_loss)
+        score = cls[b, count_a + a, i, j]
+        if i >= int(info[b, 0] / stride) or j >= int(info[b, 1] / stride):
+            score = -1.0        # a cell past the image's own size
+        small = min_size * info[b, 2]
+        if x2 - x1 + 1.0 < small or y2 - y1 + 1.0 < small:
+            x1 -= small / 2.0
+            y1 -= small / 2.0
+            x2 += small / 2.0
+            y2 += small / 2.0
+            score = -1.0
+        boxes[b, q, 0] = x1
+        boxes[b, q, 1] = y1
+        boxes[b, q, 2] = x2
+        boxes[b, q, 3] = y2
+        scores[b, q] = score
+
+
+def proposals(cls_prob, bbox_pred, im_info, anchors, feature_stride, pre_nms_top_n,
+              post_nms_top_n, threshold, min_size, iou_loss, rois, scores, work):
+    """Region proposals (see the CPU kernel set): the boxes are decoded on the GPU; sorting
+    and the greedy suppression, sequential by nature, run on the host."""
+    boxes, box_scores = work
+    n = box_scores.size
+    if n:
+        _decode_k[launch_config(n)](cls_prob, bbox_pred, im_info, cuda.to_device(anchors),
+                                    float(feature_stride), float(min_size), bool(iou_loss),
+                                    boxes, box_scores)
+    host_boxes, host_scores = boxes.copy_to_host(), box_scores.copy_to_host()
+    out_rois = np.empty(tuple(rois.shape), np.float64)
+    out_scores = np.empty(tuple(scores.shape), np.float64)
+    suppressed = np.empty(host_scores.shape[1], np.bool_)
+    keep = np.empty(host_scores.shape[1], np.int64)
+    post = int(post_nms_top_n)
+    for b in range(host_scores.shape[0]):
+        order = np.argsort(-host_scores[b], kind="stable")
+        select_proposals(host_boxes[b], host_scores[b], order, int(pre_nms_top_n), post,
+                         float(threshold), b, out_rois[b * post:(b + 1) * post],
+                         out_scores[b * post:(b + 1) * post], suppressed, keep)
+    rois.copy_to_device(out_rois.astype(rois.dtype))
+    scores.copy_to_device(out_scores.astype(scores.dtype))

@@ -1,5 +1,5 @@
 """Region operators of detection networks: ROIPooling, contrib.PSROIPooling,
-contrib.RROIAlign, and contrib.DeformableConvolution.
+contrib.RROIAlign, contrib.DeformableConvolution, and contrib.Proposal / MultiProposal.
 
 ``rois`` is (R, 5) -- batch index, x1, y1, x2, y2 in image coordinates -- or (R, 6) for
 RROIAlign: batch index, centre x, centre y, width, height, angle in degrees (counter-clockwise).
@@ -18,10 +18,13 @@ gradient; the ROIs get zero (as in MXNet).
   input (N, num_deformable_group * 2 * kh * kw, OH, OW), sampled bilinearly (0 outside the
   map); computed per sample as sampled columns times the weight matrix.
 """
-from .conv import _conv_params, _ConvBase, _merge_input, float16_via_float32, scratch
-from .registry import REQUIRED, Float, Int, Operator, Shape, register
+import numpy as np
 
-__all__ = ["ROIPooling", "PSROIPooling", "RROIAlign", "DeformableConvolution"]
+from .conv import _conv_params, _ConvBase, _merge_input, float16_via_float32, scratch
+from .registry import REQUIRED, Bool, Float, FloatTuple, Int, Operator, Shape, merge_shape, register
+
+__all__ = ["ROIPooling", "PSROIPooling", "RROIAlign", "DeformableConvolution", "MultiProposal",
+           "Proposal"]
 
 
 def _pooled_pair(op, value):
@@ -297,3 +300,126 @@ class DeformableConvolution(_ConvBase):
             if req_off != "null":
                 k.deform_offset_grad(dcol, x[s], offset[s], in_grads[1][s], geometry,
                                      accumulate=(req_off == "add"))
+
+
+def _anchors(feature_stride, scales, ratios):
+    """The (A, 4) anchor boxes of one feature cell, ratio-major: the cell's box
+    (0, 0, s - 1, s - 1) reshaped to each aspect ratio at constant area, then scaled."""
+    side = float(feature_stride)
+    centre = 0.5 * (side - 1.0)
+    boxes = []
+    for ratio in ratios:
+        base_w = np.floor(np.sqrt(np.floor(side * side / ratio)) + 0.5)
+        base_h = np.floor(base_w * ratio + 0.5)
+        for scale in scales:
+            w, h = base_w * scale, base_h * scale
+            boxes.append([centre - 0.5 * (w - 1.0), centre - 0.5 * (h - 1.0),
+                          centre + 0.5 * (w - 1.0), centre + 0.5 * (h - 1.0)])
+    return np.array(boxes, dtype=np.float64)
+
+
+@register
+class MultiProposal(Operator):
+    """Region proposals of a region proposal network, for every image of the batch.
+
+    Every anchor (feature_stride apart; one per scale and ratio) at every cell of the score map
+    is moved by its predicted deltas and clipped to the image (im_info rows: height, width,
+    scale); boxes smaller than rpn_min_size * scale, and those of cells past the image's
+    height / feature_stride rows or width / feature_stride columns, get score -1. The rpn_pre_nms_top_n best
+    boxes go through greedy non-maximum suppression (IoU above ``threshold``); the first
+    rpn_post_nms_top_n survivors are the output rows (image index, x1, y1, x2, y2), repeated
+    cyclically when fewer survive, with their scores as a second output if ``output_score``.
+    """
+    name = "_contrib_MultiProposal"
+    hint = "multiproposal"
+    inputs = ("cls_prob", "bbox_pred", "im_info")
+    params = {
+        "rpn_pre_nms_top_n": Int(6000, "boxes kept before suppression (<= 0: all)"),
+        "rpn_post_nms_top_n": Int(300, "boxes output per image"),
+        "threshold": Float(0.7, "IoU above which a box is suppressed"),
+        "rpn_min_size": Int(16, "smallest box side (times the image scale)"),
+        "scales": FloatTuple((4.0, 8.0, 16.0, 32.0), "anchor scales"),
+        "ratios": FloatTuple((0.5, 1.0, 2.0), "anchor aspect ratios (height / width)"),
+        "feature_stride": Int(16, "image pixels per score-map cell"),
+        "output_score": Bool(False, "also output the score of every box"),
+        "iou_loss": Bool(False, "deltas are corner offsets instead of centre/size deltas"),
+    }
+    single_image = False
+    head_grad_unused = True     # the inputs' gradients are zero whatever the outputs' are
+
+    def check_params(self, p):
+        if p.rpn_post_nms_top_n <= 0 or p.feature_stride <= 0:
+            raise self.error("rpn_post_nms_top_n (%d) and feature_stride (%d) must be positive",
+                             p.rpn_post_nms_top_n, p.feature_stride)
+        if not p.scales or not p.ratios or min(p.scales + p.ratios) <= 0:
+            raise self.error("scales %s and ratios %s must be non-empty and positive",
+                             tuple(p.scales or ()), tuple(p.ratios or ()))
+        p._anchors = _anchors(p.feature_stride, p.scales, p.ratios)
+
+    def num_outputs(self, p):
+        return 2
+
+    def num_visible_outputs(self, p):
+        return 2 if p.output_score else 1
+
+    def list_outputs(self, p):
+        return ["output", "score"][:self.num_visible_outputs(p)]
+
+    def infer_shape(self, p, in_shapes):
+        cls, bbox, info = in_shapes
+        if cls is None:
+            return list(in_shapes), [None, None]
+        cls = tuple(cls)
+        anchors = len(p._anchors)
+        if len(cls) != 4 or cls[1] != 2 * anchors:
+            raise self.error("cls_prob has shape %s, expected (batch, 2 * %d anchors, height, "
+                             "width)", cls, anchors)
+        if self.single_image and cls[0] != 1:
+            raise self.error("cls_prob has shape %s: Proposal takes one image (batch size 1); "
+                             "MultiProposal takes a batch", cls)
+        n = cls[0]
+        try:
+            bbox = merge_shape(bbox, (n, 4 * anchors) + cls[2:])
+        except ValueError:
+            raise self.error("bbox_pred has shape %s, expected %s", tuple(bbox),
+                             (n, 4 * anchors) + cls[2:]) from None
+        try:
+            info = merge_shape(info, (n, 3))
+        except ValueError:
+            raise self.error("im_info has shape %s, expected (%d, 3)", tuple(info), n) from None
+        rows = n * p.rpn_post_nms_top_n
+        return [cls, bbox, info], [(rows, 5), (rows, 1)]
+
+    def _check_image_sizes(self, p, k, cls, im_info):
+        cells = k.to_host(im_info)[:, :2] // p.feature_stride
+        for b, (rows, cols) in enumerate(cells):
+            if rows > cls.shape[2] or cols > cls.shape[3]:
+                raise self.error("im_info row %d says the image is %s pixels: %d x %d cells of "
+                                 "feature_stride %d, more than the score map's %d x %d", b,
+                                 tuple(k.to_host(im_info)[b, :2]), rows, cols, p.feature_stride,
+                                 cls.shape[2], cls.shape[3])
+
+    @float16_via_float32
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        cls = inputs[0]
+        self._check_image_sizes(p, k, cls, inputs[2])
+        count = cls.shape[2] * cls.shape[3] * len(p._anchors)
+        work = (scratch(k, state, "boxes", (cls.shape[0], count, 4), cls.dtype),
+                scratch(k, state, "scores", (cls.shape[0], count), cls.dtype))
+        k.proposals(cls, inputs[1], inputs[2], p._anchors, p.feature_stride,
+                    p.rpn_pre_nms_top_n, p.rpn_post_nms_top_n, p.threshold, p.rpn_min_size,
+                    p.iou_loss, outputs[0], outputs[1], work)
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        # proposals are not differentiable: every input gets a zero gradient
+        for grad, r in zip(in_grads, req):
+            if r == "write":
+                k.fill(grad, 0.0)
+
+
+@register
+class Proposal(MultiProposal):
+    """MultiProposal for a single image (batch size 1)."""
+    name = "_contrib_Proposal"
+    hint = "proposal"
+    single_image = True
