@@ -232,3 +232,104 @@ def test_deformable_convolution_bad_inputs():
     op, p = oh.prepare("_contrib_DeformableConvolution", DEFORM)
     with pytest.raises(MXNetError, match=r"input 'offset' has shape \(1, 9, 5, 5\)"):
         op.infer_shape(p, [(1, 4, 5, 5), (1, 9, 5, 5), None, None])
+
+
+# --- Proposal / MultiProposal -------------------------------------------------------------------
+def anchors_reference(stride, scales, ratios):
+    out = []
+    centre = (stride - 1) / 2
+    for ratio in ratios:
+        w = math.floor(math.sqrt(math.floor(stride * stride / ratio)) + 0.5)
+        h = math.floor(w * ratio + 0.5)
+        for s in scales:
+            out.append([centre - (w * s - 1) / 2, centre - (h * s - 1) / 2,
+                        centre + (w * s - 1) / 2, centre + (h * s - 1) / 2])
+    return np.array(out)
+
+
+def iou(a, b):
+    iw = min(a[2], b[2]) - max(a[0], b[0]) + 1
+    ih = min(a[3], b[3]) - max(a[1], b[1]) + 1
+    if iw <= 0 or ih <= 0:
+        return 0.0
+    inter = iw * ih
+    area = lambda r: (r[2] - r[0] + 1) * (r[3] - r[1] + 1)  # noqa: E731
+    return inter / (area(a) + area(b) - inter)
+
+
+def proposals_reference(cls, deltas, info, stride, scales, ratios, pre, post, thresh, min_size):
+    anchors = anchors_reference(stride, scales, ratios)
+    a_n, (h, w) = len(anchors), cls.shape[2:]
+    rois, scores = [], []
+    for b in range(cls.shape[0]):
+        im_h, im_w, im_scale = info[b]
+        boxes, score = [], []
+        for i in range(h):
+            for j in range(w):
+                for a in range(a_n):
+                    x1, y1, x2, y2 = anchors[a] + [j * stride, i * stride] * 2
+                    bw, bh = x2 - x1 + 1, y2 - y1 + 1
+                    dx, dy, dw, dh = deltas[b, 4 * a:4 * a + 4, i, j]
+                    cx, cy = x1 + (bw - 1) / 2 + dx * bw, y1 + (bh - 1) / 2 + dy * bh
+                    pw, ph = math.exp(dw) * bw, math.exp(dh) * bh
+                    box = np.clip([cx - (pw - 1) / 2, cy - (ph - 1) / 2, cx + (pw - 1) / 2,
+                                   cy + (ph - 1) / 2], 0, [im_w - 1, im_h - 1] * 2)
+                    s = cls[b, a_n + a, i, j]
+                    if i >= int(im_h / stride) or j >= int(im_w / stride):
+                        s = -1.0
+                    small = min_size * im_scale
+                    if box[2] - box[0] + 1 < small or box[3] - box[1] + 1 < small:
+                        box = box + [-small / 2, -small / 2, small / 2, small / 2]
+                        s = -1.0
+                    boxes.append(box)
+                    score.append(s)
+        order = sorted(range(len(score)), key=lambda t: -score[t])[:pre]
+        kept = []
+        for t in order:
+            if len(kept) < post and all(iou(boxes[t], boxes[q]) <= thresh for q in kept):
+                kept.append(t)
+        for r in range(post):
+            t = kept[r % len(kept)]
+            rois.append([b] + list(boxes[t]))
+            scores.append([score[t]])
+    return np.array(rois), np.array(scores)
+
+
+@pytest.mark.parametrize("op_name,batch", [("_contrib_Proposal", 1),
+                                           ("_contrib_MultiProposal", 2)])
+def test_proposals_match_reference(op_name, batch):
+    rng = np.random.default_rng(7)
+    scales, ratios = (1.0, 2.0), (0.5, 1.0, 2.0)
+    cls = rng.uniform(0, 1, (batch, 12, 4, 5))
+    deltas = rng.uniform(-0.4, 0.4, (batch, 24, 4, 5))
+    info = np.array([[16.0, 20.0, 1.0], [11.0, 18.0, 0.5]])[:batch]
+    attrs = {"feature_stride": 4, "scales": scales, "ratios": ratios, "rpn_pre_nms_top_n": 50,
+             "rpn_post_nms_top_n": 30, "threshold": 0.5, "rpn_min_size": 3,
+             "output_score": True}
+    outs = oh.forward(op_name, attrs, [cls, deltas, info])[0]
+    rois, scores = proposals_reference(cls, deltas, info, 4, scales, ratios, 50, 30, 0.5, 3)
+    np.testing.assert_allclose(outs[0], rois, atol=1e-9)
+    np.testing.assert_allclose(outs[1], scores, atol=1e-12)
+    g = oh.backward(op_name, attrs, [cls, deltas, info], [np.ones(o.shape) for o in outs])
+    assert all(not grad.any() for grad in g)
+
+
+def test_proposal_symbol_outputs_and_bad_inputs():
+    sym = mx.sym.contrib.MultiProposal(mx.sym.var("c"), mx.sym.var("b"), mx.sym.var("i"),
+                                       rpn_post_nms_top_n=7, output_score=True)
+    _, outs, _ = sym.infer_shape(c=(3, 24, 5, 5))
+    assert outs == [(21, 5), (21, 1)]
+    assert len(mx.sym.contrib.Proposal(mx.sym.var("c"), mx.sym.var("b"),
+                                       mx.sym.var("i")).list_outputs()) == 1
+    op, p = oh.prepare("_contrib_Proposal", {})
+    with pytest.raises(MXNetError, match="Proposal takes one image"):
+        op.infer_shape(p, [(2, 24, 5, 5), None, None])
+    with pytest.raises(MXNetError, match=r"cls_prob has shape \(1, 6, 5, 5\), expected "
+                                         r"\(batch, 2 \* 12 anchors"):
+        op.infer_shape(p, [(1, 6, 5, 5), None, None])
+    with pytest.raises(MXNetError, match=r"im_info has shape \(1, 2\), expected \(1, 3\)"):
+        op.infer_shape(p, [(1, 24, 5, 5), None, (1, 2)])
+    cls, deltas = np.zeros((1, 24, 2, 2)), np.zeros((1, 48, 2, 2))
+    with pytest.raises(MXNetError, match="3 x 2 cells of feature_stride 16, more than the "
+                                         "score map's 2 x 2"):
+        oh.forward("_contrib_Proposal", {}, [cls, deltas, np.array([[48.0, 32.0, 1.0]])])

@@ -140,6 +140,19 @@ def _rois(rng, shape, p, shapes):
     return np.hstack([batch, corners[:, 0], corners[:, 1]])
 
 
+def _image_info(rng, shape, p, shapes):
+    """(height, width, scale) rows of images that fill the score map at feature_stride."""
+    _, _, h, w = shapes["cls_prob"]
+    sizes = np.array([h, w]) * p.feature_stride * rng.uniform(0.6, 1.0, (shape[0], 2))
+    return np.hstack([sizes, rng.uniform(0.5, 1.0, (shape[0], 1))])
+
+
+_ONE_ANCHOR = {"scales": lambda ndim, shape: st.just((2.0,)),
+               "ratios": lambda ndim, shape: st.just((1.0,))}
+_NOT_DIFFERENTIABLE = ("proposals are sorted and suppressed, so MXNet defines their inputs' "
+                       "gradients as zero")
+
+
 def _roi_shape(width):
     return lambda data_shape: st.tuples(st.integers(1, 3), st.just(width))
 
@@ -382,6 +395,11 @@ HINTS.update({
                                   fix_attrs=_psroi_sizes),
     "_contrib_RROIAlign": Hint(ndims=(4, 4), shapes={"rois": _roi_shape(6)},
                                values={"rois": _rois}, no_grad_inputs=("rois",)),
+    # one anchor per cell keeps cls_prob's channels (2 per anchor) small
+    "_contrib_Proposal": Hint(ndims=(4, 4), params=_ONE_ANCHOR, values={"im_info": _image_info},
+                              no_grad=_NOT_DIFFERENTIABLE),
+    "_contrib_MultiProposal": Hint(ndims=(4, 4), params=_ONE_ANCHOR,
+                                   values={"im_info": _image_info}, no_grad=_NOT_DIFFERENTIABLE),
     # offsets small enough to keep most taps inside; 2-D only
     "_contrib_DeformableConvolution": Hint(ndims=(4, 4), tol=(1e-4, 1e-7),
                                            values={"offset": _inside_unit}),
