@@ -19,3 +19,6 @@ from .svm import *  # noqa: F401,F403,E402
 from .linalg import *  # noqa: F401,F403,E402
 from .contrib import *  # noqa: F401,F403,E402
 from .ctc import *  # noqa: F401,F403,E402
+from .sequence import *  # noqa: F401,F403,E402
+from .spatial import *  # noqa: F401,F403,E402
+from .detection import *  # noqa: F401,F403,E402

@@ -18,7 +18,7 @@ from .sparse import CSRNDArray, RowSparseNDArray, BaseSparseNDArray  # noqa: F40
 from . import random  # noqa: F401
 from . import utils  # noqa: F401
 from .utils import save, load, load_frombuffer  # noqa: F401
-from . import contrib, _internal, op, linalg  # noqa: F401
+from . import contrib, _internal, op, linalg, image  # noqa: F401
 from . import custom_array  # noqa: F401  (installs the custom operators' array wrapper)
 from ..operator.frontend import namespace_hooks as _namespace_hooks
 from .register import find_function as _find_function

@@ -4,6 +4,7 @@ from . import (
     contrib_ops,  # noqa: F401,E402
     conv,  # noqa: F401,E402
     ctc,  # noqa: F401,E402
+    detection,  # noqa: F401,E402
     elemwise,  # noqa: F401,E402
     im2col_ops,  # noqa: F401,E402
     image_ops,  # noqa: F401,E402
@@ -16,5 +17,7 @@ from . import (
     random_ops,  # noqa: F401,E402
     reduce,  # noqa: F401,E402
     rnn_op,  # noqa: F401,E402
+    sequence,  # noqa: F401,E402
+    spatial,  # noqa: F401,E402
     tensor,  # noqa: F401,E402
 )

@@ -38,6 +38,9 @@ dtype : str
     The dtype of the first input when the operator takes only that one (quantize: float32).
 shapes : f(data_shape, p) -> {input name: shape}
     Shapes of inputs that neither inference nor the data shape imply.
+drawn_shapes : {input name: f(data_shape) -> strategy of a shape}
+    Shapes drawn for inputs that inference cannot imply and that differ from the data's (the
+    ROIs of region operators).
 """
 import numpy as np
 from hypothesis import strategies as st
@@ -51,8 +54,9 @@ class Hint:
     def __init__(self, ndims=None, max_side=4, params=None, broadcast=False,
                  values=None, no_grad_inputs=(), no_grad=None, random=None,
                  fix_attrs=None, tol=(1e-5, 1e-8), forward_train=True, finite=True,
-                 dtype=None, shapes=None):
+                 dtype=None, shapes=None, drawn_shapes=None):
         self.ndims = ndims
+        self.drawn_shapes = drawn_shapes or {}
         self.max_side = max_side
         self.params = params or {}
         self.broadcast = broadcast
@@ -128,6 +132,51 @@ def _class_labels(rng, shape, p, shapes):
     classes = data[1] if (p.get("multi_output") or p.get("preserve_shape") is False
                           and len(data) > 2 and p.get("multi_output")) else data[-1]
     return rng.integers(0, classes, shape).astype(np.float64)
+
+
+def _sequence_lengths(rng, shape, p, shapes):
+    """Lengths in 1 .. the number of steps (data's axis ``p.axis``)."""
+    steps = shapes["data"][p.axis]
+    return rng.integers(1, steps + 1, shape).astype(np.float64)
+
+
+def _rois(rng, shape, p, shapes):
+    """Regions inside the image: (batch index, x1, y1, x2, y2), or (batch index, centre x,
+    centre y, width, height, degrees) for six columns; the image is the feature map divided by
+    spatial_scale."""
+    n, _, h, w = shapes["data"]
+    size = np.array([w, h]) / p.spatial_scale
+    batch = rng.integers(0, n, (shape[0], 1))
+    if shape[1] == 6:
+        centre = rng.uniform(0.2, 0.8, (shape[0], 2)) * size
+        extent = rng.uniform(0.2, 0.9, (shape[0], 2)) * size
+        return np.hstack([batch, centre, extent, rng.uniform(0, 180, (shape[0], 1))])
+    corners = np.sort(rng.uniform(0, 1, (shape[0], 2, 2)), axis=1) * size
+    return np.hstack([batch, corners[:, 0], corners[:, 1]])
+
+
+def _image_info(rng, shape, p, shapes):
+    """(height, width, scale) rows of images that fill the score map at feature_stride."""
+    _, _, h, w = shapes["cls_prob"]
+    sizes = np.array([h, w]) * p.feature_stride * rng.uniform(0.6, 1.0, (shape[0], 2))
+    return np.hstack([sizes, rng.uniform(0.5, 1.0, (shape[0], 1))])
+
+
+_ONE_ANCHOR = {"scales": lambda ndim, shape: st.just((2.0,)),
+               "ratios": lambda ndim, shape: st.just((1.0,))}
+_NOT_DIFFERENTIABLE = ("proposals are sorted and suppressed, so MXNet defines their inputs' "
+                       "gradients as zero")
+
+
+def _roi_shape(width):
+    return lambda data_shape: st.tuples(st.integers(1, 3), st.just(width))
+
+
+def _psroi_sizes(draw, op, ndim, data_shape):
+    """group_size^2 must divide the channels: output_dim = channels / group_size^2."""
+    channels = data_shape[1]
+    group = draw(st.sampled_from([g for g in (1, 2) if channels % (g * g) == 0]))
+    return {"pooled_size": group, "output_dim": channels // (group * group)}
 
 
 def _booleans(rng, shape, p, shapes):
@@ -418,6 +467,45 @@ HINTS = {
     "ctc_loss": Hint(ndims=(3, 3), shapes=_ctc_shapes, values={"*": _ctc_inputs},
                      no_grad_inputs=("label", "data_lengths", "label_lengths"), tol=(1e-4, 1e-7)),
 }
+
+# --- sequence, spatial and detection operators (operator/sequence.py, spatial.py, detection.py)
+HINTS.update({
+    "BatchNorm_v1": Hint(ndims=(2, 4), tol=(1e-4, 1e-7), values={"moving_var": _positive}),
+    "GroupNorm": Hint(ndims=(2, 4), tol=(1e-4, 1e-7)),
+    "_image_normalize": Hint(ndims=(3, 4)),
+    # lengths are counts of steps: 1 .. the time axis' size
+    "SequenceMask": Hint(ndims=(2, 4), values={"sequence_length": _sequence_lengths},
+                         no_grad_inputs=("sequence_length",)),
+    "SequenceReverse": Hint(ndims=(2, 4), values={"sequence_length": _sequence_lengths},
+                            no_grad_inputs=("sequence_length",)),
+    "SequenceLast": Hint(ndims=(2, 4), values={"sequence_length": _sequence_lengths},
+                         no_grad_inputs=("sequence_length",)),
+    "_contrib_BilinearResize2D": Hint(ndims=(4, 4)),
+    "_contrib_AdaptiveAvgPooling2D": Hint(ndims=(4, 4)),
+    # affine takes (N, 6) matrices, warp (N, 2, H, W) flows: the drawn data shape picks
+    "GridGenerator": Hint(ndims=(2, 4), max_side=6, params={
+        "transform_type": lambda ndim, shape: st.just("affine" if ndim == 2 else "warp"),
+        "target_shape": lambda ndim, shape: st.tuples(st.integers(2, 3), st.integers(2, 3))}),
+    "BilinearSampler": Hint(ndims=(4, 4), values={"grid": _inside_unit}),
+    "SpatialTransformer": Hint(ndims=(4, 4), values={"loc": _inside_unit}, params={
+        "target_shape": lambda ndim, shape: st.tuples(st.integers(1, 3), st.integers(1, 3))}),
+    "Correlation": Hint(ndims=(4, 4), tol=(1e-4, 1e-7)),
+    "ROIPooling": Hint(ndims=(4, 4), drawn_shapes={"rois": _roi_shape(5)}, values={"rois": _rois},
+                       no_grad_inputs=("rois",)),
+    "_contrib_PSROIPooling": Hint(ndims=(4, 4), drawn_shapes={"rois": _roi_shape(5)},
+                                  values={"rois": _rois}, no_grad_inputs=("rois",),
+                                  fix_attrs=_psroi_sizes),
+    "_contrib_RROIAlign": Hint(ndims=(4, 4), drawn_shapes={"rois": _roi_shape(6)},
+                               values={"rois": _rois}, no_grad_inputs=("rois",)),
+    # one anchor per cell keeps cls_prob's channels (2 per anchor) small
+    "_contrib_Proposal": Hint(ndims=(4, 4), params=_ONE_ANCHOR, values={"im_info": _image_info},
+                              no_grad=_NOT_DIFFERENTIABLE),
+    "_contrib_MultiProposal": Hint(ndims=(4, 4), params=_ONE_ANCHOR,
+                                   values={"im_info": _image_info}, no_grad=_NOT_DIFFERENTIABLE),
+    # offsets small enough to keep most taps inside; 2-D only
+    "_contrib_DeformableConvolution": Hint(ndims=(4, 4), tol=(1e-4, 1e-7),
+                                           values={"offset": _inside_unit}),
+})
 
 # every broadcast_* binary op: the second operand broadcasts against the first
 for _name in ("add", "sub", "mul", "div", "maximum", "minimum", "hypot", "equal",

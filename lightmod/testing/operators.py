@@ -305,6 +305,9 @@ def op_cases(draw, op_name, dtype="float64", max_input_size=MAX_INPUT_SIZE, data
     shapes, _ = inferred
     for i, shape in enumerate(shapes):
         if shape is None or not _reg.shape_is_known(shape):
+            if names[i] in hint.drawn_shapes:   # a shape the hint draws from the data's
+                shapes[i] = tuple(draw(hint.drawn_shapes[names[i]](data_shape)))
+                continue
             # not implied by the others: the same shape as the data, or one broadcasting to it
             shapes[i] = _broadcast_variant(draw, data_shape) if hint.broadcast else data_shape
     inferred = _infer(op, p, shapes)

@@ -295,6 +295,62 @@ CASES = {
                 [S(1, 8, 8)])],
 }
 
+class Fixed(In):
+    """An input with given values (regions of interest)."""
+
+    def __init__(self, values):
+        self.values = np.asarray(values, dtype=np.float32)
+        super().__init__(self.values.shape, "fixed")
+
+    def make(self, rng):
+        return self.values.copy()
+
+
+ROIS = Fixed([[0, 1.2, 0.5, 6.1, 4.4], [1, 0.0, 2.0, 3.3, 7.9], [0, 4.0, 4.0, 4.0, 4.0]])
+ROTATED_ROIS = Fixed([[0, 3.0, 4.0, 4.0, 3.0, 30.0], [1, 5.0, 2.5, 6.0, 2.0, 120.0]])
+
+# sequence, spatial and detection operators, and the normalisations added beside them
+CASES.update({
+    "ROIPooling": [({"pooled_size": (2, 3), "spatial_scale": 0.5}, [S(2, 3, 5, 5), ROIS])],
+    "_contrib_PSROIPooling": [({"spatial_scale": 0.5, "output_dim": 2, "pooled_size": 2},
+                               [S(2, 8, 5, 5), ROIS])],
+    "_contrib_RROIAlign": [({"pooled_size": (2, 2), "spatial_scale": 0.8, "sampling_ratio": 2},
+                            [S(2, 2, 6, 6), ROTATED_ROIS])],
+    "_contrib_Proposal": [({"feature_stride": 4, "scales": (1.0, 2.0), "ratios": (1.0,),
+                           "rpn_post_nms_top_n": 6, "rpn_min_size": 2, "output_score": True},
+                          [P(1, 4, 3, 4), S(1, 8, 3, 4), Fixed([[11.0, 15.0, 1.0]])])],
+    "_contrib_MultiProposal": [({"feature_stride": 4, "scales": (2.0,), "ratios": (0.5, 2.0),
+                                "rpn_pre_nms_top_n": 10, "rpn_post_nms_top_n": 5,
+                                "threshold": 0.5, "rpn_min_size": 1},
+                               [P(2, 4, 3, 3), S(2, 8, 3, 3),
+                                Fixed([[12.0, 12.0, 1.0], [9.0, 11.0, 0.5]])])],
+    "_contrib_DeformableConvolution": [
+        ({"kernel": (3, 3), "num_filter": 2, "pad": (1, 1), "num_deformable_group": 2},
+         [S(2, 4, 4, 3), S(2, 36, 4, 3), None, None]),
+        ({"kernel": (2, 2), "num_filter": 4, "num_group": 2, "stride": (2, 1), "no_bias": True},
+         [S(1, 2, 5, 4), S(1, 8, 2, 3), None])],
+    "BatchNorm_v1": [({"fix_gamma": False}, [S(2, 3, 2), P(3), S(3), S(3), P(3)])],
+    "GroupNorm": [({"num_groups": 2}, [S(2, 4, 3), S(2), S(2)])],
+    "_image_normalize": [({"mean": (0.1, 0.2), "std": (0.5, 2.0)}, [S(2, 2, 3, 2)])],
+    "SequenceMask": [({"use_sequence_length": True, "value": -1.0, "axis": 1},
+                      [S(3, 4, 2), In((3,), "index", 5)])],
+    "SequenceReverse": [({"use_sequence_length": True}, [S(4, 3, 2), In((3,), "index", 5)])],
+    "SequenceLast": [({"use_sequence_length": True}, [S(4, 3, 2), In((3,), "index", 5)]),
+                     ({"axis": 1}, [S(3, 4, 2)])],
+    "_contrib_BilinearResize2D": [({"height": 5, "width": 3}, [S(1, 2, 3, 4)]),
+                                  ({"mode": "like", "align_corners": False},
+                                   [S(1, 2, 3, 4), S(1, 1, 4, 7)])],
+    "_contrib_AdaptiveAvgPooling2D": [({"output_size": (2, 3)}, [S(1, 2, 5, 4)])],
+    "GridGenerator": [({"transform_type": "affine", "target_shape": (3, 4)}, [S(2, 6)]),
+                      ({"transform_type": "warp"}, [S(1, 2, 3, 4)])],
+    "BilinearSampler": [({}, [S(1, 2, 4, 5), In((1, 2, 3, 3), "signed")])],
+    "SpatialTransformer": [({"transform_type": "affine", "sampler_type": "bilinear",
+                             "target_shape": (3, 3)}, [S(2, 1, 4, 4), S(2, 6)])],
+    "Correlation": [({"kernel_size": 3, "max_displacement": 2, "stride2": 2, "pad_size": 2},
+                     [S(1, 2, 5, 4), S(1, 2, 5, 4)]),
+                    ({"is_multiply": False}, [S(2, 1, 4, 4), S(2, 1, 4, 4)])],
+})
+
 
 def default_case(op):
     """Attributes and inputs for an operator without an entry in CASES."""
@@ -391,7 +447,7 @@ def test_operator_on_gpu_matches_cpu(name, attrs, inputs):
     heads = [rng.uniform(-1, 1, o.shape).astype(o.dtype) for o in outs_cpu]
     # indices and labels are not differentiable; aux states take no gradient
     aux = set(op.list_aux(p))
-    req = ["null" if arg in aux or (x is not None and x.kind == "index") else "write"
+    req = ["null" if arg in aux or (x is not None and x.kind in ("index", "fixed")) else "write"
            for arg, x in zip(op.list_inputs(p), inputs)]
     grads_cpu = _backward(op, attrs, host, heads, req, "cpu")
     grads_gpu = _backward(op, attrs, host, heads, req, "cuda")
