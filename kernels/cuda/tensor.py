@@ -412,15 +412,20 @@ def _gather_nd_kernel(out, data, idx, dims, strides, inner):
 
 
 @cuda.jit(cache=True)
-def _scatter_nd_kernel(out, src, idx, dims, strides, inner, add):
+def _scatter_nd_kernel(out, src, idx, dims, strides, inner):
     count = src.size // inner
     for r in range(cuda.grid(1), src.size, cuda.gridsize(1)):
         y = r // inner
-        j = _nd_offset(idx, y, count, dims, strides) + r - y * inner
-        if add:
-            cuda.atomic.add(out, j, src[r])
-        else:
-            out[j] = src[r]
+        out[_nd_offset(idx, y, count, dims, strides) + r - y * inner] = src[r]
+
+
+@cuda.jit(cache=True)
+def _scatter_nd_add_kernel(out, src, idx, dims, strides, inner):
+    # repeated indices collide: atomics (out is a float32/float64 accumulator)
+    count = src.size // inner
+    for r in range(cuda.grid(1), src.size, cuda.gridsize(1)):
+        y = r // inner
+        cuda.atomic.add(out, _nd_offset(idx, y, count, dims, strides) + r - y * inner, src[r])
 
 
 def _int_tuple(values):
@@ -451,13 +456,13 @@ def scatter_nd(out, src, idx, dims, strides, inner, req="write"):
         return
     if req == "add":
         buf, back = _accumulator(out, "add")
-        _scatter_nd_kernel[launch(src.size)](buf, flat(src), flat(idx), _int_tuple(dims),
-                                             _int_tuple(strides), int(inner), True)
+        _scatter_nd_add_kernel[launch(src.size)](buf, flat(src), flat(idx), _int_tuple(dims),
+                                                 _int_tuple(strides), int(inner))
         if back:
             assign(flat(out), buf, "write")
         return
     _scatter_nd_kernel[launch(src.size)](flat(out), flat(src), flat(idx), _int_tuple(dims),
-                                         _int_tuple(strides), int(inner), False)
+                                         _int_tuple(strides), int(inner))
 
 
 # ---------------------------------------------------------------------------------------------
