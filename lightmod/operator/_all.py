@@ -11,5 +11,6 @@ from . import (
     pooling,  # noqa: F401,E402
     reduce,  # noqa: F401,E402
     rnn_op,  # noqa: F401,E402
+    sparse_ops,  # noqa: F401,E402
     tensor,  # noqa: F401,E402
 )
