@@ -45,6 +45,8 @@ def test_well_formed_arrays_pass_check_format():
     for arr in (mx.nd.array(DENSE).tostype("csr"), mx.nd.array(DENSE).tostype("row_sparse"),
                 mx.nd.sparse.zeros("csr", (2, 3)), mx.nd.sparse.zeros("row_sparse", (2, 3)),
                 mx.nd.sparse.csr_matrix(([1, 2], [1, 3], [0, 1, 1, 2]), shape=(3, 4)),
+                # indices restart at each row, empty rows included
+                mx.nd.sparse.csr_matrix(([1, 2, 3], [3, 0, 2], [0, 1, 1, 3]), shape=(3, 4)),
                 mx.nd.sparse.row_sparse_array(([[1, 2]], [1]), shape=(3, 2))):
         arr.check_format()
 
@@ -184,3 +186,17 @@ def test_comparisons_keep_sparse_storage_where_zero_compares_false(stype):
         out = expr(x)
         assert out.stype == (stype if kept else "default")
         np.testing.assert_array_equal(out.asnumpy(), ref.astype(np.float32))
+
+
+@pytest.mark.parametrize("stype", ["csr", "row_sparse"])
+@pytest.mark.parametrize("name, ref", [("arcsin", np.arcsin), ("arctan", np.arctan),
+                                       ("sinh", np.sinh), ("arcsinh", np.arcsinh),
+                                       ("arctanh", np.arctanh), ("degrees", np.degrees),
+                                       ("radians", np.radians)])
+def test_fluent_trigonometric_methods_keep_sparse_storage(stype, name, ref):
+    values = DENSE / 4                 # inside the domain of arcsin and arctanh
+    x = mx.nd.array(values).tostype(stype)
+    out = getattr(x, name)()
+    assert out.stype == stype
+    np.testing.assert_allclose(out.asnumpy(), ref(values), rtol=1e-5, atol=1e-7)
+    np.testing.assert_array_equal(out.asnumpy(), getattr(mx.nd, name)(x).asnumpy())

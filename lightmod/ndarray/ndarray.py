@@ -439,6 +439,10 @@ _OP_METHODS = {
     "depth_to_space": "depth_to_space", "space_to_depth": "space_to_depth",
     "shape_array": "shape_array", "size_array": "size_array",
 }
+# the trigonometric and hyperbolic family (MXNet's sparse fluent tests call them on csr arrays)
+_OP_METHODS.update((_name, _name) for _name in (
+    "arcsin", "arccos", "arctan", "degrees", "radians", "sinh", "cosh", "arcsinh", "arccosh",
+    "arctanh", "rcbrt", "softmin"))
 for _meth, _opname in _OP_METHODS.items():
     setattr(NDArray, _meth, _method(_opname))
 del _meth, _opname

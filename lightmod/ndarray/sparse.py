@@ -155,10 +155,15 @@ def _csr_problem(indices, indptr, shape):
         return "csr indptr must end at the number of indices (%d), got %d" % (nnz, indptr[-1])
     if nnz and (indices.min() < 0 or indices.max() >= shape[1]):
         return "csr indices must lie in [0, %d): %s" % (shape[1], indices.tolist())
-    for r in range(shape[0]):
-        if np.any(np.diff(indices[indptr[r]:indptr[r + 1]]) <= 0):
-            return "csr indices must be ascending within each row (row %d: %s)" % (
-                r, indices[indptr[r]:indptr[r + 1]].tolist())
+    # consecutive indices of one row must increase; a row's end resets the order
+    within_row = np.ones(max(nnz - 1, 0), dtype=bool)
+    ends = indptr[1:-1] - 1
+    within_row[ends[(ends >= 0) & (ends < nnz - 1)]] = False
+    bad = np.nonzero((np.diff(indices) <= 0) & within_row)[0]
+    if bad.size:
+        r = int(np.searchsorted(indptr, bad[0], side="right")) - 1
+        return "csr indices must be ascending within each row (row %d: %s)" % (
+            r, indices[indptr[r]:indptr[r + 1]].tolist())
     return None
 
 

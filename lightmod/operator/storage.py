@@ -25,15 +25,14 @@ __all__ = ["output_stypes", "infer_graph_stypes"]
 DEFAULT, ROW_SPARSE, CSR = "default", "row_sparse", "csr"
 _SPARSE = (ROW_SPARSE, CSR)
 
-# zero in, zero out: a sparse input keeps its storage type
-_ZERO_PRESERVING_UNARY = frozenset([
+# zero in, zero out (one array input, scalars aside): a sparse input keeps its storage type
+_KEEPS_INPUT_STYPE = frozenset([
     "abs", "sign", "round", "rint", "ceil", "floor", "trunc", "fix", "square", "sqrt", "relu",
     "sin", "tan", "sinh", "tanh", "arcsin", "arctan", "arcsinh", "arctanh", "expm1", "log1p",
     "degrees", "radians", "cbrt", "negative", "zeros_like", "_copy", "BlockGrad",
     "_scatter_plus_scalar", "_scatter_minus_scalar", "_mul_scalar", "_div_scalar"])
 
-# x op scalar stays sparse when 0 op scalar is 0
-_ADDITIVE_SCALAR = frozenset(["_plus_scalar", "_minus_scalar"])
+# x op scalar stays sparse when 0 op scalar is 0 (false, for a comparison)
 _COMPARE_SCALAR = {"_equal_scalar": _operator.eq, "_not_equal_scalar": _operator.ne,
                    "_greater_scalar": _operator.gt, "_greater_equal_scalar": _operator.ge,
                    "_lesser_scalar": _operator.lt, "_lesser_equal_scalar": _operator.le}
@@ -43,7 +42,7 @@ def _first_sparse(in_stypes):
     return in_stypes[0] if in_stypes and in_stypes[0] in _SPARSE else DEFAULT
 
 
-def _unary(op, p, in_stypes):
+def _keep(op, p, in_stypes):
     return _first_sparse(in_stypes)
 
 
@@ -139,7 +138,7 @@ _RULES = {"_plus_scalar": _additive_scalar, "_minus_scalar": _additive_scalar,
           "add_n": _add_n, "_square_sum": _square_sum, "dot": _dot, "slice": _slice,
           "take": _take, "Concat": _concat,
           "BatchNorm": _batch_norm}
-_RULES.update((name, _unary) for name in _ZERO_PRESERVING_UNARY)
+_RULES.update((name, _keep) for name in _KEEPS_INPUT_STYPE)
 _RULES.update((name, _compare_scalar) for name in _COMPARE_SCALAR)
 
 
