@@ -63,8 +63,8 @@ def _clip(op, p, in_stypes):
     return stype
 
 
-def _add_sub(op, p, in_stypes):
-    # rsp + rsp and csr + csr stay sparse; a dense operand makes the sum dense
+def _both_same_sparse(op, p, in_stypes):
+    # rsp + rsp and csr + csr stay sparse (also max, min, hypot); a dense operand: dense
     lhs, rhs = in_stypes
     return lhs if lhs == rhs and lhs in _SPARSE else DEFAULT
 
@@ -132,7 +132,9 @@ def _batch_norm(op, p, in_stypes):
 
 
 _RULES = {"_plus_scalar": _additive_scalar, "_minus_scalar": _additive_scalar,
-          "clip": _clip, "elemwise_add": _add_sub, "elemwise_sub": _add_sub,
+          "clip": _clip, "elemwise_add": _both_same_sparse, "elemwise_sub": _both_same_sparse,
+          "_maximum": _both_same_sparse, "_minimum": _both_same_sparse,
+          "_hypot": _both_same_sparse,
           "elemwise_mul": _elemwise_mul, "_scatter_elemwise_div": _scatter_div,
           "broadcast_mul": _broadcast_mul_div, "broadcast_div": _broadcast_mul_div,
           "add_n": _add_n, "_square_sum": _square_sum, "dot": _dot, "slice": _slice,
