@@ -3,7 +3,7 @@ import numbers
 
 import numpy as np
 
-__all__ = ["MXNetError", "NotBoundError", "string_types", "numeric_types", "integer_types",
+__all__ = ["MXNetError", "MXNetIndexError", "NotBoundError", "string_types", "numeric_types", "integer_types",
            "py_str", "check_state"]
 
 string_types = (str,)
@@ -13,6 +13,11 @@ integer_types = (int, np.integer)
 
 class MXNetError(RuntimeError):
     """The error lightmod raises where MXNet 1.9.1 raises ``mxnet.base.MXNetError``."""
+
+
+class MXNetIndexError(MXNetError, IndexError):
+    """An index out of bounds: MXNet reports these as ``IndexError`` (its error messages
+    starting with "IndexError" become that Python type)."""
 
 
 class NotBoundError(MXNetError, AssertionError):

@@ -5,6 +5,7 @@ access from the operator registry (``register.py``); ``nd.contrib.X`` are the ``
 operators and ``nd._internal`` holds every name, the underscore ones included.
 """
 from .ndarray import (NDArray, array, empty, zeros, ones, full, arange, moveaxis, waitall,  # noqa
+                      histogram,
                       add, subtract, multiply, divide, true_divide, modulo, power, maximum,
                       minimum, equal, not_equal, greater, greater_equal, lesser, lesser_equal,
                       logical_and, logical_or, logical_xor, onehot_encode, concatenate,

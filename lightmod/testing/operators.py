@@ -257,6 +257,7 @@ def op_cases(draw, op_name, dtype="float64", max_input_size=MAX_INPUT_SIZE, data
     op = _reg.get(op_name)
     op_name = op.name
     hint = HINTS.get(op_name, _DEFAULT_HINT)
+    dtype = hint.dtype or dtype
     if data_shape is None:
         ndims = hint.ndims or (1, 4)
         ndim = draw(st.integers(*ndims))
@@ -296,6 +297,9 @@ def op_cases(draw, op_name, dtype="float64", max_input_size=MAX_INPUT_SIZE, data
     shapes = [None] * len(names)
     if names:
         shapes[0] = data_shape
+    if hint.shapes is not None:
+        implied = hint.shapes(data_shape, p)
+        shapes = [implied.get(n, s) for n, s in zip(names, shapes)]
     inferred = _infer(op, p, shapes)
     assume(inferred is not None)
     shapes, _ = inferred

@@ -38,8 +38,9 @@ CPU, GPU = mx.cpu(0), mx.gpu(0)
 # ---------------------------------------------------------------------------------------------
 class In:
     """One input: ``kind`` is 'signed' (uniform in [-1, 1]), 'positive' ([0.5, 1.5]),
-    'index' (integers in [0, high) stored as float32), 'mask' (0/1), 'half' (float16) or
-    'above_one' ([1.2, 2.5])."""
+    'index' (integers in [0, high) stored as float32), 'mask' (0/1), 'half' (float16),
+    'above_one' ([1.2, 2.5]), 'unit' ([0.2, 1], probabilities), 'spd' (symmetric
+    positive-definite matrices on the last two axes) or 'codes' (int8 integers)."""
 
     def __init__(self, shape, kind="signed", high=None):
         self.shape, self.kind, self.high = tuple(shape), kind, high
@@ -53,6 +54,14 @@ class In:
             return rng.uniform(0.5, 1.5, self.shape).astype(np.float32)
         if self.kind == "above_one":
             return rng.uniform(1.2, 2.5, self.shape).astype(np.float32)
+        if self.kind == "spd":
+            x = rng.uniform(-1, 1, self.shape)
+            n = self.shape[-1]
+            return (x @ np.swapaxes(x, -1, -2) + n * np.eye(n)).astype(np.float32)
+        if self.kind == "codes":
+            return rng.integers(-128, 128, self.shape).astype(np.int8)
+        if self.kind == "unit":
+            return rng.uniform(0.2, 1.0, self.shape).astype(np.float32)
         values = rng.uniform(-1, 1, self.shape)
         return values.astype(np.float16 if self.kind == "half" else np.float32)
 
@@ -200,6 +209,91 @@ CASES = {
     "tile": [({"reps": (2, 1)}, [S(2, 3)])],
     "topk": [({"axis": 1, "k": 2, "ret_typ": "both"}, [S(2, 3)])],
     "where": [({}, [In((2, 3), "mask"), S(2, 3), S(2, 3)])],
+    # linalg: matrices on the last two axes
+    "_linalg_gemm": [({"alpha": 0.5, "beta": 2.0}, [S(2, 3), S(3, 2), S(2, 2)]),
+                     ({"transpose_b": True, "axis": -3}, [S(3, 2, 4), S(5, 2, 4), S(3, 2, 5)])],
+    "_linalg_gemm2": [({"alpha": 2.0, "transpose_a": True}, [S(2, 3, 2), S(2, 3, 4)])],
+    "_linalg_syrk": [({"alpha": 0.5}, [S(2, 2, 3)]), ({"transpose": True}, [S(2, 3)])],
+    "_linalg_trmm": [({"rightside": True, "lower": False, "alpha": 1.5}, [S(2, 3, 3), S(2, 2, 3)])],
+    "_linalg_trsm": [({"transpose": True, "alpha": 0.5}, [In((2, 3, 3), "above_one"),
+                                                         S(2, 3, 2)])],
+    "_linalg_potrf": [({}, [In((2, 3, 3), "spd")]), ({"lower": False}, [In((3, 3), "spd")])],
+    "_linalg_potri": [({}, [In((2, 3, 3), "above_one")])],
+    "_linalg_sumlogdiag": [({}, [P(2, 3, 3)])],
+    "_linalg_gelqf": [({}, [S(2, 2, 3)])],
+    "_linalg_syevd": [({}, [In((2, 3, 3), "spd")])],
+    "_linalg_inverse": [({}, [In((2, 3, 3), "spd")])],
+    "_linalg_det": [({}, [S(2, 3, 3)])],
+    "_linalg_slogdet": [({}, [S(2, 3, 3)])],
+    "_linalg_extractdiag": [({"offset": 1}, [S(2, 3, 3)])],
+    "_linalg_makediag": [({"offset": -1}, [S(2, 3)])],
+    "_linalg_extracttrian": [({"lower": False}, [S(2, 3, 3)])],
+    "_linalg_maketrian": [({"offset": 1}, [S(2, 6)])],
+    # contrib
+    "_contrib_quadratic": [({"a": 0.5, "b": -1.0, "c": 2.0}, [S(2, 3)])],
+    "_contrib_quantize": [({"out_type": "int8"}, [S(2, 3), P(1), P(1)]),
+                          ({"out_type": "uint8"}, [S(2, 3), P(1), P(1)])],
+    "_contrib_dequantize": [({}, [In((2, 3), "codes"), P(1), P(1)])],
+    "_contrib_interleaved_matmul_selfatt_qk": [({"heads": 2}, [S(3, 2, 12)])],
+    "_contrib_interleaved_matmul_selfatt_valatt": [({"heads": 2}, [S(3, 2, 12), S(4, 3, 3)])],
+    "_contrib_interleaved_matmul_encdec_qk": [({"heads": 2}, [S(3, 2, 4), S(5, 2, 8)])],
+    "_contrib_interleaved_matmul_encdec_valatt": [({"heads": 2}, [S(5, 2, 8), S(4, 3, 5)])],
+    "ctc_loss": [({}, [S(6, 2, 5), Idx(5, 2, 3)]),
+                 ({"blank_label": "last", "use_data_lengths": True},
+                  [S(6, 2, 5), Idx(4, 2, 2), In((2,), "index", 7)])],
+    # operators added for MXNet's operator breadth
+    "_arange": [({"start": 1.5, "stop": 9, "step": 1.5, "repeat": 2}, []),
+                ({"start": 1.3, "stop": 20, "step": 1.3, "dtype": "int32"}, [])],
+    "_contrib_arange_like": [({"start": 1.5, "step": 0.5}, [S(2, 3)]),
+                             ({"axis": 0, "repeat": 2}, [S(3, 2)])],
+    "_eye": [({"N": 3, "M": 4, "k": 1}, []), ({"N": 4, "k": -2}, [])],
+    "_linspace": [({"start": -2.5, "stop": 7.0, "num": 5}, []),
+                  ({"start": 0, "stop": 3.0, "num": 4, "endpoint": False}, [])],
+    "_slice_assign": [({"begin": (0, 1), "end": (2, None), "step": (1, 2)}, [S(2, 4), S(2, 2)])],
+    "_slice_assign_scalar": [({"begin": (1,), "end": (2,), "scalar": 3.5}, [S(2, 3)])],
+    "_split_v2": [({"indices": (0, 1), "axis": 1}, [S(2, 3)])],
+    "_histogram": [({"bin_cnt": 4, "range": (-0.5, 0.5)}, [S(3, 5)]),
+                   ({}, [S(3, 5), In((3,), "index", 1)])],
+    "_ravel_multi_index": [({"shape": (3, 4)}, [Idx(3, 2, 5)]), ({"shape": (-1, 4)}, [Idx(3, 2, 5)])],
+    "_unravel_index": [({"shape": (3, 4)}, [Idx(12, 5)]), ({"shape": (-1, 2, 2)}, [Idx(12, 5)])],
+    "all_finite": [({}, [S(2, 3)])],
+    "gather_nd": [({}, [S(3, 4, 2), Idx(3, 2, 5)])],
+    # one index: repeated indices keep an unspecified one of their values on a GPU
+    "scatter_nd": [({"shape": (3, 4, 2)}, [S(1, 2), Idx(3, 2, 1)])],
+    "batch_take": [({}, [S(3, 4), Idx(4, 3)])],
+    "choose_element_0index": [({}, [S(3, 4), Idx(4, 3)])],
+    "depth_to_space": [({"block_size": 2}, [S(1, 8, 2, 3)])],
+    "diag": [({"k": 1}, [S(3, 4)]), ({"k": -1}, [S(3)]), ({"axis1": 2, "axis2": 0}, [S(2, 3, 4)])],
+    "fill_element_0index": [({}, [S(3, 4), S(3), Idx(4, 3)])],
+    "hard_sigmoid": [({"alpha": 0.4, "beta": 0.3}, [S(2, 3)])],
+    "moments": [({"axes": (0, 2), "keepdims": True}, [S(2, 3, 2)])],
+    "multi_all_finite": [({"num_arrays": 2}, [S(2, 3), S(4)])],
+    "slice_like": [({"axes": (1,)}, [S(2, 4), S(1, 3)])],
+    "space_to_depth": [({"block_size": 2}, [S(1, 2, 4, 2)])],
+    "split_v2": [({"indices_or_sections": (1, 2), "axis": 1}, [S(2, 3)])],
+    # the random family: parameters inside each law's domain (seeded alike, both devices draw
+    # the same numbers)
+    "_random_uniform": [({"low": -1.0, "high": 2.0, "shape": (2, 3)}, [])],
+    "_random_normal": [({"loc": 1.0, "scale": 2.0, "shape": (2, 3)}, [])],
+    "_random_gamma": [({"alpha": 2.0, "beta": 0.5, "shape": (2, 3)}, [])],
+    "_random_exponential": [({"lam": 2.0, "shape": (2, 3)}, [])],
+    "_random_poisson": [({"lam": 3.0, "shape": (2, 3)}, [])],
+    "_random_negative_binomial": [({"k": 3, "p": 0.4, "shape": (2, 3)}, [])],
+    "_random_generalized_negative_binomial": [({"mu": 2.0, "alpha": 0.5, "shape": (2, 3)}, [])],
+    "_random_randint": [({"low": -2, "high": 5, "shape": (2, 3)}, [])],
+    "_sample_uniform": [({"shape": (2,)}, [S(2, 3), In((2, 3), "above_one")])],
+    "_sample_normal": [({"shape": (2,)}, [S(2, 3), P(2, 3)])],
+    "_sample_gamma": [({}, [P(2, 3), P(2, 3)])],
+    "_sample_exponential": [({}, [P(2, 3)])],
+    "_sample_poisson": [({}, [P(2, 3)])],
+    "_sample_negative_binomial": [({}, [P(2, 3), In((2, 3), "unit")])],
+    "_sample_generalized_negative_binomial": [({}, [P(2, 3), P(2, 3)])],
+    "_sample_multinomial": [({"shape": (4,), "get_prob": True}, [P(2, 3)])],
+    "_sample_unique_zipfian": [({"range_max": 50, "shape": (2, 5)}, [])],
+    "im2col": [({"kernel": (2, 2), "stride": (1, 2), "pad": (1, 0)}, [S(1, 2, 3, 4)])],
+    # 2 channels x 2x2 windows, on the 4 x 2 window positions of a 3x4 image
+    "col2im": [({"output_size": (3, 4), "kernel": (2, 2), "stride": (1, 2), "pad": (1, 0)},
+                [S(1, 8, 8)])],
 }
 
 
@@ -264,7 +358,8 @@ def _nd_forward(op, attrs, host, ctx):
         attrs["ctx"] = ctx
     arrays = [mx.nd.array(x, ctx=ctx, dtype=x.dtype) for x in host]
     mx.random.seed(7)
-    outs = getattr(mx.nd.op, op.name)(*arrays, **attrs)
+    with ctx:       # operators without inputs or a ctx attribute run on the current context
+        outs = getattr(mx.nd.op, op.name)(*arrays, **attrs)
     outs = outs if isinstance(outs, (list, tuple)) else [outs]
     for o in outs:
         assert o.context == ctx, "%s: output on %s, expected %s" % (op.name, o.context, ctx)
