@@ -6,6 +6,16 @@ from .base import MXNetError
 __all__ = ["Context", "cpu", "gpu", "cpu_pinned", "current_context", "num_gpus", "gpu_memory_info"]
 
 
+class _ClassProperty:
+    """A read-only property of the class itself (``Context.default_ctx``)."""
+
+    def __init__(self, getter):
+        self._getter = getter
+
+    def __get__(self, obj, owner):
+        return self._getter(owner)
+
+
 class Context:
     """A device: ``Context('cpu', 0)``, ``Context('gpu', 1)``.
 
@@ -63,6 +73,11 @@ class Context:
 
     def __exit__(self, *exc):
         Context._default.value = self._old_ctx
+
+    @_ClassProperty
+    def default_ctx(cls):
+        """The current default context (MXNet's deprecated spelling of current_context())."""
+        return current_context()
 
     def empty_cache(self):
         """Release cached device memory (nothing is cached on the CPU)."""

@@ -30,6 +30,7 @@ from .context import Context
 from .grad_req import GradReq
 from .ndarray import ndarray as _nd
 from .ndarray.ndarray import NDArray
+from .operator import storage as _storage
 from .symbol import graph as _graph
 from .symbol import symbol as _symbol
 
@@ -474,14 +475,15 @@ class Executor:
         self._failure = None        # the PendingError of the last forward or backward, if any
 
     # --- planning -------------------------------------------------------------------------------
-    def _buffer(self, key, shape, dtype, ctx, base_pool):
+    def _buffer(self, key, shape, dtype, ctx, base_pool, stype="default"):
         """An internal buffer: a view into the base executor's buffer under the same key when
         that one is large enough (reshape shares memory), else a fresh zero array."""
         arr = base_pool.get(key) if base_pool else None
         if _fits(arr, shape, dtype, ctx):
             out = _view(arr, shape) if arr.shape != tuple(shape) else arr
+            out = out if out.stype == stype else NDArray(out._data, ctx, stype)
         else:
-            out = _zeros(shape, dtype, ctx)
+            out = _zeros(shape, dtype, ctx, stype)
             self._total_exec_bytes += out.size * np.dtype(dtype).itemsize
         self._pool[key] = out
         return out
@@ -500,6 +502,10 @@ class Executor:
         self.grad_arrays = list(grad_arrays)
         self.aux_arrays = list(aux_arrays)
         entry_ctx = [node_ctx[g.entry_node[eid]] for eid in range(g.num_entries)]
+        # storage types label the outputs (values stay dense) and pick sparse dispatches
+        self._stypes = _storage.infer_graph_stypes(g, {
+            nid: a.stype for nid, a in zip(g.arg_nids + g.aux_nids, arg_arrays + aux_arrays)},
+            shapes)
         self._entry_nd = self._place_entries(base_pool)
         self._fwd, self._node_in_nd = self._plan_forward(entry_ctx, base_pool)
         self._refresh_threads = _thread_policy() if any(
@@ -530,7 +536,7 @@ class Executor:
         for nid in g.op_nids:
             for eid in range(g.entry_start[nid], g.entry_start[nid] + g.num_outputs[nid]):
                 entry_nd[eid] = self._buffer(("out", eid), self._shapes[eid], self._types[eid],
-                                             self._node_ctx[nid], base_pool)
+                                             self._node_ctx[nid], base_pool, self._stypes[eid])
         return entry_nd
 
     def _plan_forward(self, entry_ctx, base_pool):
@@ -557,7 +563,8 @@ class Executor:
             start, count = g.entry_start[nid], g.num_outputs[nid]
             steps.append(_ForwardStep(g.nodes[nid].op, g.params[nid], k, [x._data for x in ins],
                                       [o._data for o in entry_nd[start:start + count]],
-                                      {"context": ctx}, nid))
+                                      {"context": ctx, "in_stypes": [
+                                          self._stypes[e] for e in g.node_inputs[nid]]}, nid))
         return steps, node_in_nd
 
     def _gradient_entries(self):

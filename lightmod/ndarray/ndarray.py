@@ -771,8 +771,9 @@ def array(source_array, ctx=None, dtype=None):
 def empty(shape, ctx=None, dtype=None, stype=None):
     ctx = _as_ctx(ctx)
     shape = _as_shape(shape)
-    data = _alloc(shape, dtype_np(dtype), ctx)
-    return NDArray(data, ctx, stype or "default")
+    # an empty sparse array stores nothing: all of it reads as zero
+    fill = None if stype in (None, "default") else 0
+    return NDArray(_alloc(shape, dtype_np(dtype), ctx, fill), ctx, stype or "default")
 
 
 def zeros(shape, ctx=None, dtype=None, stype=None, **kwargs):

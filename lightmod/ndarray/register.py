@@ -15,7 +15,7 @@ import numpy as np
 from .. import engine, kernels
 from ..base import MXNetError
 from ..context import Context, current_context
-from ..operator import frontend, registry
+from ..operator import frontend, registry, storage
 from .ndarray import NDArray, _alloc, install_hooks
 
 __all__ = ["invoke", "op_function", "find_function"]
@@ -111,7 +111,8 @@ def invoke_parsed(op, p, inputs, out=None):
     if len(given) > visible:
         raise MXNetError("Operator %s has %d output(s), got %d arrays in out="
                          % (op.name, visible, len(given)))
-    stypes = _output_stypes(op, p, inputs)
+    in_stypes = [x.stype for x in inputs]
+    stypes = storage.output_stypes(op, p, in_stypes, in_shapes)
     outputs = []
     for i, (shape, dtype) in enumerate(zip(out_shapes, out_types)):
         if i < len(given):
@@ -133,7 +134,8 @@ def invoke_parsed(op, p, inputs, out=None):
     if failed is None:
         try:
             op.forward(p, kernels.for_context(ctx), [x._data for x in inputs],
-                       [o._data for o in outputs], False, {"context": ctx})
+                       [o._data for o in outputs], False,
+                       {"context": ctx, "in_stypes": in_stypes})
         except engine.DeferredOperatorError as err:
             failed = engine.defer(err)
     if failed is not None:
@@ -144,16 +146,6 @@ def invoke_parsed(op, p, inputs, out=None):
     if visible == 1:
         return outputs[0]
     return outputs[:visible]
-
-
-def _output_stypes(op, p, inputs):
-    """Storage types of the outputs: the op's ``infer_storage_type`` hook, else 'default'."""
-    hook = getattr(op, "infer_storage_type", None)
-    n = op.num_outputs(p)
-    if hook is None:
-        return ["default"] * n
-    stypes = list(hook(p, [x.stype for x in inputs]))
-    return stypes + ["default"] * (n - len(stypes))
 
 
 def _describe(names, shapes):

@@ -18,6 +18,7 @@ from . import (
     reduce,  # noqa: F401,E402
     rnn_op,  # noqa: F401,E402
     sequence,  # noqa: F401,E402
+    sparse_ops,  # noqa: F401,E402
     spatial,  # noqa: F401,E402
     tensor,  # noqa: F401,E402
 )

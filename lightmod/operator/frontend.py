@@ -7,6 +7,7 @@ attributes are filled on first access (``nd.contrib``, ``sym._internal`` ...; se
 arguments and what it does with them differs between the frontends and stays in
 ``ndarray/register.py`` (run the operator now) and ``symbol/register.py`` (add a graph node).
 """
+import builtins
 import sys
 import threading
 
@@ -51,7 +52,8 @@ def namespace_hooks(module_name, prefixes, find_function):
 
     Attribute ``X`` is ``find_function(prefix + X)`` for the first prefix that names an
     operator (``("_contrib_",)`` makes ``contrib.X`` the ``_contrib_X`` operator; ``""`` takes
-    names as they are); it is stored in the module, so the lookup happens once.
+    names as they are); it is stored in the module, so the lookup happens once (except for
+    names of Python builtins, which the module's own code must keep seeing).
     """
     def __getattr__(name):
         if name.startswith("__"):
@@ -59,7 +61,9 @@ def namespace_hooks(module_name, prefixes, find_function):
         for prefix in prefixes:
             fn = find_function(prefix + name)
             if fn is not None:
-                setattr(sys.modules[module_name], name, fn)
+                # a cached ``slice`` or ``max`` would shadow the builtin inside the module
+                if not hasattr(builtins, name):
+                    setattr(sys.modules[module_name], name, fn)
                 return fn
         raise AttributeError("module '%s' has no attribute '%s'" % (module_name, name))
 

@@ -395,6 +395,8 @@ HINTS = {
                     no_grad_inputs=("indices",)),
     "take": Hint(values={"indices": _indices_below(lambda p, s: s["a"][p.axis])},
                  no_grad_inputs=("indices",)),
+    "_sparse_retain": Hint(values={"indices": _indices_below(lambda p, s: s["data"][0])},
+                           no_grad_inputs=("indices",)),
     # pick on 1-D data infers an index/output shape of () where MXNet 1.9.1 has (1,): 1-D
     # data is left out here and pinned by an xfail test in tests/test_registry_ops_property.py
     "pick": Hint(ndims=(2, 4), values={"index": _indices_below(

@@ -143,6 +143,7 @@ CASES = {
     "_full": [({"shape": (2, 3), "value": 2.5}, [])],
     "_ones": [({"shape": (2, 3)}, [])],
     "_zeros": [({"shape": (2, 3)}, [])],
+    "_sparse_retain": [({}, [S(4, 3), Idx(4, 2)])],
     "_sparse_adagrad_update": [({"lr": 0.1, "epsilon": 1e-7}, [S(2, 3), S(2, 3), P(2, 3)])],
     "adam_update": [({"lr": 0.01, "wd": 0.01}, [S(2, 3), S(2, 3), S(2, 3), P(2, 3)])],
     "add_n": [({"num_args": 3}, [S(2, 3), S(2, 3), S(2, 3)])],
