@@ -135,6 +135,10 @@ class IndexedGraph:
                 self.entry_node[s + j] = nid
         self.node_inputs = []
         for n in nodes:
+            if n.op is not None and not n.inputs and n.input_names():
+                raise MXNetError("operator %s (node '%s') has not been given its inputs (%s): "
+                                 "call the symbol with them first"
+                                 % (n.op.name, n.name, ", ".join(n.input_names())))
             eids = []
             for src, idx, _ in n.inputs:
                 sid = index[id(src)]
@@ -185,9 +189,11 @@ def parse_shape_attr(text):
 
 
 def _norm_shape(shape):
+    """A shape with every unknown dim (None, 0 or a negative number, as -1 in ``ones(shape=
+    (-1, 3))``) written as 0; an empty shape (unknown rank) as None."""
     if shape is None:
         return None
-    shape = tuple(int(d) if d is not None else 0 for d in shape)
+    shape = tuple(int(d) if d is not None and d > 0 else 0 for d in shape)
     return shape if shape else None
 
 
