@@ -415,9 +415,14 @@ class _Monitoring:
     def before_forward(self, op, nid):
         exe = self._exe
         if op is not None and exe._monitor_all:
-            node = exe._g.nodes[nid]
-            names = op.list_inputs(exe._g.params[nid])
-            for name, arr in zip(names, exe._node_in_nd[nid]):
+            g = exe._g
+            node = g.nodes[nid]
+            names = op.monitor_input_names(g.params[nid])
+            for name, arr, eid in zip(names, exe._node_in_nd[nid], g.node_inputs[nid]):
+                source = g.nodes[g.entry_node[eid]]
+                if source.op is None:
+                    # a variable input is reported under its own name first, as MXNet does
+                    self._cb(source.name, arr)
                 self._cb("%s_%s" % (node.name, name), arr)
 
     def after_forward(self, op, nid, started):

@@ -152,6 +152,7 @@ class FullyConnected(Operator):
 @register
 class Activation(ElementwiseOp):
     name = "Activation"
+    unnamed_inputs = True
     params = {"act_type": Enum("relu", "sigmoid", "softrelu", "softsign", "tanh",
                                doc="Activation function to be applied.")}
 
@@ -490,6 +491,7 @@ class LogSoftmax(_SoftmaxBase):
 @register
 class SoftmaxActivation(ElementwiseOp):
     name = "SoftmaxActivation"
+    unnamed_inputs = True
     params = {"mode": Enum("channel", "instance", default="instance",
                            doc="instance: softmax over the last axis; channel: softmax over "
                                "axis 1.")}
