@@ -167,7 +167,7 @@ def simple_bind(symbol, ctx, grad_req="write", type_dict=None, stype_dict=None,
     if isinstance(grad_req, (list, dict)) and not grad_req:
         raise RuntimeError("grad_req in simple_bind cannot be an empty %s"
                            % type(grad_req).__name__)
-    g = _graph.IndexedGraph(symbol._outputs)
+    g = _graph.IndexedGraph(_graph.bind_outputs(symbol._outputs))
     node_ctx = _node_contexts(g, ctx, group2ctx)
     by_name = {}
     for nid in g.var_nids:
@@ -299,7 +299,7 @@ def bind(symbol, ctx, args, args_grad=None, grad_req="write", aux_states=None, g
     """Bind to given arrays (see ``Symbol.bind``)."""
     if not isinstance(ctx, Context):
         raise TypeError("Context type error")
-    g = _graph.IndexedGraph(symbol._outputs)
+    g = _graph.IndexedGraph(_graph.bind_outputs(symbol._outputs))
     arg_names = [g.nodes[n].name for n in g.arg_nids]
     aux_names = [g.nodes[n].name for n in g.aux_nids]
     arg_arrays = _as_list(args, arg_names, "args", False)
@@ -867,7 +867,8 @@ class Executor:
             % (self._symbol.debug_str(), mb, 0)
 
     def get_optimized_symbol(self):
-        return self._symbol.copy()
+        """A copy of the graph this executor runs (after common-subexpression elimination)."""
+        return _symbol.Symbol(self._g.outputs).copy()
 
 
 _symbol.install_hooks(bind=bind, simple_bind=simple_bind)

@@ -307,6 +307,11 @@ class NDArray:
         arr = load_raw_bytes(bytes(handle))
         self._data, self._ctx, self._stype, self.writable = arr._data, arr._ctx, arr._stype, True
 
+    def __deepcopy__(self, memo):
+        # what a pickle round trip gives (the same values, context and storage type), without
+        # serialising the values to bytes and back
+        return self.copy()
+
     # --- copies and contexts ------------------------------------------------------------------
     def copy(self):
         """A deep copy on the same context."""

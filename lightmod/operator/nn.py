@@ -255,6 +255,7 @@ class LeakyReLU(Operator):
 @register
 class Dropout(Operator):
     name = "Dropout"
+    stateful = True         # draws its mask from the random stream
     params = {"p": Float(0.5, doc="Fraction of the input that gets dropped out during "
                                   "training time."),
               "mode": Enum("always", "training", default="training",

@@ -310,6 +310,9 @@ class Operator:
     optional_inputs = ()        # inputs some parameter values add (softmax's length): nd/sym take them
     input_init = {}             # input name -> __init__ JSON attached to auto-created variables
     unnamed_inputs = False      # MXNet registers no input names: monitors see input0, input1...
+    # keeps state between calls or draws random numbers: two identical nodes are two different
+    # computations (common-subexpression elimination leaves them apart)
+    stateful = False
     # Extra attribute names accepted without being declared (legacy / cudnn / workspace knobs).
     ignored_params = ()
 
