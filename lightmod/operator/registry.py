@@ -313,6 +313,7 @@ class Operator:
     # keeps state between calls or draws random numbers: two identical nodes are two different
     # computations (common-subexpression elimination leaves them apart)
     stateful = False
+    blocks_gradient = False     # every input gradient is zero (BlockGrad): none flows through
     # Extra attribute names accepted without being declared (legacy / cudnn / workspace knobs).
     ignored_params = ()
 

@@ -723,7 +723,9 @@ def _attach_inputs(node, args, kwargs):
 
 
 def _attr_text(op, key, value):
-    """An attribute value as MXNet stores it: ``str(value)``, dtype names normalised."""
+    """An attribute value as MXNet stores it: ``str(value)``, dtype names normalised, and
+    numpy numbers written as the Python numbers they hold (numpy 2 would write
+    ``(np.int64(0),)`` for a tuple of them where MXNet wrote ``(0,)``)."""
     if isinstance(value, string_types):
         return value
     decl = op.params.get(key)
@@ -732,6 +734,10 @@ def _attr_text(op, key, value):
             return np.dtype(value).name
         except TypeError:
             return str(value)
+    if isinstance(value, np.generic):
+        return str(value.item())
+    if isinstance(value, (tuple, list)):
+        return str(type(value)(v.item() if isinstance(v, np.generic) else v for v in value))
     return str(value)
 
 
