@@ -138,3 +138,11 @@ def test_gen_atomic_symbol_runs_and_refuses_bad_sources():
         mx.sym.Group([x * 2, x + 1])._gen_atomic_symbol()
     with pytest.raises(MXNetError, match="Variable"):
         x._gen_atomic_symbol()
+
+
+def test_variable_shape_attributes_with_unknown_dims_meet():
+    a = mx.sym.var("a", shape=(-1, 3))
+    b = mx.sym.var("b", shape=(2, 0))
+    assert (a + b).infer_shape() == ([(2, 3), (2, 3)], [(2, 3)], [])
+    with pytest.raises(MXNetError, match="_plus"):
+        (a + mx.sym.var("c", shape=(2, 4))).infer_shape()

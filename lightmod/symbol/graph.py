@@ -313,7 +313,7 @@ def infer_shapes(g, known):
         else:
             text = node.attrs.get("__shape__")
             if text is not None:
-                shapes[eid] = parse_shape_attr(text)
+                shapes[eid] = _norm_shape(parse_shape_attr(text))
     op_nids = g.op_nids
     score = _score(shapes)
     while True:
