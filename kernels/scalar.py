@@ -447,6 +447,19 @@ def clip_grad(x, lo, hi):
     return 0.0 if (x < lo or x > hi) else 1.0
 
 
+@njit(cache=True, error_model="numpy")
+def hard_sigmoid(x, alpha, beta):
+    """max(0, min(1, alpha * x + beta))."""
+    return clip(alpha * x + beta, 0.0, 1.0)
+
+
+@njit(cache=True, error_model="numpy")
+def hard_sigmoid_grad(x, alpha, beta):
+    """alpha where 0 < alpha * x + beta < 1, else 0 (the kinks get 0, as in MXNet)."""
+    y = alpha * x + beta
+    return alpha if (y > 0.0 and y < 1.0) else 0.0
+
+
 @njit(cache=True)
 def strided_offset(i, shape, strides):
     """Offset of flat C-order index i of ``shape`` in an array with element ``strides``."""

@@ -11,7 +11,8 @@ import math
 from numba import njit
 
 # --- reduction kinds (codes passed to k.reduce_axes / k.reduce_axes_backward) -------------------
-R_SUM, R_MEAN, R_PROD, R_MAX, R_MIN, R_NANSUM, R_NANPROD, R_SUMSQ, R_NORM1, R_NORM2 = range(10)
+R_SUM, R_MEAN, R_PROD, R_MAX, R_MIN, R_NANSUM, R_NANPROD, R_SUMSQ, R_NORM1, R_NORM2, \
+    R_NONFINITE = range(11)
 
 
 @njit(cache=True)
@@ -28,6 +29,15 @@ def resolve_index(value, n, wrap):
     if j >= n:
         return n - 1
     return j
+
+
+@njit(cache=True)
+def uniform_bin(x, lo, hi, nbins):
+    """The bin of x among nbins equal bins over [lo, hi] (the last one closed), -1 outside."""
+    if not (lo <= x <= hi):
+        return -1
+    b = int((x - lo) * nbins / (hi - lo)) if hi > lo else 0
+    return nbins - 1 if b >= nbins else b
 
 
 @njit(cache=True, error_model="numpy")
@@ -53,6 +63,8 @@ def reduce_map(kind, x):
         return 0.0 if x != x else x
     if kind == R_NANPROD:
         return 1.0 if x != x else x
+    if kind == R_NONFINITE:      # counts the elements that are inf or nan (x - x is nan then)
+        return 0.0 if x - x == 0 else 1.0
     return x
 
 

@@ -16,6 +16,7 @@ from .compat import install_as_mxnet
 from . import visualization
 from . import visualization as viz
 from . import profiler
+from . import engine
 from . import io
 from . import recordio
 from . import image

@@ -4,9 +4,9 @@ import numbers
 
 import numpy as np
 
-__all__ = ["MXNetError", "NotBoundError", "NotImplementedForSymbol", "string_types",
-           "numeric_types", "integer_types", "py_str", "check_state", "mx_real_t",
-           "NDArrayHandle", "SymbolHandle", "mx_uint", "mx_float"]
+__all__ = ["MXNetError", "MXNetIndexError", "NotBoundError", "NotImplementedForSymbol",
+           "string_types", "numeric_types", "integer_types", "py_str", "check_state",
+           "mx_real_t", "NDArrayHandle", "SymbolHandle", "mx_uint", "mx_float"]
 
 string_types = (str,)
 numeric_types = (float, int, np.generic)
@@ -25,6 +25,11 @@ mx_float = ctypes.c_float
 
 class MXNetError(RuntimeError):
     """The error lightmod raises where MXNet 1.9.1 raises ``mxnet.base.MXNetError``."""
+
+
+class MXNetIndexError(MXNetError, IndexError):
+    """An index out of bounds: MXNet reports these as ``IndexError`` (its error messages
+    starting with "IndexError" become that Python type)."""
 
 
 class NotImplementedForSymbol(MXNetError):

@@ -41,7 +41,7 @@ _finder = _MXNetAliasFinder()
 
 def install_as_mxnet():
     """Make ``import mxnet`` (and its submodules) resolve to lightmod. Returns lightmod."""
-    import lightmod
+    lightmod = sys.modules[__name__.rpartition(".")[0]]   # the loaded package, not re-imported
     if _finder not in sys.meta_path:
         sys.meta_path.insert(0, _finder)
     sys.modules["mxnet"] = lightmod

@@ -13,13 +13,18 @@ honour their ``grad_req`` ('write', 'add' accumulates across backward calls, 'nu
 gradient array). Heads whose operator ignores the head gradient (loss heads, BlockGrad, custom
 operators without ``need_top_grad``) take no head gradient; other heads need one only when some
 gradient actually depends on them.
+
+An operator failing while it computes (``engine.DeferredOperatorError``) does not stop
+``forward``: the operators that depend on it are skipped, and the outputs computed from it
+carry the failure, reported where they are read (see ``lightmod/engine.py``). ``backward``
+after such a forward computes nothing and every gradient array carries the failure.
 """
 import time
 from typing import NamedTuple
 
 import numpy as np
 
-from . import kernels, profiler
+from . import engine, kernels, profiler
 from .base import MXNetError, string_types
 from .context import Context
 from .grad_req import GradReq
@@ -471,6 +476,7 @@ class Executor:
         self._total_exec_bytes = 0
 
         self._forward_done = False
+        self._failure = None        # the PendingError of the last forward or backward, if any
 
     # --- planning -------------------------------------------------------------------------------
     def _buffer(self, key, shape, dtype, ctx, base_pool):
@@ -737,18 +743,76 @@ class Executor:
             self._replan()
         if self._refresh_threads is not None:
             self._refresh_threads()
+        if self._failure is not None:
+            self._forget_failure()
+        if engine.any_uncleared() and self._failed_arguments():
+            self._forward_after_failure(0, self._failed_arguments(), is_train)
+            self._forward_done = True
+            return self.outputs
         watch = self._observer()
-        for op, p, k, ins, outs, state, nid in self._fwd:
-            if watch is not None:
-                started = watch.before_forward(op, nid)
-            if op is None:
-                _transfer(outs._data, k, ins._data, GradReq.WRITE)
-            else:
-                op.forward(p, k, ins, outs, is_train, state)
-            if watch is not None:
-                watch.after_forward(op, nid, started)
+        step = None
+        try:
+            for step in self._fwd:
+                op, p, k, ins, outs, state, nid = step
+                if watch is not None:
+                    started = watch.before_forward(op, nid)
+                if op is None:
+                    _transfer(outs._data, k, ins._data, GradReq.WRITE)
+                else:
+                    op.forward(p, k, ins, outs, is_train, state)
+                if watch is not None:
+                    watch.after_forward(op, nid, started)
+        except engine.DeferredOperatorError as err:
+            failed = self._node_outputs(step.node_id, engine.defer(err))
+            self._forward_after_failure(self._fwd.index(step) + 1, failed, is_train)
         self._forward_done = True
         return self.outputs
+
+    # --- failures reported where they are read (lightmod/engine.py) ----------------------------
+    def _node_outputs(self, nid, cell):
+        start = self._g.entry_start[nid]
+        return {eid: cell for eid in range(start, start + self._g.num_outputs[nid])}
+
+    def _failed_arguments(self):
+        """{entry: PendingError} of the bound arguments and aux states holding a failure."""
+        g = self._g
+        return {g.entry_start[nid]: arr._error
+                for nid, arr in zip(g.arg_nids + g.aux_nids, self.arg_arrays + self.aux_arrays)
+                if engine.pending_of([arr]) is not None}
+
+    def _forward_after_failure(self, first, failed, is_train):
+        """Run the steps from index ``first`` on, given ``failed`` ({entry: PendingError}):
+        an operator reading a failed entry is skipped and its outputs fail the same way."""
+        g = self._g
+        for op, p, k, ins, outs, state, nid in self._fwd[first:]:
+            if op is None:
+                _transfer(outs._data, k, ins._data, GradReq.WRITE)
+                continue
+            cell = next((failed[e] for e in g.node_inputs[nid] if e in failed), None)
+            if cell is None:
+                try:
+                    op.forward(p, k, ins, outs, is_train, state)
+                    continue
+                except engine.DeferredOperatorError as err:
+                    cell = engine.defer(err)
+            failed.update(self._node_outputs(nid, cell))
+        for eid, out in zip(g.heads, self.outputs):
+            if eid in failed:
+                out._error = failed[eid]
+        self._failure = next(iter(failed.values()))
+
+    def _fail_gradients(self, cell):
+        for grad in self.grad_arrays:
+            if grad is not None:
+                grad._error = cell
+        self._failure = cell
+
+    def _forget_failure(self):
+        """A new forward pass recomputes what the last failure left behind."""
+        for arr in self.outputs + self.grad_arrays:
+            if arr is not None:
+                arr._error = None
+        self._failure = None
 
     def _copy_keyword_inputs(self, kwargs):
         arg_dict = self.arg_dict
@@ -785,7 +849,9 @@ class Executor:
         if not self._bwd and not self._head_steps:
             return
         if not self._forward_done:
-            raise MXNetError("Executor.backward: call forward(is_train=True) first")
+            # MXNet lets backward run before any forward (ops like repeat need no forward
+            # values); running the forward pass first gives every op the values it reads
+            self.forward(is_train=True)
         for i, eid, dst, req, k in self._head_steps:
             if i >= len(heads) or heads[i] is None:
                 raise MXNetError(
@@ -797,18 +863,26 @@ class Executor:
                                  "has shape %s" % (i, heads[i].shape, self._g.entry_label(eid),
                                                    dst.shape))
             _store(dst, k, heads[i], req)
+        failure = self._failure if self._failure is not None else engine.pending_of(heads)
+        if failure is not None and failure.error is not None:
+            # gradients of a failed forward pass (or of a failed head) are failures too
+            self._fail_gradients(failure)
+            return
         watch = self._observer()
-        for op, p, k, ogs, ins, outs, igs, req, state, folds, nid, slot_nd in self._bwd:
-            if watch is not None:
-                started = watch.before_backward()
-            op.backward(p, k, ogs, ins, outs, igs, req, state)
-            for scratch, target, r, tk, remote in folds:
-                if remote:
-                    _transfer(target, tk, scratch, r)
-                else:
-                    tk.assign(target, scratch, r)
-            if watch is not None:
-                watch.after_backward(op, nid, slot_nd, started)
+        try:
+            for op, p, k, ogs, ins, outs, igs, req, state, folds, nid, slot_nd in self._bwd:
+                if watch is not None:
+                    started = watch.before_backward()
+                op.backward(p, k, ogs, ins, outs, igs, req, state)
+                for scratch, target, r, tk, remote in folds:
+                    if remote:
+                        _transfer(target, tk, scratch, r)
+                    else:
+                        tk.assign(target, scratch, r)
+                if watch is not None:
+                    watch.after_backward(op, nid, slot_nd, started)
+        except engine.DeferredOperatorError as err:
+            self._fail_gradients(engine.defer(err))
 
     def _monitor_zeros(self, nid, slot):
         """Zeros standing in for a gradient nobody requested (the monitor still reports it)."""

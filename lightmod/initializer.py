@@ -25,6 +25,8 @@ from . import registry
 from . import rng as _random
 from .base import string_types
 from .ndarray.ndarray import NDArray
+from .ndarray.ndarray import zeros as nd_zeros
+from .operator.rnn_op import packed_input_size, packed_pieces, param_size
 
 __all__ = ["InitDesc", "Initializer", "register", "alias", "create", "Load", "Mixed", "Zero",
            "One", "Constant", "Uniform", "Normal", "Orthogonal", "Xavier", "MSRAPrelu",
@@ -473,7 +475,6 @@ class FusedRNN(Initializer):
         self._init = init  # the object; _kwargs keeps its JSON
 
     def _init_weight(self, desc, arr):
-        from .rnn import rnn_cell
         conf = self._kwargs
         global_init = getattr(desc, "global_init", None)
         inner = self._init if self._init is not None else global_init
@@ -481,14 +482,19 @@ class FusedRNN(Initializer):
             raise ValueError("FusedRNN(init=None) fills %s with the global initializer, but "
                              "it was called without one (call it through an Initializer)"
                              % desc)
-        cell = rnn_cell.FusedRNNCell(conf["num_hidden"], conf["num_layers"], conf["mode"],
-                                     conf["bidirectional"], forget_bias=conf["forget_bias"],
-                                     prefix="")
-        pieces = cell.unpack_weights({"parameters": arr})
-        lstm = conf["mode"] == "lstm"
-        for name, piece in pieces.items():
-            if lstm and name.endswith("_f_bias"):
-                piece[:] = conf["forget_bias"]
-            else:
-                inner(InitDesc(name, global_init=global_init), piece)
-        arr[:] = cell.pack_weights(pieces)["parameters"]
+        layout = (conf["mode"], conf["num_layers"], conf["bidirectional"])
+        num_input = packed_input_size(*layout, conf["num_hidden"], arr.size)
+        if param_size(*layout, num_input, conf["num_hidden"]) != arr.size:
+            raise ValueError("FusedRNN: %s has %d values, which is no packed size of a %d-layer "
+                             "%s with %d hidden units" % (desc, arr.size, conf["num_layers"],
+                                                          conf["mode"], conf["num_hidden"]))
+        packed = arr.asnumpy().reshape(-1)
+        for name, offset, shape in packed_pieces(*layout, num_input, conf["num_hidden"]):
+            size = int(np.prod(shape))
+            if conf["mode"] == "lstm" and name.endswith("_f_bias"):
+                packed[offset:offset + size] = conf["forget_bias"]
+                continue
+            piece = nd_zeros(shape, dtype=arr.dtype)
+            inner(InitDesc(name, global_init=global_init), piece)
+            packed[offset:offset + size] = piece.asnumpy().reshape(-1)
+        arr[:] = packed.reshape(arr.shape)

@@ -7,6 +7,7 @@
 from .ndarray.random import (
                              exponential,
                              gamma,
+                             generalized_negative_binomial,
                              multinomial,
                              negative_binomial,
                              normal,
@@ -19,4 +20,5 @@ from .ndarray.random import (
 from .rng import get_rng, seed
 
 __all__ = ["seed", "get_rng", "uniform", "normal", "randn", "randint", "exponential", "gamma",
-           "poisson", "negative_binomial", "multinomial", "shuffle"]
+           "poisson", "negative_binomial", "generalized_negative_binomial", "multinomial",
+           "shuffle"]

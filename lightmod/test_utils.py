@@ -25,7 +25,7 @@ import json
 import logging  # noqa: F401
 import numbers
 import os
-import sys  # noqa: F401
+import sys
 import time
 import traceback
 from collections import OrderedDict
@@ -35,13 +35,16 @@ import numpy as np
 import numpy.random as rnd
 import numpy.testing as npt
 
-import lightmod as mx
-
 # MXNet's data-set download helpers (offline when the files are already local)
 from ._datasets import download, get_cifar10, get_mnist, get_mnist_iterator, get_mnist_pkl, get_mnist_ubyte  # noqa: F401  # noqa: F401
 from .context import Context, current_context
 from .ndarray import NDArray, array
 from .symbol import Symbol
+
+# The package object, exported as ``mx`` to star-importers. Taken from sys.modules, not
+# imported: a package is loaded before its submodules, and importing it from here would tie
+# the package and this module into an import circle.
+mx = sys.modules[__name__.rpartition(".")[0]]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -244,3 +244,29 @@ def test_slice_assignment_matches_numpy(shape, key, value):
     a[key] = value
     base[key] = value
     np.testing.assert_array_equal(a.asnumpy(), base)
+
+
+class _ScipyLikeCSR:
+    """What nd.array reads from a scipy.sparse matrix: indptr/tocsr mark it, toarray gives the
+    values (scipy is not a test dependency)."""
+
+    def __init__(self, dense):
+        self._dense = np.asarray(dense)
+        self.indptr = None
+        self.dtype = self._dense.dtype
+
+    def tocsr(self):
+        return self
+
+    def toarray(self):
+        return self._dense.copy()
+
+
+def test_array_of_a_scipy_sparse_matrix_is_csr():
+    dense = np.array([[0, 1.5, 0], [2, 0, 0]], dtype=np.float64)
+    arr = mx.nd.array(_ScipyLikeCSR(dense))
+    assert arr.stype == "csr" and arr.dtype == np.float64
+    np.testing.assert_array_equal(arr.asnumpy(), dense)
+    as_f32 = mx.nd.array(_ScipyLikeCSR(dense), dtype="float32")
+    assert as_f32.dtype == np.float32 and as_f32.stype == "csr"
+    np.testing.assert_array_equal(as_f32.indptr.asnumpy(), [0, 1, 2])

@@ -49,7 +49,7 @@ reduce_axis = st.one_of(st.none(), st.just(()), st.integers(-4, 3).map(lambda a:
 def test_reduction_codes_match_the_kernels():
     from lightmod.kernels import scalar_tensor as S
     for name in ("R_SUM", "R_MEAN", "R_PROD", "R_MAX", "R_MIN", "R_NANSUM", "R_NANPROD",
-                 "R_SUMSQ", "R_NORM1", "R_NORM2"):
+                 "R_SUMSQ", "R_NORM1", "R_NORM2", "R_NONFINITE"):
         assert getattr(R, name) == getattr(S, name)
     assert T.R_SUM == S.R_SUM
 

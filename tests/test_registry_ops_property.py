@@ -25,8 +25,26 @@ OPS = operators.operator_names()
 EXAMPLES = 4
 
 
+# operators with a 0-d output (contrib.allclose, as in MXNet 1.9.1): lightmod's graphs read an
+# empty shape as unknown, so they cannot be bound; their imperative call is checked instead
+ZERO_DIM_OUTPUT = {"_contrib_allclose": lambda a, b: np.allclose(a, b, rtol=1e-5, atol=1e-8)}
+
+
+def _check_zero_dim_output(op_name):
+    rng = np.random.default_rng(3)
+    for shape in ((3,), (2, 4), (2, 1, 3)):
+        a = rng.uniform(-1, 1, shape)
+        for b in (a, a + 1e-9, a + 1e-3):
+            out = getattr(mx.nd.op, op_name)(mx.nd.array(a, dtype="float64"),
+                                              mx.nd.array(b, dtype="float64"))
+            assert out.shape == () and out.asnumpy() == ZERO_DIM_OUTPUT[op_name](a, b)
+
+
 @pytest.mark.parametrize("op_name", OPS)
 def test_operator_from_registry(op_name):
+    if op_name in ZERO_DIM_OUTPUT:
+        _check_zero_dim_output(op_name)
+        return
     reasons = []
 
     # cases are filtered by the op's own validity checks: many draws may be discarded

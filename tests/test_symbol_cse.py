@@ -76,6 +76,14 @@ def test_cse_names_the_copies_and_leaves_the_symbol_alone():
     assert sym.tojson() == before
 
 
+def test_random_sampler_nodes_are_not_merged(cse_env):
+    draws = mx.sym.Group([mx.sym.random.uniform(shape=(500,)), mx.sym.random.uniform(shape=(500,))])
+    ex = _bind(draws, True, cse_env)
+    first, second = (o.asnumpy() for o in ex.forward())
+    assert len(ex.get_optimized_symbol().get_internals()) == 2
+    assert not np.array_equal(first, second)
+
+
 def test_dropout_nodes_are_not_merged(cse_env):
     a = mx.sym.var("a")
     sym = mx.sym.Dropout(a, p=0.5, mode="always") + mx.sym.Dropout(a, p=0.5, mode="always")
@@ -100,7 +108,7 @@ def test_nodes_that_update_auxiliary_states_are_not_merged(cse_env):
 def test_operators_that_draw_random_numbers_are_marked_stateful():
     # any operator that samples must stay out of common-subexpression elimination
     for name, op in mx.operator.all_ops().items():
-        if any(word in name.lower() for word in ("random", "sample", "dropout", "shuffle",
+        if any(word in name.lower() for word in ("_random_", "_sample_", "dropout", "shuffle",
                                                   "multinomial")):
             assert op.stateful, name
 

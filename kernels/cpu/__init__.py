@@ -33,6 +33,12 @@ from .tensor import *  # noqa: F401,F403,E402
 from .reduce import *  # noqa: F401,F403,E402
 from .rnn import *  # noqa: F401,F403,E402
 from .svm import *  # noqa: F401,F403,E402
+from .linalg import *  # noqa: F401,F403,E402
+from .contrib import *  # noqa: F401,F403,E402
+from .ctc import *  # noqa: F401,F403,E402
+from .sequence import *  # noqa: F401,F403,E402
+from .spatial import *  # noqa: F401,F403,E402
+from .detection import *  # noqa: F401,F403,E402
 
 
 # --- float16 staging (kernels/float16.py): every kernel of the set takes float16 arrays ---

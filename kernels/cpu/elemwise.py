@@ -18,7 +18,8 @@ from .jit import parallel_loop
 __all__ = ["empty", "zeros", "full", "fill", "copy", "from_host", "to_host",
            "broadcast_plan", "elemwise_unary", "elemwise_unary_backward", "elemwise_binary",
            "elemwise_binary_backward", "elemwise_scalar", "elemwise_scalar_backward",
-           "elemwise_clip", "elemwise_clip_backward", "sum_to_shape"]
+           "elemwise_clip", "elemwise_clip_backward", "elemwise_hard_sigmoid",
+           "elemwise_hard_sigmoid_backward", "sum_to_shape"]
 
 # ---------------------------------------------------------------------------------------------
 # memory
@@ -371,6 +372,22 @@ def _clip_grad(x, lo, hi, g, dx, acc):
 
 
 
+@parallel_loop(error_model="numpy")
+def _hard_sigmoid(x, alpha, beta, out):
+    for i in prange(x.size):
+        out[i] = S.hard_sigmoid(x[i], alpha, beta)
+
+
+@parallel_loop(error_model="numpy")
+def _hard_sigmoid_grad(x, alpha, beta, g, dx, acc):
+    for i in prange(x.size):
+        v = g[i] * S.hard_sigmoid_grad(x[i], alpha, beta)
+        if acc:
+            dx[i] += v
+        else:
+            dx[i] = v
+
+
 # ---------------------------------------------------------------------------------------------
 # launchers (the k.* functions operators call)
 # ---------------------------------------------------------------------------------------------
@@ -472,6 +489,23 @@ def elemwise_clip_backward(x, a_min, a_max, g, dx, req):
     fo, back = _flat_out(dx)
     _clip_grad(dx.size, _flat_in(x), _scalar_for(x, a_min), _scalar_for(x, a_max), _flat_in(g), fo,
                _acc(req))
+    _finish(dx, fo, back)
+
+
+def elemwise_hard_sigmoid(x, alpha, beta, out):
+    if out.size == 0:
+        return
+    fo, back = _flat_out(out)
+    _hard_sigmoid(out.size, _flat_in(x), _scalar_for(x, alpha), _scalar_for(x, beta), fo)
+    _finish(out, fo, back)
+
+
+def elemwise_hard_sigmoid_backward(x, alpha, beta, g, dx, req):
+    if req == "null" or dx.size == 0:
+        return
+    fo, back = _flat_out(dx)
+    _hard_sigmoid_grad(dx.size, _flat_in(x), _scalar_for(x, alpha), _scalar_for(x, beta),
+                       _flat_in(g), fo, _acc(req))
     _finish(dx, fo, back)
 
 

@@ -83,6 +83,8 @@ def reduce_axes(dst, src, cshape, raxes, kind, req="write"):
             r = np.sum(np.abs(x), axis=ax)
         elif kind == S.R_NORM2:
             r = np.sqrt(np.sum(np.square(x), axis=ax))
+        elif kind == S.R_NONFINITE:
+            r = np.sum(~np.isfinite(x), axis=ax, dtype=np.float64)
         else:
             raise ValueError("unknown reduction kind %r" % (kind,))
     _store(dst, np.asarray(r), req)

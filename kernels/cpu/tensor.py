@@ -11,13 +11,14 @@ import numpy as np
 from numba import njit, prange
 from numpy.lib.stride_tricks import as_strided
 
-from ..scalar_tensor import resolve_index
+from ..scalar_tensor import resolve_index, uniform_bin
 from .jit import ParallelLoop
 
 __all__ = ["strided_gather", "strided_scatter", "indices_in_range", "take_forward",
-           "take_backward", "pick_forward", "pick_backward", "one_hot_forward",
+           "take_backward", "pick_forward", "pick_backward", "pick_assign", "one_hot_forward",
            "where_forward", "where_backward", "axis_ranks", "rank_select", "rank_mask",
-           "rank_select_backward"]
+           "rank_select_backward", "range_fill", "nd_indices_in_range", "gather_nd",
+           "scatter_nd", "ravel_index", "unravel_index", "histogram_count"]
 
 # gathers and scatters cost about four element-wise adds per element (index arithmetic and
 # scattered reads)
@@ -221,6 +222,27 @@ def pick_backward(grad, gout, idx, outer, n, inner, wrap, req):
     _finish(grad, acc, back)
 
 
+def _pick_assign_impl(out, values, idx, n, inner, wrap):
+    for r in prange(values.size):
+        o = r // inner
+        t = r - o * inner
+        out[(o * n + resolve_index(idx[r], n, wrap)) * inner + t] = values[r]
+
+
+_pick_assign = ParallelLoop(_pick_assign_impl, cost=_COST)
+
+
+def pick_assign(out, values, idx, outer, n, inner, wrap):
+    """out[o, index(idx[o, t]), t] = values[o, t] over out viewed as (outer, n, inner); the
+    other elements of out are left as they are."""
+    if values.size == 0:
+        return
+    fn = _pick_assign.pick(values.size)
+    buf, back = _out(out, math=True)
+    fn(buf, _math(values), _math(idx), n, inner, bool(wrap))
+    _finish(out, buf, back)
+
+
 # ---------------------------------------------------------------------------------------------
 # one_hot
 # ---------------------------------------------------------------------------------------------
@@ -377,3 +399,180 @@ def rank_select_backward(grad, gout, ranks, outer, n, inner, k, req):
     fn = _rank_grad.pick(grad.size)
     fn(acc, _math(gout), _flat(ranks), n, inner, k, req == "add")
     _finish(grad, acc, back)
+
+
+# ---------------------------------------------------------------------------------------------
+# arithmetic progressions (arange, linspace)
+# ---------------------------------------------------------------------------------------------
+def _range_fill_impl(out, start, step, repeat):
+    for i in prange(out.size):
+        out[i] = start + (i // repeat) * step
+
+
+_range_fill = ParallelLoop(_range_fill_impl, cost=1.0)
+
+
+def range_fill(out, start, step, repeat):
+    """out[i] = start + (i // repeat) * step, computed in float64 and rounded into out."""
+    if out.size == 0:
+        return
+    buf, back = _out(out, math=True)
+    _range_fill.pick(out.size)(buf, float(start), float(step), int(repeat))
+    _finish(out, buf, back)
+
+
+# ---------------------------------------------------------------------------------------------
+# gather_nd, scatter_nd: indices (m, count) address the first m axes of a (.., inner) array
+# ---------------------------------------------------------------------------------------------
+def _nd_offset_impl(idx, y, count, dims, strides):
+    off = 0
+    for m in range(dims.size):
+        j = int(idx[m * count + y])
+        if j < 0:
+            j += dims[m]
+        off += j * strides[m]
+    return off
+
+
+_nd_offset = njit(cache=True)(_nd_offset_impl)
+
+
+def _gather_nd_impl(out, data, idx, dims, strides, inner):
+    count = out.size // inner
+    for y in prange(count):
+        src = _nd_offset(idx, y, count, dims, strides)
+        for t in range(inner):
+            out[y * inner + t] = data[src + t]
+
+
+def _scatter_nd_impl(out, src, idx, dims, strides, inner, add):
+    # serial: repeated indices collide (their values add up, or the last one wins)
+    count = src.size // inner
+    for y in range(count):
+        dst = _nd_offset(idx, y, count, dims, strides)
+        for t in range(inner):
+            if add:
+                out[dst + t] += src[y * inner + t]
+            else:
+                out[dst + t] = src[y * inner + t]
+
+
+_gather_nd = ParallelLoop(_gather_nd_impl, cost=_COST)
+_scatter_nd = njit(cache=True)(_scatter_nd_impl)
+
+
+def nd_indices_in_range(idx, dims):
+    """True when every row m of idx (m, count) lies in [-dims[m], dims[m])."""
+    if idx.size == 0:
+        return True
+    t = np.trunc(np.asarray(idx, dtype=np.float64)).reshape(len(dims), -1)
+    d = np.asarray(dims, dtype=np.float64).reshape(-1, 1)
+    return bool(np.all((t >= -d) & (t < d)))
+
+
+def gather_nd(out, data, idx, dims, strides, inner):
+    """out[y, t] = data[sum_m index(idx[m, y]) * strides[m] + t] (negative indices wrap once)."""
+    if out.size == 0:
+        return
+    buf, back = _out(out)
+    _gather_nd.pick(out.size)(_bits(buf), _bits(_flat(data)), _math(idx),
+                              np.asarray(dims, dtype=np.int64),
+                              np.asarray(strides, dtype=np.int64), int(inner))
+    _finish(out, buf, back)
+
+
+def scatter_nd(out, src, idx, dims, strides, inner, req="write"):
+    """out[sum_m index(idx[m, y]) * strides[m] + t] (req) src[y, t]; other elements of out are
+    left as they are ('add' sums repeated indices)."""
+    if req == "null" or src.size == 0:
+        return
+    add = req == "add"
+    buf, back = _out(out, math=add)
+    _scatter_nd(buf if add else _bits(buf), _math(src) if add else _bits(_flat(src)),
+                _math(idx), np.asarray(dims, dtype=np.int64),
+                np.asarray(strides, dtype=np.int64), int(inner), add)
+    _finish(out, buf, back)
+
+
+# ---------------------------------------------------------------------------------------------
+# ravel_multi_index, unravel_index
+# ---------------------------------------------------------------------------------------------
+def _ravel_impl(out, coords, strides):
+    count = out.size
+    for n in prange(count):
+        flat_index = 0
+        for m in range(strides.size):
+            flat_index += int(coords[m * count + n]) * strides[m]
+        out[n] = flat_index
+
+
+def _unravel_impl(out, flat_index, dims, strides):
+    count = flat_index.size
+    for n in prange(count):
+        x = int(flat_index[n])
+        for m in range(strides.size):
+            q = x // strides[m]
+            out[m * count + n] = q % dims[m] if dims[m] > 0 else q
+
+
+_ravel = ParallelLoop(_ravel_impl, cost=_COST)
+_unravel = ParallelLoop(_unravel_impl, cost=_COST)
+
+
+def ravel_index(out, coords, strides):
+    """out[n] = sum_m int(coords[m, n]) * strides[m]."""
+    if out.size == 0:
+        return
+    buf, back = _out(out, math=True)
+    _ravel.pick(out.size)(buf, _math(coords), np.asarray(strides, dtype=np.int64))
+    _finish(out, buf, back)
+
+
+def unravel_index(out, flat_index, dims, strides):
+    """out[m, n] = (int(flat_index[n]) // strides[m]) % dims[m] (no modulo where dims[m] is
+    not positive: the leading dim may be left open as -1)."""
+    if out.size == 0:
+        return
+    buf, back = _out(out, math=True)
+    _unravel.pick(flat_index.size)(buf, _math(flat_index), np.asarray(dims, dtype=np.int64),
+                                   np.asarray(strides, dtype=np.int64))
+    _finish(out, buf, back)
+
+
+# ---------------------------------------------------------------------------------------------
+# histogram
+# ---------------------------------------------------------------------------------------------
+def _histogram_impl(counts, data, edges, uniform, lo, hi):
+    # serial: every element adds to a shared count
+    nbins = counts.size
+    for i in range(data.size):
+        x = data[i]
+        if uniform:
+            b = uniform_bin(x, lo, hi, nbins)
+        else:
+            b = -1
+            if edges[0] <= x <= edges[nbins]:
+                lo_i, hi_i = 0, nbins          # the last edge <= x, the last bin closed
+                while hi_i - lo_i > 1:
+                    mid = (lo_i + hi_i) // 2
+                    if edges[mid] <= x:
+                        lo_i = mid
+                    else:
+                        hi_i = mid
+                b = lo_i
+        if b >= 0:
+            counts[b] += 1
+
+
+_histogram = njit(cache=True)(_histogram_impl)
+
+
+def histogram_count(counts, data, edges, lo, hi):
+    """counts[b] = how many elements of data fall in bin b: [edges[b], edges[b+1]) with the
+    last bin closed; edges None: counts.size equal bins over [lo, hi]. Others are ignored."""
+    acc = np.zeros(counts.size, dtype=np.int64)
+    if data.size:
+        uniform = edges is None
+        _histogram(acc, _math(data), _math(data) if uniform else _math(edges), uniform,
+                   float(lo), float(hi))
+    np.copyto(counts, acc.reshape(counts.shape), casting="unsafe")

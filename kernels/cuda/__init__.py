@@ -16,3 +16,9 @@ from .conv import *  # noqa: F401,F403,E402
 from .pooling import *  # noqa: F401,F403,E402
 from .norm import *  # noqa: F401,F403,E402
 from .svm import *  # noqa: F401,F403,E402
+from .linalg import *  # noqa: F401,F403,E402
+from .contrib import *  # noqa: F401,F403,E402
+from .ctc import *  # noqa: F401,F403,E402
+from .sequence import *  # noqa: F401,F403,E402
+from .spatial import *  # noqa: F401,F403,E402
+from .detection import *  # noqa: F401,F403,E402

@@ -15,7 +15,8 @@ from .memory import copy, empty, flat, launch_config
 
 __all__ = ["elemwise_unary", "elemwise_unary_backward", "elemwise_binary",
            "elemwise_binary_backward", "elemwise_scalar", "elemwise_scalar_backward",
-           "elemwise_clip", "elemwise_clip_backward", "sum_to_shape"]
+           "elemwise_clip", "elemwise_clip_backward", "elemwise_hard_sigmoid",
+           "elemwise_hard_sigmoid_backward", "sum_to_shape"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -102,6 +103,22 @@ def _clip_kernel(x, lo, hi, out):
 def _clip_grad_kernel(x, lo, hi, g, dx, acc):
     for i in range(cuda.grid(1), dx.shape[0], cuda.gridsize(1)):
         v = g[i] * S.clip_grad(x[i], lo, hi)
+        if acc:
+            dx[i] += v
+        else:
+            dx[i] = v
+
+
+@cuda.jit
+def _hard_sigmoid_kernel(x, alpha, beta, out):
+    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
+        out[i] = S.hard_sigmoid(x[i], alpha, beta)
+
+
+@cuda.jit
+def _hard_sigmoid_grad_kernel(x, alpha, beta, g, dx, acc):
+    for i in range(cuda.grid(1), dx.shape[0], cuda.gridsize(1)):
+        v = g[i] * S.hard_sigmoid_grad(x[i], alpha, beta)
         if acc:
             dx[i] += v
         else:
@@ -233,6 +250,25 @@ def elemwise_clip_backward(x, a_min, a_max, g, dx, req):
     fo, back = _flat_out(dx, req)
     _clip_grad_kernel[launch_config(fo.size)](
         _flat_in(x), _scalar_for(x, a_min), _scalar_for(x, a_max), _flat_in(g), fo,
+        req == "add")
+    _finish(dx, fo, back)
+
+
+def elemwise_hard_sigmoid(x, alpha, beta, out):
+    if out.size == 0:
+        return
+    fo, back = _flat_out(out)
+    _hard_sigmoid_kernel[launch_config(fo.size)](
+        _flat_in(x), _scalar_for(x, alpha), _scalar_for(x, beta), fo)
+    _finish(out, fo, back)
+
+
+def elemwise_hard_sigmoid_backward(x, alpha, beta, g, dx, req):
+    if req == "null" or dx.size == 0:
+        return
+    fo, back = _flat_out(dx, req)
+    _hard_sigmoid_grad_kernel[launch_config(fo.size)](
+        _flat_in(x), _scalar_for(x, alpha), _scalar_for(x, beta), _flat_in(g), fo,
         req == "add")
     _finish(dx, fo, back)
 

@@ -11,14 +11,15 @@ import numpy as np
 from numba import cuda
 
 from ..scalar import strided_offset
-from ..scalar_tensor import resolve_index
+from ..scalar_tensor import resolve_index, uniform_bin
 from .memory import assign, fill, flat
 from .memory import launch_config as launch
 
 __all__ = ["strided_gather", "strided_scatter", "indices_in_range", "take_forward",
-           "take_backward", "pick_forward", "pick_backward", "one_hot_forward",
+           "take_backward", "pick_forward", "pick_backward", "pick_assign", "one_hot_forward",
            "where_forward", "where_backward", "axis_ranks", "rank_select", "rank_mask",
-           "rank_select_backward"]
+           "rank_select_backward", "range_fill", "nd_indices_in_range", "gather_nd",
+           "scatter_nd", "ravel_index", "unravel_index", "histogram_count"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -184,6 +185,22 @@ def pick_backward(grad, gout, idx, outer, n, inner, wrap, req):
                                              bool(wrap))
 
 
+@cuda.jit(cache=True)
+def _pick_assign_kernel(out, values, idx, n, inner, wrap):
+    for r in range(cuda.grid(1), values.size, cuda.gridsize(1)):
+        o = r // inner
+        t = r - o * inner
+        out[(o * n + resolve_index(idx[r], n, wrap)) * inner + t] = values[r]
+
+
+def pick_assign(out, values, idx, outer, n, inner, wrap):
+    """out[o, index(idx[o, t]), t] = values[o, t]; the other elements are left as they are."""
+    if values.size == 0:
+        return
+    _pick_assign_kernel[launch(values.size)](flat(out), flat(values), flat(idx), n, inner,
+                                             bool(wrap))
+
+
 # ---------------------------------------------------------------------------------------------
 # one_hot
 # ---------------------------------------------------------------------------------------------
@@ -345,3 +362,173 @@ def rank_select_backward(grad, gout, ranks, outer, n, inner, k, req):
         return
     _rank_grad_kernel[launch(grad.size)](flat(grad), flat(gout), flat(ranks), n, inner, k,
                                          req == "add")
+
+
+# ---------------------------------------------------------------------------------------------
+# arithmetic progressions (arange, linspace)
+# ---------------------------------------------------------------------------------------------
+@cuda.jit(cache=True)
+def _range_fill_kernel(out, start, step, repeat):
+    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        out[i] = start + (i // repeat) * step
+
+
+def range_fill(out, start, step, repeat):
+    """out[i] = start + (i // repeat) * step, computed in float64 and rounded into out."""
+    if out.size == 0:
+        return
+    _range_fill_kernel[launch(out.size)](flat(out), float(start), float(step), int(repeat))
+
+
+# ---------------------------------------------------------------------------------------------
+# gather_nd, scatter_nd: indices (m, count) address the first m axes of a (.., inner) array
+# ---------------------------------------------------------------------------------------------
+@cuda.jit(device=True)
+def _nd_offset(idx, y, count, dims, strides):
+    off = 0
+    for m in range(len(dims)):
+        j = int(idx[m * count + y])
+        if j < 0:
+            j += dims[m]
+        off += j * strides[m]
+    return off
+
+
+@cuda.jit(cache=True)
+def _nd_bad_index_kernel(idx, dims, count, flag):
+    for i in range(cuda.grid(1), idx.size, cuda.gridsize(1)):
+        n = dims[i // count]
+        j = int(idx[i])
+        if j < -n or j >= n:
+            flag[0] = 1
+
+
+@cuda.jit(cache=True)
+def _gather_nd_kernel(out, data, idx, dims, strides, inner):
+    count = out.size // inner
+    for r in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        y = r // inner
+        out[r] = data[_nd_offset(idx, y, count, dims, strides) + r - y * inner]
+
+
+@cuda.jit(cache=True)
+def _scatter_nd_kernel(out, src, idx, dims, strides, inner, add):
+    count = src.size // inner
+    for r in range(cuda.grid(1), src.size, cuda.gridsize(1)):
+        y = r // inner
+        j = _nd_offset(idx, y, count, dims, strides) + r - y * inner
+        if add:
+            cuda.atomic.add(out, j, src[r])
+        else:
+            out[j] = src[r]
+
+
+def _int_tuple(values):
+    return tuple(int(v) for v in values)
+
+
+def nd_indices_in_range(idx, dims):
+    """True when every row m of idx (m, count) lies in [-dims[m], dims[m])."""
+    if idx.size == 0:
+        return True
+    flag = cuda.to_device(np.zeros(1, dtype=np.int32))
+    _nd_bad_index_kernel[launch(idx.size)](flat(idx), _int_tuple(dims), idx.size // len(dims),
+                                           flag)
+    return int(flag.copy_to_host()[0]) == 0
+
+
+def gather_nd(out, data, idx, dims, strides, inner):
+    """out[y, t] = data[sum_m index(idx[m, y]) * strides[m] + t] (negative indices wrap once)."""
+    if out.size == 0:
+        return
+    _gather_nd_kernel[launch(out.size)](flat(out), flat(data), flat(idx), _int_tuple(dims),
+                                        _int_tuple(strides), int(inner))
+
+
+def scatter_nd(out, src, idx, dims, strides, inner, req="write"):
+    """out[...] (req) src scattered by idx; 'add' accumulates repeated indices (atomics)."""
+    if req == "null" or src.size == 0:
+        return
+    if req == "add":
+        buf, back = _accumulator(out, "add")
+        _scatter_nd_kernel[launch(src.size)](buf, flat(src), flat(idx), _int_tuple(dims),
+                                             _int_tuple(strides), int(inner), True)
+        if back:
+            assign(flat(out), buf, "write")
+        return
+    _scatter_nd_kernel[launch(src.size)](flat(out), flat(src), flat(idx), _int_tuple(dims),
+                                         _int_tuple(strides), int(inner), False)
+
+
+# ---------------------------------------------------------------------------------------------
+# ravel_multi_index, unravel_index
+# ---------------------------------------------------------------------------------------------
+@cuda.jit(cache=True)
+def _ravel_kernel(out, coords, strides):
+    count = out.size
+    for n in range(cuda.grid(1), count, cuda.gridsize(1)):
+        flat_index = 0
+        for m in range(len(strides)):
+            flat_index += int(coords[m * count + n]) * strides[m]
+        out[n] = flat_index
+
+
+@cuda.jit(cache=True)
+def _unravel_kernel(out, flat_index, dims, strides):
+    count = flat_index.size
+    for n in range(cuda.grid(1), count, cuda.gridsize(1)):
+        x = int(flat_index[n])
+        for m in range(len(strides)):
+            q = x // strides[m]
+            out[m * count + n] = q % dims[m] if dims[m] > 0 else q
+
+
+def ravel_index(out, coords, strides):
+    """out[n] = sum_m int(coords[m, n]) * strides[m]."""
+    if out.size == 0:
+        return
+    _ravel_kernel[launch(out.size)](flat(out), flat(coords), _int_tuple(strides))
+
+
+def unravel_index(out, flat_index, dims, strides):
+    """out[m, n] = (int(flat_index[n]) // strides[m]) % dims[m] (no modulo where dims[m] is
+    not positive)."""
+    if out.size == 0:
+        return
+    _unravel_kernel[launch(flat_index.size)](flat(out), flat(flat_index), _int_tuple(dims),
+                                             _int_tuple(strides))
+
+
+# ---------------------------------------------------------------------------------------------
+# histogram
+# ---------------------------------------------------------------------------------------------
+@cuda.jit(cache=True)
+def _histogram_kernel(counts, data, edges, uniform, lo, hi):
+    nbins = counts.size
+    for i in range(cuda.grid(1), data.size, cuda.gridsize(1)):
+        x = data[i]
+        if uniform:
+            b = uniform_bin(x, lo, hi, nbins)
+        else:
+            b = -1
+            if edges[0] <= x <= edges[nbins]:
+                lo_i, hi_i = 0, nbins
+                while hi_i - lo_i > 1:
+                    mid = (lo_i + hi_i) // 2
+                    if edges[mid] <= x:
+                        lo_i = mid
+                    else:
+                        hi_i = mid
+                b = lo_i
+        if b >= 0:
+            cuda.atomic.add(counts, b, 1)
+
+
+def histogram_count(counts, data, edges, lo, hi):
+    """counts[b] = how many elements of data fall in bin b (see the CPU half)."""
+    acc = cuda.to_device(np.zeros(counts.size, dtype=np.int64))
+    if data.size:
+        uniform = edges is None
+        _histogram_kernel[launch(data.size)](acc, flat(data), flat(data if uniform else edges),
+                                             uniform, float(lo), float(hi))
+    assign(flat(counts), acc, "write")

@@ -301,8 +301,17 @@ class Augmenter:
         raise NotImplementedError("Must override implementation.")
 
 
-class SequentialAug(Augmenter):
-    """Apply the augmenters ``ts`` one after the other."""
+class _KeepsParams(Augmenter):
+    """An augmenter that also keeps each of its parameters as the attribute of that name."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        for key, value in kwargs.items():
+            setattr(self, key, value)
+
+
+class _AugmenterList(Augmenter):
+    """An augmenter made of the augmenters ``ts``; ``dumps`` lists theirs."""
 
     def __init__(self, ts):
         super().__init__()
@@ -311,29 +320,31 @@ class SequentialAug(Augmenter):
     def dumps(self):
         return [type(self).__name__.lower(), [t.dumps() for t in self.ts]]
 
+
+class SequentialAug(_AugmenterList):
+    """Apply the augmenters ``ts`` one after the other."""
+
     def __call__(self, src):
         for aug in self.ts:
             src = aug(src)
         return src
 
 
-class ResizeAug(Augmenter):
+class ResizeAug(_KeepsParams):
     """Resize the shorter side to ``size``."""
 
     def __init__(self, size, interp=2):
         super().__init__(size=size, interp=interp)
-        self.size, self.interp = size, interp
 
     def __call__(self, src):
         return resize_short(src, self.size, self.interp)
 
 
-class ForceResizeAug(Augmenter):
+class ForceResizeAug(_KeepsParams):
     """Resize to exactly ``size`` = (w, h)."""
 
     def __init__(self, size, interp=2):
         super().__init__(size=size, interp=interp)
-        self.size, self.interp = size, interp
 
     def __call__(self, src):
         sizes = (src.shape[0], src.shape[1], self.size[1], self.size[0])
@@ -341,12 +352,11 @@ class ForceResizeAug(Augmenter):
                         interp=_get_interp_method(self.interp, sizes))
 
 
-class RandomCropAug(Augmenter):
+class RandomCropAug(_KeepsParams):
     """``random_crop`` to ``size`` = (w, h)."""
 
     def __init__(self, size, interp=2):
         super().__init__(size=size, interp=interp)
-        self.size, self.interp = size, interp
 
     def __call__(self, src):
         return random_crop(src, self.size, self.interp)[0]
@@ -369,26 +379,18 @@ class RandomSizedCropAug(Augmenter):
         return random_size_crop(src, self.size, self.area, self.ratio, self.interp)[0]
 
 
-class CenterCropAug(Augmenter):
+class CenterCropAug(_KeepsParams):
     """``center_crop`` to ``size`` = (w, h)."""
 
     def __init__(self, size, interp=2):
         super().__init__(size=size, interp=interp)
-        self.size, self.interp = size, interp
 
     def __call__(self, src):
         return center_crop(src, self.size, self.interp)[0]
 
 
-class RandomOrderAug(Augmenter):
+class RandomOrderAug(_AugmenterList):
     """Apply the augmenters ``ts`` in a random order."""
-
-    def __init__(self, ts):
-        super().__init__()
-        self.ts = ts
-
-    def dumps(self):
-        return [type(self).__name__.lower(), [t.dumps() for t in self.ts]]
 
     def __call__(self, src):
         random.shuffle(self.ts)
@@ -397,24 +399,22 @@ class RandomOrderAug(Augmenter):
         return src
 
 
-class BrightnessJitterAug(Augmenter):
+class BrightnessJitterAug(_KeepsParams):
     """Scale by ``1 + U(-brightness, brightness)``."""
 
     def __init__(self, brightness):
         super().__init__(brightness=brightness)
-        self.brightness = brightness
 
     def __call__(self, src):
         src *= 1.0 + random.uniform(-self.brightness, self.brightness)
         return src
 
 
-class ContrastJitterAug(Augmenter):
+class ContrastJitterAug(_KeepsParams):
     """Blend with the image's mean luma: ``alpha * src + (1 - alpha) * mean gray``."""
 
     def __init__(self, contrast):
         super().__init__(contrast=contrast)
-        self.contrast = contrast
 
     def __call__(self, src):
         alpha = 1.0 + random.uniform(-self.contrast, self.contrast)
@@ -424,12 +424,11 @@ class ContrastJitterAug(Augmenter):
         return src
 
 
-class SaturationJitterAug(Augmenter):
+class SaturationJitterAug(_KeepsParams):
     """Blend each pixel with its own luma: ``alpha * src + (1 - alpha) * gray``."""
 
     def __init__(self, saturation):
         super().__init__(saturation=saturation)
-        self.saturation = saturation
 
     def __call__(self, src):
         alpha = 1.0 + random.uniform(-self.saturation, self.saturation)
@@ -439,7 +438,7 @@ class SaturationJitterAug(Augmenter):
         return src
 
 
-class HueJitterAug(Augmenter):
+class HueJitterAug(_KeepsParams):
     """Rotate the hue by ``U(-hue, hue)`` half-turns in YIQ space."""
 
     _RGB2YIQ = np.array([[0.299, 0.587, 0.114], [0.596, -0.274, -0.321],
@@ -448,7 +447,6 @@ class HueJitterAug(Augmenter):
 
     def __init__(self, hue):
         super().__init__(hue=hue)
-        self.hue = hue
 
     def __call__(self, src):
         turn = random.uniform(-self.hue, self.hue) * np.pi
@@ -467,13 +465,12 @@ class ColorJitterAug(RandomOrderAug):
         super().__init__([cls(amount) for cls, amount in strengths if amount > 0])
 
 
-class LightingAug(Augmenter):
+class LightingAug(_KeepsParams):
     """AlexNet-style PCA lighting noise: add ``eigvec @ (alpha * eigval)``, alpha normal with
     standard deviation ``alphastd``."""
 
     def __init__(self, alphastd, eigval, eigvec):
         super().__init__(alphastd=alphastd, eigval=eigval, eigvec=eigvec)
-        self.alphastd, self.eigval, self.eigvec = alphastd, eigval, eigvec
 
     def __call__(self, src):
         alpha = np.random.normal(0, self.alphastd, size=(3,))
@@ -493,14 +490,13 @@ class ColorNormalizeAug(Augmenter):
         return color_normalize(src, self.mean, self.std)
 
 
-class RandomGrayAug(Augmenter):
+class RandomGrayAug(_KeepsParams):
     """With probability ``p``, replace the image by its gray version (3 equal channels)."""
 
     _MAT = np.array([[0.21, 0.21, 0.21], [0.72, 0.72, 0.72], [0.07, 0.07, 0.07]])
 
     def __init__(self, p):
         super().__init__(p=p)
-        self.p = p
 
     def __call__(self, src):
         if random.random() < self.p:
@@ -508,12 +504,11 @@ class RandomGrayAug(Augmenter):
         return src
 
 
-class HorizontalFlipAug(Augmenter):
+class HorizontalFlipAug(_KeepsParams):
     """With probability ``p``, mirror the image left to right."""
 
     def __init__(self, p):
         super().__init__(p=p)
-        self.p = p
 
     def __call__(self, src):
         if random.random() < self.p:

@@ -10,10 +10,9 @@ a CPU-reducing store otherwise, ``type`` reporting the name as given.
 """
 import warnings
 
-from ..base import MXNetError, string_types
 from ..ndarray import NDArray
 
-__all__ = ["create", "KVStoreBase"]
+__all__ = ["KVStoreBase"]
 
 
 class KVStoreBase:
@@ -125,21 +124,3 @@ class TestStore(KVStoreBase):
 
     def load_optimizer_states(self, fname):
         raise NotImplementedError("teststore has no optimizer states to load")
-
-
-def create(name="local"):
-    """A new kvstore of type ``name`` ('local', 'device', 'nccl', 'local_allreduce_cpu', ...,
-    or a registered plug-in such as the distributed store)."""
-    if not isinstance(name, string_types):
-        raise TypeError("name must be a string")
-    name = name.lower()
-    klass = KVStoreBase.kv_registry.get(name)
-    if klass is not None:
-        return klass(name) if name in [n.lower() for n in getattr(klass, "kvstore_types", ())] \
-            else klass()
-    if "dist" in name:
-        raise MXNetError("kvstore type '%s' needs lightmod's distributed store, which is not "
-                         "registered (registered types: %s)"
-                         % (name, ", ".join(sorted(KVStoreBase.kv_registry)) or "none"))
-    from .kvstore import KVStore
-    return KVStore(name)

@@ -18,7 +18,7 @@ from ..context import Context
 from ..ndarray import NDArray, zeros
 from .base import KVStoreBase
 
-__all__ = ["KVStore"]
+__all__ = ["KVStore", "create"]
 
 
 def _pairs(key, value, what):
@@ -294,3 +294,20 @@ class KVStore(KVStoreBase):
                              "(call set_optimizer first)")
         with open(fname, "rb") as fin:
             self._updater.set_states(fin.read())
+
+
+def create(name="local"):
+    """A new kvstore of type ``name`` ('local', 'device', 'nccl', 'local_allreduce_cpu', ...,
+    or a registered plug-in such as the distributed store)."""
+    if not isinstance(name, string_types):
+        raise TypeError("name must be a string")
+    name = name.lower()
+    klass = KVStoreBase.kv_registry.get(name)
+    if klass is not None:
+        return klass(name) if name in [n.lower() for n in getattr(klass, "kvstore_types", ())] \
+            else klass()
+    if "dist" in name:
+        raise MXNetError("kvstore type '%s' needs lightmod's distributed store, which is not "
+                         "registered (registered types: %s)"
+                         % (name, ", ".join(sorted(KVStoreBase.kv_registry)) or "none"))
+    return KVStore(name)

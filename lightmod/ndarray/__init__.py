@@ -5,6 +5,7 @@ access from the operator registry (``register.py``); ``nd.contrib.X`` are the ``
 operators and ``nd._internal`` holds every name, the underscore ones included.
 """
 from .ndarray import (NDArray, array, empty, zeros, ones, full, arange, moveaxis, waitall,  # noqa
+                      histogram,
                       add, subtract, multiply, divide, true_divide, modulo, power, maximum,
                       minimum, equal, not_equal, greater, greater_equal, lesser, lesser_equal,
                       logical_and, logical_or, logical_xor, onehot_encode, concatenate,
@@ -17,7 +18,7 @@ from .sparse import CSRNDArray, RowSparseNDArray, BaseSparseNDArray  # noqa: F40
 from . import random  # noqa: F401
 from . import utils  # noqa: F401
 from .utils import save, load, load_frombuffer  # noqa: F401
-from . import contrib, _internal, op, linalg  # noqa: F401
+from . import contrib, _internal, op, linalg, image  # noqa: F401
 from .interop import from_dlpack, from_numpy, to_dlpack_for_read, to_dlpack_for_write  # noqa: F401
 from . import custom_array  # noqa: F401  (installs the custom operators' array wrapper)
 from ..operator import install_array_class as _install_array_class

@@ -12,12 +12,14 @@ import weakref
 
 import numpy as np
 
-from .. import kernels
+from .. import engine, kernels
 from ..base import MXNetError, NDArrayHandle, dtype_np, numeric_types
 from ..context import Context, current_context
+from ..operator import registry
+from . import _format
 
 __all__ = ["NDArray", "from_backend", "backend_array", "STYPES", "array", "empty", "zeros",
-           "ones", "full", "arange", "moveaxis", "waitall", "add", "subtract", "multiply",
+           "ones", "full", "arange", "moveaxis", "histogram", "waitall", "add", "subtract", "multiply",
            "divide", "true_divide", "modulo", "power", "maximum", "minimum", "equal",
            "not_equal", "greater", "greater_equal", "lesser", "lesser_equal", "logical_and",
            "logical_or", "logical_xor", "onehot_encode", "concatenate",
@@ -116,8 +118,10 @@ class NDArray:
     base, as in MXNet. ``_stype`` is the storage type MXNet would report; lightmod stores
     row_sparse and csr arrays densely and keeps their sparse *semantics* where MXNet code
     observes them (``stype``, ``tostype``, ``indices``/``indptr``/``data``, file format).
+    ``_error`` is the :class:`lightmod.engine.PendingError` of a failed operation whose
+    result this array holds (None when there is none): reading the array reports it.
     """
-    __slots__ = ("_data", "_ctx", "_stype", "writable", "__weakref__")
+    __slots__ = ("_data", "_ctx", "_stype", "writable", "_error", "__weakref__")
     # numpy must defer to our operators in mixed expressions (np_array + nd_array).
     __array_priority__ = 1000.0
 
@@ -129,6 +133,7 @@ class NDArray:
         return object.__new__(cls)
 
     def __init__(self, data, ctx=None, stype="default", writable=True):
+        source = None
         if isinstance(data, NDArrayHandle):
             # MXNet's NDArray(handle): a second NDArray on the same memory
             source = _array_of_handle(data)
@@ -139,6 +144,7 @@ class NDArray:
             raise MXNetError("unknown storage type %r (expected one of %s)" % (stype, STYPES))
         self._stype = stype
         self.writable = writable
+        self._error = None if source is None else source._error
 
     @property
     def _as_parameter_(self):
@@ -217,18 +223,22 @@ class NDArray:
         if self.ndim < 2:
             return self
         if _is_host(self._data):
-            return NDArray(np.ascontiguousarray(self._data.T), self._ctx)
+            return _carry(NDArray(np.ascontiguousarray(self._data.T), self._ctx), self)
         return self.transpose()
 
     # --- host transfer ------------------------------------------------------------------------
     def asnumpy(self):
         """A numpy copy of the contents (always a copy, as in MXNet)."""
+        if self._error is not None:
+            engine.report(self._error)
         if _is_host(self._data):
             return self._data.copy()
         return self._data.copy_to_host()
 
     def _host_view(self):
         """The contents as a numpy array without copying when on the CPU (internal)."""
+        if self._error is not None:
+            engine.report(self._error)
         if _is_host(self._data):
             return self._data
         return self._data.copy_to_host()
@@ -242,6 +252,8 @@ class NDArray:
         return self.asnumpy().tolist()
 
     def wait_to_read(self):
+        if self._error is not None:
+            engine.report(self._error)
         if not _is_host(self._data):
             from numba import cuda
             cuda.synchronize()
@@ -292,20 +304,17 @@ class NDArray:
 
     # --- pickling (the single-array record of the .params format) ------------------------------
     def __getstate__(self):
-        from .utils import save_raw_bytes
-        return {"handle": bytearray(save_raw_bytes(self))}
+        return {"handle": bytearray(_format.encode_record(self))}
 
     def __setstate__(self, state):
-        from .utils import load_raw_bytes
         handle = state["handle"] if isinstance(state, dict) else state
-        if handle is None:
-            self._data = np.empty((0,), dtype=np.float32)
-            self._ctx = Context("cpu", 0)
-            self._stype = "default"
-            self.writable = True
-            return
-        arr = load_raw_bytes(bytes(handle))
-        self._data, self._ctx, self._stype, self.writable = arr._data, arr._ctx, arr._stype, True
+        decoded = None if handle is None else _format.decode_record(
+            _format.Reader(bytes(handle), "<pickled NDArray>"))
+        host, ctx, stype = decoded or (np.empty((0,), dtype=np.float32), Context("cpu", 0),
+                                       "default")
+        self._data, self._ctx, self._stype = _to_ctx_buffer(host, ctx), ctx, stype
+        self.writable = True
+        self._error = None
 
     def __deepcopy__(self, memo):
         # what a pickle round trip gives (the same values, context and storage type), without
@@ -328,6 +337,7 @@ class NDArray:
             if not other.writable:
                 raise ValueError("copyto: the target NDArray is read-only")
             _copy_into(other, self)
+            other._error = self._error
             return other
         if isinstance(other, Context):
             if _is_host(self._data) and other.device_typeid != 2:
@@ -337,8 +347,8 @@ class NDArray:
                 data = k.empty(self.shape, self._data.dtype)
                 k.copy(data, self._data)
             else:
-                data = _to_ctx_buffer(self._host_view(), other)
-            return NDArray(data, other, self._stype)
+                data = _to_ctx_buffer(_raw_host(self), other)
+            return _carry(NDArray(data, other, self._stype), self)
         raise TypeError("copyto does not support type %s" % type(other))
 
     def as_in_context(self, context):
@@ -353,11 +363,11 @@ class NDArray:
         if not copy and dtype == np.dtype(self._data.dtype):
             return self
         if _is_host(self._data):
-            return NDArray(self._data.astype(dtype), self._ctx, self._stype)
+            return _carry(NDArray(self._data.astype(dtype), self._ctx, self._stype), self)
         k = _device_kernels(self._ctx)
         data = k.empty(self.shape, dtype)
         k.copy(data, self._data)
-        return NDArray(data, self._ctx, self._stype)
+        return _carry(NDArray(data, self._ctx, self._stype), self)
 
     def tostype(self, stype):
         """A copy with the given storage type (the data stays dense in lightmod)."""
@@ -369,7 +379,7 @@ class NDArray:
         if stype == "row_sparse" and self.ndim < 1:
             raise ValueError("To convert to row_sparse, the NDArray needs at least 1 dim")
         out = self.copy()
-        return NDArray(out._data, out._ctx, stype)
+        return _carry(NDArray(out._data, out._ctx, stype), self)
 
     def wait_to_read_all(self):
         waitall()
@@ -391,13 +401,31 @@ class NDArray:
             data = self._data.reshape(new_shape)
         else:
             data = self._data.reshape(*new_shape) if new_shape else self._data.reshape(1)
-        return NDArray(data, self._ctx, self._stype, self.writable)
+        return _carry(NDArray(data, self._ctx, self._stype, self.writable), self)
 
     def reshape_like(self, *args, **kwargs):
         return _op("reshape_like", self, *args, **kwargs)
 
-    def flatten(self, *args, **kwargs):
-        return _op("Flatten", self, *args, **kwargs)
+    def flatten(self, inplace=False):
+        """(N, ...) -> (N, rest); ``inplace``: a view sharing this array's memory."""
+        return self._reshaping("Flatten", inplace)
+
+    def expand_dims(self, axis, inplace=False):
+        """A new size-1 axis at ``axis``; ``inplace``: a view sharing this array's memory."""
+        return self._reshaping("expand_dims", inplace, axis=axis)
+
+    def squeeze(self, axis=None, inplace=False):
+        """Size-1 axes removed; ``inplace``: a view sharing this array's memory."""
+        return self._reshaping("squeeze", inplace, axis=axis)
+
+    def _reshaping(self, op_name, inplace, **attrs):
+        """An operator that only changes the shape: its result, or with ``inplace`` a view of
+        this array in the shape the operator infers."""
+        if not inplace:
+            return _op(op_name, self, **attrs)
+        op = registry.get(op_name)
+        _, out_shapes = op.infer_shape(op.parse(attrs), [self.shape])
+        return self.reshape(out_shapes[0])
 
     def broadcast_to(self, shape):
         shape = _as_shape(shape)
@@ -414,8 +442,12 @@ class NDArray:
 
     # --- indexing -----------------------------------------------------------------------------
     def __getitem__(self, key):
+        # a view or gather of an array whose computation failed carries the same failure
+        return _carry(self._index(key), self)
+
+    def _index(self, key):
         if _is_advanced_key(key):
-            host = self._host_view()[_host_key(key)]
+            host = _raw_host(self)[_host_key(key)]
             if host.ndim == 0:
                 host = host.reshape(1)
             return NDArray(_to_ctx_buffer(host, self._ctx), self._ctx)
@@ -438,9 +470,11 @@ class NDArray:
     def __setitem__(self, key, value):
         if not self.writable:
             raise ValueError("Cannot assign to a read-only NDArray")
+        if isinstance(value, NDArray) and value._error is not None:
+            self._error = value._error
         if _is_host(self._data):
             if isinstance(value, NDArray):
-                value = value._host_view()
+                value = _raw_host(value)
             if _is_advanced_key(key):
                 self._data[_host_key(key)] = value
             else:
@@ -453,7 +487,7 @@ class NDArray:
                 return
         host = self._data.copy_to_host()
         host[_host_key(key) if _is_advanced_key(key) else _basic_key(key, self.shape)] = \
-            value._host_view() if isinstance(value, NDArray) else value
+            _raw_host(value) if isinstance(value, NDArray) else value
         self._data.copy_to_device(host)
 
     def _slice(self, start, stop):
@@ -489,6 +523,20 @@ class NDArray:
         return _op("norm", self, *args, **kwargs)
 
 
+def _carry(out, src):
+    """``out`` (computed from ``src``) carries ``src``'s pending failure, if any."""
+    if src._error is not None:
+        out._error = src._error
+    return out
+
+
+def _raw_host(arr):
+    """The contents on the host, without reporting a pending failure (internal copies)."""
+    if _is_host(arr._data):
+        return arr._data
+    return arr._data.copy_to_host()
+
+
 def _method(op_name, doc=None):
     def method(self, *args, **kwargs):
         return _op(op_name, self, *args, **kwargs)
@@ -507,7 +555,7 @@ _OP_METHODS = {
     "round": "round", "rint": "rint", "fix": "fix", "floor": "floor", "ceil": "ceil",
     "trunc": "trunc", "sin": "sin", "cos": "cos", "tan": "tan", "reciprocal": "reciprocal",
     "relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh", "softmax": "softmax",
-    "log_softmax": "log_softmax", "expand_dims": "expand_dims", "squeeze": "squeeze",
+    "log_softmax": "log_softmax",
     "transpose": "transpose", "swapaxes": "SwapAxis", "tile": "tile", "repeat": "repeat",
     "pad": "pad", "flip": "flip", "slice": "slice", "slice_axis": "slice_axis",
     "slice_like": "slice_like", "take": "take", "one_hot": "one_hot", "pick": "pick",
@@ -520,22 +568,36 @@ for _meth, _opname in _OP_METHODS.items():
     setattr(NDArray, _meth, _method(_opname))
 del _meth, _opname
 
+# more operators MXNet's NDArray offers as methods under their own names
+for _meth in ("degrees", "radians", "arcsin", "arccos", "arctan", "sinh", "cosh", "arcsinh",
+              "arccosh", "arctanh", "rcbrt", "softmin", "split_v2"):
+    setattr(NDArray, _meth, _method(_meth))
+del _meth
 
+
+# Functions this module calls but does not own: ``op_function`` (the generated ``nd.<op>``
+# functions) and ``invoke`` (run one operator on NDArrays), installed by ndarray/register.py
+# when it is imported (the package imports it). They build on NDArray, so this module cannot
+# import them without an import circle.
+_HOOKS = {}
 _OP_FUNCTIONS = {}
+
+
+def install_hooks(**functions):
+    """Install the functions NDArray's methods call: ``op_function`` and ``invoke``."""
+    _HOOKS.update(functions)
 
 
 def _op(name, *args, **kwargs):
     """Call the generated nd function of a registered operator."""
     fn = _OP_FUNCTIONS.get(name)
     if fn is None:
-        from .register import op_function
-        fn = _OP_FUNCTIONS[name] = op_function(name)
+        fn = _OP_FUNCTIONS[name] = _HOOKS["op_function"](name)
     return fn(*args, **kwargs)
 
 
 def imperative_invoke(name, inputs, attrs, out=None):
-    from .register import invoke
-    return invoke(name, inputs, attrs, out=out)
+    return _HOOKS["invoke"](name, inputs, attrs, out=out)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -638,7 +700,7 @@ def _fill_device(region, value, ctx):
 def _copy_into(dst, src):
     """dst[...] = src for NDArrays of equal shape on any contexts (dtype converted)."""
     if _is_host(dst._data):
-        np.copyto(dst._data, src._host_view(), casting="unsafe")
+        np.copyto(dst._data, _raw_host(src), casting="unsafe")
     else:
         k = _device_kernels(dst._ctx)
         source = src._data
@@ -768,8 +830,10 @@ def array(source_array, ctx=None, dtype=None):
             return out.copy() if out is source_array else out
         host = source_array._host_view()
     elif hasattr(source_array, "indptr") and hasattr(source_array, "tocsr"):
-        from .sparse import csr_matrix  # a scipy.sparse csr matrix
-        return csr_matrix(source_array, ctx=ctx, dtype=dtype)
+        # a scipy.sparse matrix: a csr array (stored densely, as every csr array is)
+        dense = source_array.toarray()
+        host = dense.astype(dtype_np(dtype) if dtype is not None else dense.dtype)
+        return NDArray(_to_ctx_buffer(host, ctx), ctx, "csr")
     else:
         dtype = mx_real_t if dtype is None else dtype
         try:
@@ -777,9 +841,8 @@ def array(source_array, ctx=None, dtype=None):
         except (TypeError, ValueError):
             raise TypeError("source_array must be array like object (numbers, equal-length nested "
                             "lists, numpy arrays), got %s" % type(source_array).__name__) from None
+    # a 0-d source keeps its shape () as in MXNet (nd.array(np.ones([])).shape == ())
     host = np.asarray(host, dtype=dtype_np(dtype))
-    if host.ndim == 0:
-        host = host.reshape(1)
     return NDArray(_to_ctx_buffer(host, ctx), ctx)
 
 
@@ -791,11 +854,19 @@ def empty(shape, ctx=None, dtype=None, stype=None):
 
 
 def zeros(shape, ctx=None, dtype=None, stype=None, **kwargs):
+    out = kwargs.pop("out", None)
+    if out is not None:         # fill the given array, as the operator behind MXNet's does
+        out[:] = 0
+        return out
     ctx = _as_ctx(ctx)
     return NDArray(_alloc(_as_shape(shape), dtype_np(dtype), ctx, 0), ctx, stype or "default")
 
 
 def ones(shape, ctx=None, dtype=None, **kwargs):
+    out = kwargs.pop("out", None)
+    if out is not None:
+        out[:] = 1
+        return out
     ctx = _as_ctx(ctx)
     return NDArray(_alloc(_as_shape(shape), dtype_np(dtype), ctx, 1), ctx)
 
@@ -809,24 +880,53 @@ def full(shape, val, ctx=None, dtype=mx_real_t, out=None):
 
 
 def arange(start, stop=None, step=1.0, repeat=1, infer_range=None, ctx=None, dtype=mx_real_t):
-    """Evenly spaced values (computed in double precision, then cast); each value ``repeat``ed."""
-    if stop is None:
-        start, stop = 0, start
-    if step == 0:
-        raise MXNetError("arange: step must not be 0")
-    values = np.arange(start, stop, step, dtype=np.float64)
-    if repeat != 1:
-        values = np.repeat(values, int(repeat))
-    return array(values, ctx=ctx, dtype=dtype)
+    """Evenly spaced values in [start, stop) (the ``_arange`` operator), each ``repeat``ed."""
+    return _op("_arange", start=start, stop=stop, step=step, repeat=repeat,
+               infer_range=bool(infer_range), ctx=_as_ctx(ctx), dtype=dtype)
+
+
+def _axis_list(axes, ndim, what):
+    """``axes`` (an int or a sequence of ints) as a list of axes in [0, ndim); ValueError names
+    the argument when one is out of range or repeated."""
+    listed = [axes] if isinstance(axes, (int, np.integer)) else list(axes)
+    out = []
+    for a in listed:
+        if not -ndim <= a < ndim:
+            raise ValueError("moveaxis: %s axis %d is out of range for an array with %d dims"
+                             % (what, a, ndim))
+        out.append(int(a) % ndim)
+    if len(set(out)) != len(out):
+        raise ValueError("moveaxis: repeated axis in %s %s" % (what, axes))
+    return out
 
 
 def moveaxis(tensor, source, destination):
-    axes = list(range(tensor.ndim))
-    source = source % tensor.ndim
-    destination = destination % tensor.ndim
-    axes.pop(source)
-    axes.insert(destination, source)
-    return _op("transpose", tensor, axes=tuple(axes))
+    """The array with the axes ``source`` moved to positions ``destination`` (ints or
+    sequences of ints, as numpy's moveaxis); the other axes keep their order."""
+    src = _axis_list(source, tensor.ndim, "source")
+    dst = _axis_list(destination, tensor.ndim, "destination")
+    if len(src) != len(dst):
+        raise ValueError("moveaxis: source %s and destination %s must have the same number of "
+                         "elements" % (source, destination))
+    order = [a for a in range(tensor.ndim) if a not in src]
+    for d, a in sorted(zip(dst, src)):
+        order.insert(d, a)
+    return _op("transpose", tensor, axes=tuple(order))
+
+
+def histogram(a, bins=10, range=None):  # noqa: A002 (MXNet's argument name)
+    """(counts, bin edges) of the flattened ``a``: ``bins`` equal bins over ``range``, or the
+    bins between the edges in the NDArray ``bins``. Without a range the counts come from
+    numpy over the data's own range, as MXNet does."""
+    if isinstance(bins, NDArray):
+        return _op("_histogram", a, bins)
+    if isinstance(bins, (int, np.integer)) and not isinstance(bins, bool):
+        if range is None:
+            counts, edges = np.histogram(a.asnumpy(), bins=int(bins))
+            return array(counts, ctx=a.context, dtype=counts.dtype), \
+                array(edges, ctx=a.context, dtype=a.dtype)
+        return _op("_histogram", a, bin_cnt=int(bins), range=range)
+    raise ValueError("bins argument should be either an integer or an NDArray")
 
 
 def concatenate(arrays, axis=0, always_copy=True):
@@ -850,11 +950,13 @@ def onehot_encode(indices, out):
 
 
 def waitall():
-    """Wait for every pending computation (CUDA work is asynchronous)."""
+    """Wait for every pending computation (CUDA work is asynchronous), then raise the oldest
+    operator failure not reported yet (and forget the others), as MXNet does."""
     # only once a GPU kernel set exists: a refused gpu context must not make waitall() sync
     if kernels.cuda_in_use():
         from numba import cuda
         cuda.synchronize()
+    engine.report_all()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,124 +1,104 @@
-"""``nd.random``: random arrays drawn from lightmod's one generator (``lightmod/rng.py``).
+"""``nd.random``: random arrays from the random operators (``operator/random_ops.py``).
 
-Distribution parameters may be numbers (one sample array of ``shape``) or NDArrays (one
-``shape``-sized block per parameter element, result shape ``param.shape + shape``), as in
-MXNet. ``seed`` is ``mx.random.seed``.
+Distribution parameters are numbers (the ``_random_<d>`` operator: one array of ``shape``,
+``(1,)`` when neither ``shape`` nor ``out`` is given) or NDArrays of one shape ``S`` (the
+``_sample_<d>`` operator: shape ``S + shape``), as in MXNet; mixing the two is an error. The
+numbers come from the generator of the output's device (``lightmod/rng.py``), so
+``mx.random.seed`` (also ``nd.random.seed``) makes them reproducible. Other ``_random_*`` and
+``_sample_*`` operators (``normal_like`` ...) are reachable here under their short names.
 """
-import numpy as np
-
-from .. import rng as _random
-from ..base import MXNetError, dtype_np
-from .ndarray import NDArray, _as_ctx, _to_ctx_buffer
+from .. import rng as _rng
+from ..base import numeric_types
+from ..operator.frontend import namespace_hooks as _namespace_hooks
+from .ndarray import NDArray
+from .register import find_function as _find_function
+from .register import op_function as _op_function
 
 __all__ = ["seed", "uniform", "normal", "randn", "randint", "shuffle", "exponential",
-           "gamma", "poisson", "negative_binomial", "multinomial"]
+           "gamma", "poisson", "negative_binomial", "generalized_negative_binomial",
+           "multinomial"]
 
-seed = _random.seed
+__getattr__, __dir__ = _namespace_hooks(__name__, ("_random_", "_sample_"), _find_function)
+
+seed = _rng.seed
 
 
-def _shape(shape):
+def _keywords(**values):
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def _draw(kind, params, shape, dtype, ctx, out, kwargs, array_kind=True):
+    """Run ``_sample_<kind>`` (NDArray parameters) or ``_random_<kind>`` (numbers)."""
+    arrays = [isinstance(v, NDArray) for v in params]
+    if all(arrays) and array_kind:
+        return _op_function("_sample_" + kind)(*params, out=out, **_keywords(
+            shape=shape, dtype=dtype), **kwargs)
+    if any(arrays) or not all(isinstance(v, numeric_types) for v in params):
+        if any(arrays) and array_kind:
+            raise AssertionError("Distribution parameters must all have the same type, but got "
+                                 "%s" % ", ".join(sorted({type(v).__name__ for v in params})))
+        raise ValueError("Distribution parameters must be either NDArray or numbers, but got "
+                         "%s" % ", ".join(type(v).__name__ for v in params))
     if shape is None:
-        return ()
-    if isinstance(shape, (int, np.integer)):
-        return (int(shape),)
-    return tuple(int(d) for d in shape)
-
-
-def _emit(host, ctx, dtype, out, like=None):
-    if like is not None and ctx is None:
-        ctx = like.context
-    if out is not None:
-        if out.shape != host.shape:
-            raise MXNetError("random: out= has shape %s, the sample has shape %s"
-                             % (out.shape, host.shape))
-        out[:] = host.astype(out.dtype)
-        return out
-    ctx = _as_ctx(ctx)
-    host = np.asarray(host, dtype=dtype_np(dtype), order="C")
-    return NDArray(_to_ctx_buffer(host, ctx), ctx)
-
-
-def _draw(draw, params, shape, dtype, ctx, out):
-    """Sample with scalar or NDArray parameters (NDArrays: one block of `shape` per element)."""
-    arrays = [p for p in params if isinstance(p, NDArray)]
-    shape = _shape(shape)
-    if arrays:
-        base = arrays[0].shape
-        host = [p._host_view().astype(np.float64).reshape(base + (1,) * len(shape))
-                if isinstance(p, NDArray) else p for p in params]
-        full = base + shape
-        dtype = dtype if dtype is not None else arrays[0].dtype
-        return _emit(np.asarray(draw(*host, full)), ctx, dtype, out, like=arrays[0])
-    if not shape:
         shape = out.shape if out is not None else (1,)
-    return _emit(np.asarray(draw(*params, shape)), ctx,
-                 dtype if dtype is not None else np.float32, out)
+    return _op_function("_random_" + kind)(*params, out=out, **_keywords(
+        shape=shape, dtype=dtype, ctx=ctx), **kwargs)
 
 
 def uniform(low=0, high=1, shape=None, dtype=None, ctx=None, out=None, **kwargs):
     """Samples from U[low, high)."""
-    rng = _random.get_rng()
-    return _draw(lambda lo, hi, s: rng.uniform(lo, hi, s), (low, high), shape, dtype, ctx, out)
+    return _draw("uniform", (low, high), shape, dtype, ctx, out, kwargs)
 
 
 def normal(loc=0, scale=1, shape=None, dtype=None, ctx=None, out=None, **kwargs):
     """Samples from N(loc, scale**2)."""
-    rng = _random.get_rng()
-    return _draw(lambda m, sd, s: rng.normal(m, sd, s), (loc, scale), shape, dtype, ctx, out)
+    return _draw("normal", (loc, scale), shape, dtype, ctx, out, kwargs)
 
 
 def randn(*shape, **kwargs):
     """Standard normal samples of the given shape (``loc``/``scale`` keywords allowed)."""
-    return normal(kwargs.pop("loc", 0), kwargs.pop("scale", 1), shape or None, **kwargs)
-
-
-def randint(low, high, shape=None, dtype=None, ctx=None, out=None, **kwargs):
-    """Integers uniformly from [low, high) (dtype int32 by default)."""
-    rng = _random.get_rng()
-    return _draw(lambda lo, hi, s: rng.integers(int(lo), int(hi), s), (low, high), shape,
-                 dtype if dtype is not None else np.int32, ctx, out)
-
-
-def exponential(scale=1, shape=None, dtype=None, ctx=None, out=None, **kwargs):
-    rng = _random.get_rng()
-    return _draw(lambda sc, s: rng.exponential(sc, s), (scale,), shape, dtype, ctx, out)
-
-
-def gamma(alpha=1, beta=1, shape=None, dtype=None, ctx=None, out=None, **kwargs):
-    rng = _random.get_rng()
-    return _draw(lambda a, b, s: rng.gamma(a, b, s), (alpha, beta), shape, dtype, ctx, out)
+    loc, scale = kwargs.pop("loc", 0), kwargs.pop("scale", 1)
+    return normal(loc, scale, shape or None, **kwargs)
 
 
 def poisson(lam=1, shape=None, dtype=None, ctx=None, out=None, **kwargs):
-    rng = _random.get_rng()
-    return _draw(lambda lm, s: rng.poisson(lm, s), (lam,), shape, dtype, ctx, out)
+    """Samples from the Poisson law of rate ``lam``."""
+    return _draw("poisson", (lam,), shape, dtype, ctx, out, kwargs)
+
+
+def exponential(scale=1, shape=None, dtype=None, ctx=None, out=None, **kwargs):
+    """Samples from the exponential law of mean ``scale`` (rate ``1 / scale``)."""
+    return _draw("exponential", (1.0 / scale,), shape, dtype, ctx, out, kwargs)
+
+
+def gamma(alpha=1, beta=1, shape=None, dtype=None, ctx=None, out=None, **kwargs):
+    """Samples from the gamma law of shape ``alpha`` and scale ``beta``."""
+    return _draw("gamma", (alpha, beta), shape, dtype, ctx, out, kwargs)
 
 
 def negative_binomial(k=1, p=1, shape=None, dtype=None, ctx=None, out=None, **kwargs):
-    rng = _random.get_rng()
-    return _draw(lambda kk, pp, s: rng.negative_binomial(kk, pp, s), (k, p), shape, dtype, ctx,
-                 out)
+    """Failures before the ``k``-th success, each trial succeeding with probability ``p``."""
+    return _draw("negative_binomial", (k, p), shape, dtype, ctx, out, kwargs)
+
+
+def generalized_negative_binomial(mu=1, alpha=1, shape=None, dtype=None, ctx=None, out=None,
+                                  **kwargs):
+    """Counts of mean ``mu`` and variance ``mu + alpha * mu**2``."""
+    return _draw("generalized_negative_binomial", (mu, alpha), shape, dtype, ctx, out, kwargs)
+
+
+def randint(low, high, shape=None, dtype=None, ctx=None, out=None, **kwargs):
+    """Integers uniformly from [low, high) (int32 unless ``dtype`` says int64)."""
+    return _draw("randint", (low, high), shape, dtype, ctx, out, kwargs, array_kind=False)
 
 
 def multinomial(data, shape=None, get_prob=False, out=None, dtype="int32", **kwargs):
-    """Draw category indices from the probability rows of ``data`` (last axis)."""
-    rng = _random.get_rng()
-    probs = data._host_view().astype(np.float64)
-    n = int(np.prod(_shape(shape))) if shape else 1
-    flat = probs.reshape(-1, probs.shape[-1])
-    cum = np.cumsum(flat, axis=1)
-    u = rng.random((flat.shape[0], n)) * cum[:, -1:]
-    idx = np.minimum((u[:, :, None] >= cum[:, None, :]).sum(axis=2), flat.shape[1] - 1)
-    res_shape = probs.shape[:-1] + (_shape(shape) if shape else ())
-    result = _emit(idx.reshape(res_shape), None, dtype, out, like=data)
-    if get_prob:
-        logp = np.log(np.take_along_axis(flat, idx, axis=1)).reshape(res_shape)
-        return result, _emit(logp, None, data.dtype, None, like=data)
-    return result
+    """Category indices drawn from the probability rows of ``data`` (its last axis): shape
+    ``data.shape[:-1] + shape``; with ``get_prob`` also their log-probabilities."""
+    return _op_function("_sample_multinomial")(data, out=out, **_keywords(
+        shape=shape, get_prob=get_prob, dtype=dtype), **kwargs)
 
 
 def shuffle(data, **kwargs):
-    """A copy of ``data`` with its rows (axis 0) randomly permuted."""
-    host = data.asnumpy()
-    _random.get_rng().shuffle(host, axis=0)
-    return NDArray(_to_ctx_buffer(host, data.context), data.context)
+    """A copy of ``data`` with its rows (first axis) in a random order."""
+    return _op_function("_shuffle")(data, **kwargs)

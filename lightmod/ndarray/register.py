@@ -12,11 +12,11 @@ keyword, plus ``out=`` and ``name=`` (ignored). Variadic operators (``Concat``, 
 """
 import numpy as np
 
-from .. import kernels
+from .. import engine, kernels
 from ..base import MXNetError
 from ..context import Context, current_context
 from ..operator import frontend, registry
-from .ndarray import NDArray, _alloc
+from .ndarray import NDArray, _alloc, install_hooks
 
 __all__ = ["invoke", "op_function", "find_function"]
 
@@ -127,9 +127,18 @@ def invoke_parsed(op, p, inputs, out=None):
         else:
             # the storage type picks the class (CSRNDArray, RowSparseNDArray) at creation
             outputs.append(NDArray(_alloc(tuple(shape), dtype, ctx), ctx, stypes[i]))
-    k = kernels.for_context(ctx)
-    op.forward(p, k, [x._data for x in inputs], [o._data for o in outputs], False,
-               {"context": ctx})
+    # a failure while computing is reported where the result is read (lightmod/engine.py);
+    # an input holding such a failure makes the outputs hold it too, without computing
+    failed = engine.pending_of(inputs) if engine.any_uncleared() else None
+    if failed is None:
+        try:
+            op.forward(p, kernels.for_context(ctx), [x._data for x in inputs],
+                       [o._data for o in outputs], False, {"context": ctx})
+        except engine.DeferredOperatorError as err:
+            failed = engine.defer(err)
+    if failed is not None:
+        for o in outputs:
+            o._error = failed
     if out is not None:
         return out
     if visible == 1:
@@ -254,3 +263,6 @@ def _make_function(op, public_name):
 _FUNCTIONS = frontend.FunctionTable(_make_function)
 find_function = _FUNCTIONS.find     # the nd function of an operator name or alias, or None
 op_function = _FUNCTIONS.get        # the same, MXNetError for an unknown name
+
+
+install_hooks(op_function=op_function, invoke=invoke)

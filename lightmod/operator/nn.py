@@ -173,6 +173,7 @@ class Activation(ElementwiseOp):
 @register
 class LeakyReLU(Operator):
     name = "LeakyReLU"
+    stateful = True         # act_type="rrelu" draws its slopes from the random stream
     inputs = ("data", "gamma")
     params = {"act_type": Enum("elu", "gelu", "leaky", "prelu", "rrelu", "selu",
                                default="leaky", doc="Activation function to be applied."),
@@ -200,23 +201,50 @@ class LeakyReLU(Operator):
                 raise self.error("prelu needs data with a channel axis (ndim >= 2), got "
                                  "shape %s", tuple(dshape))
             gamma = shapes[1]
-            channels = dshape[1]
             if gamma is None or len(gamma) == 0:
-                shapes[1] = (channels,)
-            elif len(gamma) != 1 or (gamma[0] and channels and gamma[0] not in (1, channels)):
-                raise self.error("gamma has shape %s, expected (%d,) (one slope per channel of "
-                                 "data %s) or (1,)", tuple(gamma), channels, tuple(dshape))
+                shapes[1] = (dshape[1],)
+            else:
+                self._slope_axes(tuple(dshape), tuple(gamma))
         return shapes, [tuple(dshape)] * self.num_outputs(p)
 
-    @staticmethod
-    def _channel_view(x):
+    def _slope_axes(self, dshape, gshape):
+        """Which of data's first two axes (batch, channel) gamma's slopes vary along.
+
+        gamma's dims are matched right to left against data's axes 1 and 0 (a dim equal to
+        the data's, or 1), so (C,) is one slope per channel, (N, C) one per sample and channel,
+        (1,) one shared slope."""
+        varies = [False, False]
+        pos = len(gshape) - 1
+        for axis in (1, 0):
+            if pos >= 0 and gshape[pos] in (dshape[axis], 1):
+                varies[axis] = gshape[pos] != 1 or dshape[axis] == 1
+                pos -= 1
+        if pos >= 0 or len(gshape) == 0:
+            raise self.error("gamma has shape %s, expected (%d,) (one slope per channel of data "
+                             "%s), (%d, %d) (one per sample and channel) or (1,)", gshape,
+                             dshape[1], dshape, dshape[0], dshape[1])
+        return varies
+
+    def _prelu_views(self, x, gamma):
+        """(x viewed as (outer, slopes, inner), gamma as a flat vector of slopes)."""
         shape = tuple(x.shape)
-        return x.reshape(shape[0], shape[1], prod(shape[2:]))
+        by_sample, by_channel = self._slope_axes(shape, tuple(gamma.shape))
+        rest = prod(shape[2:])
+        if by_sample and by_channel:
+            view = (1, shape[0] * shape[1], rest)
+        elif by_sample:
+            view = (1, shape[0], shape[1] * rest)
+        elif by_channel:
+            view = (shape[0], shape[1], rest)
+        else:
+            view = (1, 1, prod(shape))
+        return view, gamma.reshape(gamma.size)
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         x, out = inputs[0], outputs[0]
         if p.act_type == "prelu":
-            k.prelu_forward(self._channel_view(x), inputs[1], self._channel_view(out))
+            view, gamma = self._prelu_views(x, inputs[1])
+            k.prelu_forward(x.reshape(view), gamma, out.reshape(view))
         elif p.act_type == "rrelu":
             mask = outputs[1]
             if is_train:
@@ -237,10 +265,11 @@ class LeakyReLU(Operator):
             return
         x, y = inputs[0], outputs[0]
         if p.act_type == "prelu":
-            view = self._channel_view
-            k.prelu_backward(view(x), inputs[1], view(dy),
-                             view(in_grads[0]) if req[0] != "null" else None,
-                             in_grads[1], req[0], req[1])
+            view, gamma = self._prelu_views(x, inputs[1])
+            k.prelu_backward(x.reshape(view), gamma, dy.reshape(view),
+                             in_grads[0].reshape(view) if req[0] != "null" else None,
+                             in_grads[1].reshape(gamma.size) if req[1] != "null" else None,
+                             req[0], req[1])
         elif req[0] == "null":
             return
         elif p.act_type == "rrelu":

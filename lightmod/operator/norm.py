@@ -1,4 +1,5 @@
-"""Normalisation operators: BatchNorm, InstanceNorm, LayerNorm, L2Normalization, LRN.
+"""Normalisation operators: BatchNorm (and BatchNorm_v1), InstanceNorm, LayerNorm, GroupNorm,
+L2Normalization, LRN, and image.normalize.
 
 BatchNorm follows MXNet 1.9.1 exactly where numbers depend on it: batch mean and *biased*
 variance over every axis but ``axis``; ``fix_gamma`` (default True) uses gamma = 1, writes 1
@@ -8,10 +9,13 @@ use the moving statistics; and the moving statistics are updated in the **backwa
 (``moving = moving * momentum + batch * (1 - momentum)``), so a training forward alone leaves
 them untouched.
 """
-from .conv import float16_via_float32, scratch
-from .registry import REQUIRED, Bool, Enum, Float, Int, Operator, OptFloat, merge_shape, register
+import numpy as np
 
-__all__ = ["BatchNorm", "InstanceNorm", "LayerNorm", "L2Normalization", "LRN"]
+from .conv import float16_via_float32, scratch
+from .registry import REQUIRED, Bool, Enum, Float, FloatTuple, Int, Operator, OptFloat, merge_shape, register
+
+__all__ = ["BatchNorm", "InstanceNorm", "LayerNorm", "L2Normalization", "LRN", "BatchNormV1",
+           "GroupNorm", "ImageNormalize"]
 
 
 def _prod(values):
@@ -353,3 +357,151 @@ class LRN(Operator):
         k.lrn_backward(x.reshape(shape3), outputs[1].reshape(shape3),
                        out_grads[0].reshape(shape3), in_grads[0].reshape(shape3), tmp, p.nsize,
                        p.alpha, p.beta, accumulate=(req[0] == "add"))
+
+
+@register
+class BatchNormV1(BatchNorm):
+    """MXNet's first BatchNorm: the same normalisation with the channel fixed on axis 1 and
+    the older attribute set (no ``axis``, no ``cudnn_off``)."""
+    name = "BatchNorm_v1"
+    params = {key: BatchNorm.params[key]
+              for key in ("eps", "momentum", "fix_gamma", "use_global_stats", "output_mean_var")}
+
+    def check_params(self, p):
+        p.axis = 1
+
+
+@register
+class GroupNorm(Operator):
+    """Normalise each (sample, group of channels) over its channels and positions, then
+    scale and shift with one gamma and beta per group."""
+    name = "GroupNorm"
+    inputs = ("data", "gamma", "beta")
+    params = {
+        "num_groups": Int(1, "number of channel groups"),
+        "eps": Float(1e-5, "added to the variance before the square root"),
+        "output_mean_var": Bool(False, "also output the mean and the std of every group"),
+    }
+
+    def check_params(self, p):
+        if p.num_groups <= 0:
+            raise self.error("num_groups must be positive, got %d", p.num_groups)
+
+    def num_outputs(self, p):
+        return 3
+
+    def num_visible_outputs(self, p):
+        return 3 if p.output_mean_var else 1
+
+    def list_outputs(self, p):
+        return ["output", "mean", "std"][:self.num_visible_outputs(p)]
+
+    def infer_shape(self, p, in_shapes):
+        in_shapes = list(in_shapes)
+        data = in_shapes[0]
+        in_shapes[1] = _merge(self, "gamma", in_shapes[1], (p.num_groups,))
+        in_shapes[2] = _merge(self, "beta", in_shapes[2], (p.num_groups,))
+        if data is None:
+            return in_shapes, [None, None, None]
+        data = tuple(data)
+        if len(data) < 2:
+            raise self.error("data has shape %s: expected (batch, channel, ...) with at least "
+                             "2 dims", data)
+        if data[1] and data[1] % p.num_groups:
+            raise self.error("data has shape %s: its %d channels do not split into num_groups="
+                             "%d groups", data, data[1], p.num_groups)
+        in_shapes[0] = data
+        stat = (data[0], p.num_groups)
+        return in_shapes, [data, stat, stat]
+
+    def _shape3(self, p, x):
+        return (x.shape[0], p.num_groups, x.size // (x.shape[0] * p.num_groups))
+
+    @float16_via_float32
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        x, gamma, beta = inputs
+        shape3 = self._shape3(p, x)
+        var = scratch(k, state, "group_var", shape3[:2], outputs[2].dtype)
+        # each group is one "instance" of InstanceNorm on the (N, G, rest) view
+        k.instance_norm_forward(x.reshape(shape3), outputs[0].reshape(shape3), gamma, beta,
+                                outputs[1], var, p.eps)
+        k.elemwise_scalar("add", var, p.eps, outputs[2])
+        k.elemwise_unary("sqrt", outputs[2], outputs[2])
+
+    @float16_via_float32
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        x, gamma, beta = inputs
+        shape3 = self._shape3(p, x)
+        var = state["group_var"]
+        dy = out_grads[0].reshape(shape3)
+        dx = in_grads[0].reshape(shape3) if req[0] != "null" else dy
+        dgamma = in_grads[1] if req[1] != "null" else gamma
+        dbeta = in_grads[2] if req[2] != "null" else gamma
+        k.instance_norm_backward(x.reshape(shape3), dy, dx, gamma, outputs[1], var, dgamma,
+                                 dbeta, p.eps, k.req_code(req[0]), k.req_code(req[1]),
+                                 k.req_code(req[2]))
+
+
+@register
+class ImageNormalize(Operator):
+    """``image.normalize``: (x - mean[c]) / std[c] per channel of (C, H, W) or (N, C, H, W)
+    images."""
+    name = "_image_normalize"
+    params = {
+        "mean": FloatTuple((0.0, 0.0, 0.0, 0.0), "per-channel mean (one value: every channel)"),
+        "std": FloatTuple((1.0, 1.0, 1.0, 1.0), "per-channel standard deviation"),
+    }
+    hint = "normalize"
+
+    def _per_channel(self, p, data):
+        """(mean, std) as arrays broadcasting against data."""
+        if len(data) not in (3, 4):
+            raise self.error("data has shape %s: expected 3 dims (C, H, W) or 4 dims "
+                             "(N, C, H, W)", data)
+        channels = data[-3]
+        values = []
+        for name in ("mean", "std"):
+            v = tuple(getattr(p, name))
+            if len(v) not in (1, channels) and len(set(v)) != 1:
+                raise self.error("%s %s must have 1 or %d values for data %s", name, v, channels,
+                                 data)
+            values.append(v if len(v) == channels else v[:1] * channels)
+        if any(s == 0 for s in values[1]):
+            raise self.error("std %s must not contain 0", tuple(p.std))
+        shape = (channels, 1, 1) if len(data) == 3 else (1, channels, 1, 1)
+        return [np.array(v, dtype=np.float64).reshape(shape) for v in values]
+
+    def infer_shape(self, p, in_shapes):
+        data = in_shapes[0]
+        if data is None:
+            return list(in_shapes), [None]
+        data = tuple(data)
+        self._per_channel(p, data)
+        return [data], [data]
+
+    def _constants(self, p, k, x, state):
+        shape = tuple(x.shape)
+        mean = scratch(k, state, "mean", (1,) * (len(shape) - 3) + (shape[-3], 1, 1), x.dtype)
+        std = scratch(k, state, "std", mean.shape, x.dtype)
+        if state.get("constants_for") != tuple(x.shape):
+            m, s = self._per_channel(p, tuple(x.shape))
+            k.copy(mean, m.astype(x.dtype))
+            k.copy(std, s.astype(x.dtype))
+            state["constants_for"] = tuple(x.shape)
+        return mean, std
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        mean, std = self._constants(p, k, inputs[0], state)
+        k.elemwise_binary("sub", inputs[0], mean, outputs[0])
+        k.elemwise_binary("div", outputs[0], std, outputs[0])
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if req[0] == "null":
+            return
+        _, std = self._constants(p, k, inputs[0], state)
+        if req[0] == "write":
+            k.elemwise_binary("div", out_grads[0], std, in_grads[0])
+            return
+        tmp = scratch(k, state, "grad", in_grads[0].shape, in_grads[0].dtype)
+        k.elemwise_binary("div", out_grads[0], std, tmp)
+        k.assign(in_grads[0], tmp, req[0])

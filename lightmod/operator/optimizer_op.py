@@ -74,6 +74,15 @@ class _Update(Operator):
         p._lazy_rows = bool(rows)
         return [in_stypes[0]]
 
+    # parameters passed to the kernel after the output, in the kernel's order
+    hyper = ()
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        """The kernel named like the operator: inputs, output, ``hyper`` values, and the rows
+        of a lazily-updated row_sparse gradient for the ops that have a lazy dispatch."""
+        rows = () if self.lazy is None else (self.rows(p, k, inputs[1]),)
+        getattr(k, self.name)(*inputs, outputs[0], *(getattr(p, name) for name in self.hyper), *rows)
+
     def rows(self, p, k, grad):
         """The rows to update: None (all) unless the lazy row_sparse dispatch was chosen."""
         return k.opt_nonzero_rows(grad) if p.get("_lazy_rows", False) else None
@@ -85,11 +94,7 @@ class SGDUpdate(_Update):
     lazy = "param"
     params = _common(lr=Float(doc="Learning rate"), wd=Float(0.0, "Weight decay"))
     params["lazy_update"] = Bool(True, "Update only the rows of a row_sparse gradient")
-
-    def forward(self, p, k, inputs, outputs, is_train, state):
-        w, g = inputs
-        k.sgd_update(w, g, outputs[0], p.lr, p.wd, p.rescale_grad, p.clip_gradient,
-                     self.rows(p, k, g))
+    hyper = ("lr", "wd", "rescale_grad", "clip_gradient")
 
 
 @register
@@ -100,11 +105,7 @@ class SGDMomUpdate(_Update):
     lazy = "param"
     params = _common(lr=Float(doc="Learning rate"), momentum=Float(0.0, "Momentum"))
     params["lazy_update"] = Bool(True, "Update only the rows of a row_sparse gradient")
-
-    def forward(self, p, k, inputs, outputs, is_train, state):
-        w, g, mom = inputs
-        k.sgd_mom_update(w, g, mom, outputs[0], p.lr, p.wd, p.momentum, p.rescale_grad,
-                         p.clip_gradient, self.rows(p, k, g))
+    hyper = ("lr", "wd", "momentum", "rescale_grad", "clip_gradient")
 
 
 @register
@@ -115,10 +116,7 @@ class MPSGDUpdate(_Update):
     fp32_inputs = ("weight32",)
     params = _common(lr=Float(doc="Learning rate"))
     params["lazy_update"] = Bool(True, "Accepted for compatibility (the update is dense)")
-
-    def forward(self, p, k, inputs, outputs, is_train, state):
-        w, g, w32 = inputs
-        k.mp_sgd_update(w, g, w32, outputs[0], p.lr, p.wd, p.rescale_grad, p.clip_gradient)
+    hyper = ("lr", "wd", "rescale_grad", "clip_gradient")
 
 
 @register
@@ -129,11 +127,7 @@ class MPSGDMomUpdate(_Update):
     fp32_inputs = ("mom", "weight32")
     params = _common(lr=Float(doc="Learning rate"), momentum=Float(0.0, "Momentum"))
     params["lazy_update"] = Bool(True, "Accepted for compatibility (the update is dense)")
-
-    def forward(self, p, k, inputs, outputs, is_train, state):
-        w, g, mom, w32 = inputs
-        k.mp_sgd_mom_update(w, g, mom, w32, outputs[0], p.lr, p.wd, p.momentum, p.rescale_grad,
-                            p.clip_gradient)
+    hyper = ("lr", "wd", "momentum", "rescale_grad", "clip_gradient")
 
 
 @register
@@ -142,11 +136,7 @@ class NAGMomUpdate(_Update):
     inputs = ("weight", "grad", "mom")
     aux = ("mom",)
     params = _common(lr=Float(doc="Learning rate"), momentum=Float(0.0, "Momentum"))
-
-    def forward(self, p, k, inputs, outputs, is_train, state):
-        w, g, mom = inputs
-        k.nag_mom_update(w, g, mom, outputs[0], p.lr, p.wd, p.momentum, p.rescale_grad,
-                         p.clip_gradient)
+    hyper = ("lr", "wd", "momentum", "rescale_grad", "clip_gradient")
 
 
 @register
@@ -156,11 +146,7 @@ class MPNAGMomUpdate(_Update):
     aux = ("mom", "weight32")
     fp32_inputs = ("mom", "weight32")
     params = _common(lr=Float(doc="Learning rate"), momentum=Float(0.0, "Momentum"))
-
-    def forward(self, p, k, inputs, outputs, is_train, state):
-        w, g, mom, w32 = inputs
-        k.mp_nag_mom_update(w, g, mom, w32, outputs[0], p.lr, p.wd, p.momentum, p.rescale_grad,
-                            p.clip_gradient)
+    hyper = ("lr", "wd", "momentum", "rescale_grad", "clip_gradient")
 
 
 @register
@@ -173,11 +159,7 @@ class AdamUpdate(_Update):
                      beta2=Float(0.999, "Decay of the 2nd moment"),
                      epsilon=Float(1e-8, "Numerical stability constant"))
     params["lazy_update"] = Bool(True, "Update only the rows of a row_sparse gradient")
-
-    def forward(self, p, k, inputs, outputs, is_train, state):
-        w, g, mean, var = inputs
-        k.adam_update(w, g, mean, var, outputs[0], p.lr, p.wd, p.beta1, p.beta2, p.epsilon,
-                      p.rescale_grad, p.clip_gradient, self.rows(p, k, g))
+    hyper = ("lr", "wd", "beta1", "beta2", "epsilon", "rescale_grad", "clip_gradient")
 
 
 @register
@@ -189,11 +171,7 @@ class RMSPropUpdate(_Update):
                      epsilon=Float(1e-8, "Numerical stability constant"))
     params["clip_weights"] = Float(-1.0, "Clip weights to [-clip_weights, clip_weights]; off "
                                    "when negative")
-
-    def forward(self, p, k, inputs, outputs, is_train, state):
-        w, g, n = inputs
-        k.rmsprop_update(w, g, n, outputs[0], p.lr, p.wd, p.gamma1, p.epsilon, p.rescale_grad,
-                         p.clip_gradient, p.clip_weights)
+    hyper = ("lr", "wd", "gamma1", "epsilon", "rescale_grad", "clip_gradient", "clip_weights")
 
 
 @register
@@ -206,11 +184,7 @@ class RMSPropAlexUpdate(_Update):
                      epsilon=Float(1e-8, "Numerical stability constant"))
     params["clip_weights"] = Float(-1.0, "Clip weights to [-clip_weights, clip_weights]; off "
                                    "when negative")
-
-    def forward(self, p, k, inputs, outputs, is_train, state):
-        w, g, n, gm, delta = inputs
-        k.rmspropalex_update(w, g, n, gm, delta, outputs[0], p.lr, p.wd, p.gamma1, p.gamma2,
-                             p.epsilon, p.rescale_grad, p.clip_gradient, p.clip_weights)
+    hyper = ("lr", "wd", "gamma1", "gamma2", "epsilon", "rescale_grad", "clip_gradient", "clip_weights")
 
 
 @register
@@ -221,11 +195,7 @@ class FtrlUpdate(_Update):
     lazy = "all_rsp"
     params = _common(lr=Float(doc="Learning rate"), lamda1=Float(0.01, "L1 regularization"),
                      beta=Float(1.0, "Per-coordinate learning rate beta"))
-
-    def forward(self, p, k, inputs, outputs, is_train, state):
-        w, g, z, n = inputs
-        k.ftrl_update(w, g, z, n, outputs[0], p.lr, p.wd, p.lamda1, p.beta, p.rescale_grad,
-                      p.clip_gradient, self.rows(p, k, g))
+    hyper = ("lr", "wd", "lamda1", "beta", "rescale_grad", "clip_gradient")
 
 
 @register
@@ -239,21 +209,14 @@ class FTMLUpdate(_Update):
               "t": Int(doc="Number of update"), "wd": Float(0.0, "Weight decay"),
               "rescale_grad": Float(1.0, "Rescale gradient to grad = rescale_grad*grad"),
               "clip_grad": Float(-1.0, _GRAD_CLIP_DOC)}
-
-    def forward(self, p, k, inputs, outputs, is_train, state):
-        w, g, d, v, z = inputs
-        k.ftml_update(w, g, d, v, z, outputs[0], p.lr, p.wd, p.beta1, p.beta2, p.epsilon, p.t,
-                      p.rescale_grad, p.clip_grad)
+    hyper = ("lr", "wd", "beta1", "beta2", "epsilon", "t", "rescale_grad", "clip_grad")
 
 
 @register
 class SignSGDUpdate(_Update):
     name = "signsgd_update"
     params = _common(lr=Float(doc="Learning rate"))
-
-    def forward(self, p, k, inputs, outputs, is_train, state):
-        w, g = inputs
-        k.signsgd_update(w, g, outputs[0], p.lr, p.wd)
+    hyper = ("lr", "wd")
 
 
 @register
@@ -263,11 +226,7 @@ class SignumUpdate(_Update):
     aux = ("mom",)
     params = _common(lr=Float(doc="Learning rate"), momentum=Float(0.0, "Momentum"))
     params["wd_lh"] = Float(0.0, "Decoupled weight decay (Loshchilov & Hutter)")
-
-    def forward(self, p, k, inputs, outputs, is_train, state):
-        w, g, mom = inputs
-        k.signum_update(w, g, mom, outputs[0], p.lr, p.wd, p.momentum, p.wd_lh, p.rescale_grad,
-                        p.clip_gradient)
+    hyper = ("lr", "wd", "momentum", "wd_lh", "rescale_grad", "clip_gradient")
 
 
 _LAMB1_PARAMS = {
@@ -289,11 +248,7 @@ class LambUpdatePhase1(_Update):
     inputs = ("weight", "grad", "mean", "var")
     aux = ("mean", "var")
     params = dict(_LAMB1_PARAMS)
-
-    def forward(self, p, k, inputs, outputs, is_train, state):
-        w, g, mean, var = inputs
-        k.lamb_update_phase1(w, g, mean, var, outputs[0], p.beta1, p.beta2, p.epsilon, p.t,
-                             p.bias_correction, p.wd, p.rescale_grad, p.clip_gradient)
+    hyper = ("beta1", "beta2", "epsilon", "t", "bias_correction", "wd", "rescale_grad", "clip_gradient")
 
 
 @register
@@ -307,11 +262,7 @@ class MPLambUpdatePhase1(_Update):
     def infer_type(self, p, in_types):
         ins, _ = super().infer_type(p, in_types)
         return ins, ["float32"]
-
-    def forward(self, p, k, inputs, outputs, is_train, state):
-        w, g, mean, var, w32 = inputs
-        k.mp_lamb_update_phase1(w, g, mean, var, w32, outputs[0], p.beta1, p.beta2, p.epsilon,
-                                p.t, p.bias_correction, p.wd, p.rescale_grad, p.clip_gradient)
+    hyper = ("beta1", "beta2", "epsilon", "t", "bias_correction", "wd", "rescale_grad", "clip_gradient")
 
 
 class _LambPhase2(_Update):

@@ -58,7 +58,11 @@ class Pooling(Operator):
             if any(k <= 0 for k in p.kernel):
                 raise self.error("kernel %s must be positive", tuple(p.kernel))
             p._stride = spatial_tuple(self, p, "stride", p.stride, nd, 1)
-            p._pad = spatial_tuple(self, p, "pad", p.pad, nd, 0)
+            if p.pooling_convention == "same" and p.pad and not any(p.pad):
+                # 'same' computes its own padding; MXNet accepts an all-zero pad of any length
+                p._pad = (0,) * nd
+            else:
+                p._pad = spatial_tuple(self, p, "pad", p.pad, nd, 0)
             if any(s <= 0 for s in p._stride):
                 raise self.error("stride %s must be positive", p._stride)
             if any(v < 0 for v in p._pad):

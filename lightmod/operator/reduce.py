@@ -14,7 +14,8 @@ __all__ = []
 
 # reduction kinds: the codes of kernels/scalar_tensor.py (R_*), repeated here because operators
 # may not import kernels at module level; tests check that the two agree.
-R_SUM, R_MEAN, R_PROD, R_MAX, R_MIN, R_NANSUM, R_NANPROD, R_SUMSQ, R_NORM1, R_NORM2 = range(10)
+R_SUM, R_MEAN, R_PROD, R_MAX, R_MIN, R_NANSUM, R_NANPROD, R_SUMSQ, R_NORM1, R_NORM2, \
+    R_NONFINITE = range(11)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -26,20 +27,25 @@ class _Reduce(_TensorOp):
               "keepdims": Bool(False, doc="Keep the reduced axes as size-1 dims"),
               "exclude": Bool(False, doc="Reduce over every axis NOT in axis")}
 
+    def axes_param(self, p):
+        """The axes as given (the parameter is ``axis`` here, ``axes`` in moments)."""
+        return p.axis
+
     def reduced_axes(self, p, shape):
         """The sorted tuple of reduced axes of an input of ``shape`` (errors name axis)."""
         nd = len(shape)
-        if not p.axis:
+        given = self.axes_param(p)
+        if not given:
             return tuple(range(nd))
         axes = []
-        for a in p.axis:
+        for a in given:
             if a is None or not -nd <= a < nd:
                 raise self.error("reduction axis %s exceeds the dims of input of shape %s",
                                  a, tuple(shape))
             axes.append(a + nd if a < 0 else a)
         if len(set(axes)) != len(axes):
             raise self.error("reduction axes have duplicates: axis=%s (input shape %s)",
-                             p.axis, tuple(shape))
+                             given, tuple(shape))
         if p.get("exclude"):
             axes = [a for a in range(nd) if a not in axes]
         return tuple(sorted(axes))
@@ -378,6 +384,9 @@ class BroadcastLike(_BroadcastTo):
                 (p.lhs_axes is not None and len(p.lhs_axes) != len(p.rhs_axes)):
             raise self.error("lhs_axes=%s and rhs_axes=%s must both be given with the same "
                              "length, or both be None", p.lhs_axes, p.rhs_axes)
+        if p.lhs_axes == ():
+            raise self.error("lhs_axes=() and rhs_axes=() name no axis: give at least one "
+                             "axis, or leave both None to broadcast like all of rhs")
 
     def infer_shape(self, p, in_shapes):
         s, like = in_shapes
@@ -396,3 +405,123 @@ class BroadcastLike(_BroadcastTo):
             out = tuple(out)
         self.check_axes(p, s, out)
         return [s, like], [out]
+
+
+# ---------------------------------------------------------------------------------------------
+# all_finite, multi_all_finite
+# ---------------------------------------------------------------------------------------------
+class _Finiteness(_TensorOp):
+    """A (1,) float32 flag: 1 when no input element is inf or nan, else 0. With
+    ``init_output=False`` the flag can only be cleared: a 0 already in the output stays."""
+    head_grad_unused = True
+
+    def infer_shape(self, p, in_shapes):
+        return list(in_shapes), [(1,)]
+
+    def infer_type(self, p, in_types):
+        return list(in_types), ["float32"]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        count = state.get("count")
+        if count is None:
+            count = state["count"] = k.empty((1,), "float32")
+        for i, x in enumerate(inputs):
+            cshape, raxes = reduce_plan(tuple(x.shape), tuple(range(len(x.shape))))
+            k.reduce_axes(count, x, cshape, raxes, R_NONFINITE, "write" if i == 0 else "add")
+        if not inputs:
+            k.fill(count, 0)
+        out = outputs[0]
+        if p.init_output:
+            k.elemwise_scalar("equal", count, 0.0, out)
+        else:
+            k.elemwise_scalar("equal", count, 0.0, count)
+            k.elemwise_binary("mul", out, count, out)
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        zero_grads(k, in_grads, req)
+
+
+@register
+class AllFinite(_Finiteness):
+    name = "all_finite"
+    params = {"init_output": Bool(True, doc="Set the output to 1 before checking")}
+
+
+@register
+class MultiAllFinite(_Finiteness):
+    name = "multi_all_finite"
+    variadic = "num_arrays"
+    params = {"num_arrays": Int(1, doc="Number of arrays checked"),
+              "init_output": Bool(True, doc="Set the output to 1 before checking")}
+
+    def check_params(self, p):
+        if p.num_arrays < 1:
+            raise self.error("num_arrays=%d must be at least 1", p.num_arrays)
+
+
+# ---------------------------------------------------------------------------------------------
+# moments
+# ---------------------------------------------------------------------------------------------
+@register
+class Moments(_Reduce):
+    """Mean and (biased) variance over ``axes``: two outputs shaped like a reduction."""
+    name = "moments"
+    params = {"axes": Shape(None, doc="Axes to reduce (None: all of them)"),
+              "keepdims": Bool(False, doc="Keep the reduced axes as size-1 dims")}
+
+    def axes_param(self, p):
+        return p.axes
+
+    def num_outputs(self, p):
+        return 2
+
+    def infer_shape(self, p, in_shapes):
+        ins, outs = super().infer_shape(p, in_shapes)
+        return ins, outs * 2
+
+    def infer_shape_backward(self, p, in_shapes, out_shapes):
+        return super().infer_shape_backward(p, in_shapes, out_shapes[:1])
+
+    def _geometry(self, p, shape):
+        """(collapsed plan, count of reduced elements, the kept-dims shape of the outputs)."""
+        axes = self.reduced_axes(p, shape)
+        kshape = tuple(1 if i in axes else d for i, d in enumerate(shape))
+        return reduce_plan(tuple(shape), axes), max(shape_size(shape) // max(
+            shape_size(kshape), 1), 1), kshape
+
+    def _centered(self, k, state, x, mean_keep):
+        buf = state.get("centered")
+        if buf is None or tuple(buf.shape) != tuple(x.shape):
+            buf = state["centered"] = k.empty(tuple(x.shape), x.dtype)
+        k.elemwise_binary("sub", x, mean_keep, buf)
+        return buf
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        x = inputs[0]
+        mean, var = outputs
+        (cshape, raxes), count, kshape = self._geometry(p, x.shape)
+        k.reduce_axes(mean, x, cshape, raxes, R_MEAN, "write")
+        centered = self._centered(k, state, x, mean.reshape(kshape))
+        k.reduce_axes(var, centered, cshape, raxes, R_SUMSQ, "write")
+        k.elemwise_scalar("div", var, float(count), var)
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if req[0] == "null":
+            return
+        g_mean, g_var = out_grads[:2]
+        if g_mean is None and g_var is None:
+            return zero_grads(k, in_grads, req)
+        x = inputs[0]
+        (_, _), count, kshape = self._geometry(p, x.shape)
+        # d/dx = (g_mean + 2 (x - mean) g_var) / count
+        grad = self._centered(k, state, x, outputs[0].reshape(kshape))
+        if g_var is not None:
+            k.elemwise_binary("mul", grad, g_var.reshape(kshape), grad)
+            k.elemwise_scalar("mul", grad, 2.0, grad)
+        else:
+            k.fill(grad, 0)
+        if g_mean is not None:
+            k.elemwise_binary("add", grad, g_mean.reshape(kshape), grad)
+        k.elemwise_scalar("div", grad, float(count), grad)
+        k.assign(in_grads[0], grad, req[0])
+

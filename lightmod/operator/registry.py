@@ -69,10 +69,31 @@ class Param:
         return self.type_name
 
 
+class _NumpyScalarCalls(ast.NodeTransformer):
+    """Rewrites ``np.int64(3)`` (how numpy 2 prints its scalars, so how ``str`` stores a tuple
+    of them) into the literal ``3``; any other call is left for literal_eval to refuse."""
+
+    def visit_Call(self, node):
+        func = node.func
+        if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                and func.value.id in ("np", "numpy") and len(node.args) == 1
+                and not node.keywords and isinstance(node.args[0], ast.Constant)
+                and isinstance(getattr(np, func.attr, None), type)
+                and issubclass(getattr(np, func.attr), (np.number, np.bool_))):
+            return ast.copy_location(node.args[0], node)
+        return node
+
+
 def _literal(text):
+    """A Python literal from an attribute string; numpy scalars written as ``np.int64(3)``
+    count as their value. Text that is no literal comes back unchanged."""
     try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError:
+        return text
+    try:
+        return ast.literal_eval(_NumpyScalarCalls().visit(tree))
+    except (ValueError, SyntaxError, TypeError):
         return text
 
 
@@ -140,7 +161,9 @@ class Bool(Param):
                 return True
             if low in ("false", "0"):
                 return False
-            raise ValueError("expected True or False")
+            value = _literal(value.strip())     # np.bool_(True) as numpy 2 prints it
+            if not isinstance(value, (bool, np.bool_)):
+                raise ValueError("expected True or False")
         if isinstance(value, (bool, np.bool_, int, np.integer)):
             return bool(value)
         raise ValueError("expected True or False")

@@ -26,10 +26,14 @@ import numpy as np
 from .nn import ElementwiseOp, assign_shape, known, zero_grads
 from .registry import Bool, Enum, Float, Int, Operator, OptFloat, OptInt, Shape, register
 
-__all__ = ["GATES", "param_layout", "param_size", "RNN", "Reverse"]
+__all__ = ["GATES", "GATE_NAMES", "param_layout", "param_size", "packed_pieces",
+           "packed_input_size", "RNN", "Reverse"]
 
-# Gates per mode (gate blocks of the packed weights).
-GATES = {"rnn_relu": 1, "rnn_tanh": 1, "lstm": 4, "gru": 3}
+# The gate blocks of each mode, in the order the packed weights stack them (the names are the
+# suffixes the RNN cells give the per-gate parameters).
+GATE_NAMES = {"rnn_relu": ("",), "rnn_tanh": ("",), "lstm": ("_i", "_f", "_c", "_o"),
+              "gru": ("_r", "_z", "_o")}
+GATES = {mode: len(names) for mode, names in GATE_NAMES.items()}
 
 
 def param_layout(mode, num_layers, bidirectional, input_size, state_size):
@@ -57,6 +61,38 @@ def param_layout(mode, num_layers, bidirectional, input_size, state_size):
 def param_size(mode, num_layers, bidirectional, input_size, state_size):
     """Length of the packed parameter vector."""
     return param_layout(mode, num_layers, bidirectional, input_size, state_size)[1]
+
+
+def packed_input_size(mode, num_layers, bidirectional, state_size, size):
+    """The input width that makes the packed vector ``size`` long (param_size solved for it)."""
+    dirs = 2 if bidirectional else 1
+    per_input = dirs * GATES[mode] * state_size
+    deeper = (num_layers - 1) * (dirs * state_size + state_size + 2)
+    return size // per_input - deeper - state_size - 2
+
+
+def packed_pieces(mode, num_layers, bidirectional, input_size, state_size):
+    """Every per-gate piece of the packed vector as ``(name, offset, shape)``, in storage order.
+
+    ``name`` is ``<direction><layer>_<i2h|h2h><gate>_<weight|bias>`` (direction ``l``, or ``r``
+    for the reverse one; gate from GATE_NAMES): the names FusedRNNCell.unpack_weights gives.
+    Weights are (state_size, input width) row blocks, biases (state_size,).
+    """
+    entries, _ = param_layout(mode, num_layers, bidirectional, input_size, state_size)
+    dirs = 2 if bidirectional else 1
+    hidden, gates = state_size, GATE_NAMES[mode]
+    weights, biases = [], []
+    for index, entry in enumerate(entries):
+        layer, direction = divmod(index, dirs)
+        stem = "%s%d_" % ("lr"[direction], layer)
+        for group, start, columns in (("i2h", entry["wx"], entry["c"]), ("h2h", entry["wh"], hidden)):
+            for g, gate in enumerate(gates):
+                weights.append((stem + group + gate + "_weight", start + g * hidden * columns,
+                                (hidden, columns)))
+        for group, start in (("i2h", entry["bx"]), ("h2h", entry["bh"])):
+            for g, gate in enumerate(gates):
+                biases.append((stem + group + gate + "_bias", start + g * hidden, (hidden,)))
+    return sorted(weights + biases, key=lambda piece: piece[1])
 
 
 @register

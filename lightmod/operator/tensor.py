@@ -9,14 +9,20 @@ follows MXNet 1.9.1, including the 0-means-unknown convention and filling unknow
 from known output shapes (``infer_shape_backward``) where MXNet does.
 """
 import functools
+import math
 
+import numpy as np
+
+from ..base import MXNetIndexError
 from .registry import (
     Bool,
     Dtype,
     Enum,
     Float,
+    FloatTuple,
     Int,
     Operator,
+    OptFloat,
     OptInt,
     Shape,
     Str,
@@ -353,7 +359,9 @@ class ReshapeLike(_FlatCopy):
 
 
 class _ShapeInfo(_TensorOp):
-    """int64 facts about the input's shape; nothing flows back to the input."""
+    """int64 facts about the input's shape; nothing flows back to the input, so a head made
+    by one needs no head gradient (any given is ignored)."""
+    head_grad_unused = True
 
     def infer_type(self, p, in_types):
         return list(in_types), ["int64"]
@@ -1514,3 +1522,915 @@ class ArgSort(_Sorting):
 
     def settings(self, p):
         return 0, "indices", p.is_ascend, p.dtype
+
+
+# ---------------------------------------------------------------------------------------------
+# ops that read one strided view of their input: diag, depth_to_space, space_to_depth,
+# slice_like, split_v2
+# ---------------------------------------------------------------------------------------------
+class _ViewRead(_TensorOp):
+    """out = a strided view of data (element offset, shape, strides over data); the gradient
+    goes back through the same view (zeros where the view does not reach).
+
+    Subclasses define ``view(p, shape)``; ``covers_input`` says the view reads every input
+    element exactly once (a permutation), so a 'write' gradient needs no clearing first."""
+    covers_input = False
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        offset, vshape, vstrides = self.view(p, tuple(inputs[0].shape))
+        k.strided_gather(outputs[0], inputs[0], offset, vshape, vstrides, "write")
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        zero_grads(k, in_grads[1:], req[1:])
+        if req[0] == "null":
+            return
+        g = in_grads[0]
+        if out_grads[0] is None:
+            return zero_grads(k, [g], req[:1])
+        if req[0] == "write" and not self.covers_input:
+            k.fill(g, 0)
+            mode = "add"
+        else:
+            mode = req[0]
+        offset, vshape, vstrides = self.view(p, tuple(g.shape))
+        k.strided_scatter(g, out_grads[0], offset, vshape, vstrides, mode)
+
+
+def _diag_length(shape1, shape2, k):
+    """Length of the k-th diagonal of a (shape1, shape2) matrix (negative: none)."""
+    return min(shape1 + min(k, 0), shape2 - max(k, 0))
+
+
+@register
+class Diag(_ViewRead):
+    """``diag``: a 1-D input becomes the square matrix with it on diagonal ``k``; an input of 2
+    or more dims gives its k-th diagonal over ``axis1``/``axis2`` (those axes dropped, the
+    diagonal appended last), as numpy's ``diag`` / ``diagonal``."""
+    name = "diag"
+    params = {"k": Int(0, doc="Diagonal: 0 the main one, > 0 above it, < 0 below it"),
+              "axis1": Int(0, doc="First axis of the 2-D planes the diagonal is taken from"),
+              "axis2": Int(1, doc="Second axis of the 2-D planes the diagonal is taken from")}
+
+    def _axes(self, p, s):
+        a1 = self.axis(p.axis1, len(s), "axis1", s)
+        a2 = self.axis(p.axis2, len(s), "axis2", s)
+        if a1 == a2:
+            raise self.error("axis1=%d and axis2=%d name the same axis of the input of shape %s",
+                             p.axis1, p.axis2, s)
+        return a1, a2
+
+    def infer_shape(self, p, in_shapes):
+        s = in_shapes[0]
+        if s is None:
+            return [None], [None]
+        if len(s) == 0:
+            raise self.error("input 'data' must have at least 1 dim, got shape %s", s)
+        if len(s) == 1:
+            n = s[0] + abs(p.k) if s[0] else 0
+            return [s], [(n, n)]
+        a1, a2 = self._axes(p, s)
+        rest = tuple(d for i, d in enumerate(s) if i not in (a1, a2))
+        if not (s[a1] and s[a2]):
+            return [s], [rest + (0,)]
+        length = _diag_length(s[a1], s[a2], p.k)
+        if length <= 0:
+            raise self.error("k=%d is out of range for axes %d and %d of the input of shape %s "
+                             "(the diagonal would be empty)", p.k, a1, a2, s)
+        return [s], [rest + (length,)]
+
+    def _diagonal_view(self, p, mshape, st, a1, a2):
+        """(offset, shape, strides) of diagonal k of an array of shape mshape / strides st."""
+        rest = [i for i in range(len(mshape)) if i not in (a1, a2)]
+        offset = p.k * st[a2] if p.k >= 0 else -p.k * st[a1]
+        length = _diag_length(mshape[a1], mshape[a2], p.k)
+        return (offset, tuple(mshape[i] for i in rest) + (length,),
+                tuple(st[i] for i in rest) + (st[a1] + st[a2],))
+
+    def view(self, p, shape):
+        a1, a2 = self._axes(p, shape)
+        return self._diagonal_view(p, shape, contiguous_strides(shape), a1, a2)
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        if len(inputs[0].shape) > 1:
+            return super().forward(p, k, inputs, outputs, is_train, state)
+        out = outputs[0]        # 1-D input: write it on the diagonal of a zero matrix
+        k.fill(out, 0)
+        offset, vshape, vstrides = self._diagonal_view(p, tuple(out.shape),
+                                                       contiguous_strides(out.shape), 0, 1)
+        k.strided_scatter(out, inputs[0], offset, vshape, vstrides, "write")
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if len(inputs[0].shape) > 1:
+            return super().backward(p, k, out_grads, inputs, outputs, in_grads, req, state)
+        if req[0] == "null":
+            return
+        if out_grads[0] is None:
+            return zero_grads(k, in_grads, req)
+        og = out_grads[0]
+        offset, vshape, vstrides = self._diagonal_view(p, tuple(og.shape),
+                                                       contiguous_strides(og.shape), 0, 1)
+        k.strided_gather(in_grads[0], og, offset, vshape, vstrides, req[0])
+
+
+class _BlockMove(_ViewRead):
+    """depth_to_space / space_to_depth on NCHW data: a permutation of the elements."""
+    params = {"block_size": Int(doc="Edge of the square blocks moved between depth and space")}
+    covers_input = True
+
+    def check_params(self, p):
+        if p.block_size < 1:
+            raise self.error("block_size=%d must be a positive integer", p.block_size)
+
+    def checked(self, s):
+        if len(s) != 4:
+            raise self.error("input 'data' must have 4 dims (N, C, H, W), got shape %s", s)
+        if any(d == 0 for d in s[1:]):
+            raise self.error("input 'data' of shape %s has an empty dim", s)
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        self.checked(tuple(inputs[0].shape))
+        super().forward(p, k, inputs, outputs, is_train, state)
+
+
+@register
+class DepthToSpace(_BlockMove):
+    """(N, C, H, W) -> (N, C / b^2, H * b, W * b): channel (i * b + j) * C / b^2 + c moves to
+    the position (i, j) of the b x b block that replaces each pixel of channel c."""
+    name = "depth_to_space"
+
+    def infer_shape(self, p, in_shapes):
+        s = in_shapes[0]
+        if s is None:
+            return [None], [None]
+        self.checked(s)
+        b = p.block_size
+        if s[1] % (b * b):
+            raise self.error("the channels of input 'data' (shape %s) must be a multiple of "
+                             "block_size^2 = %d", s, b * b)
+        return [s], [(s[0], s[1] // (b * b), s[2] * b, s[3] * b)]
+
+    def view(self, p, shape):
+        n, c, h, w = shape
+        b = p.block_size
+        cb = c // (b * b)
+        # the output as (n, cb, h, i, w, j) reading input channel (i * b + j) * cb + c
+        return 0, (n, cb, h, b, w, b), (c * h * w, h * w, w, b * cb * h * w, 1, cb * h * w)
+
+
+@register
+class SpaceToDepth(_BlockMove):
+    """(N, C, H, W) -> (N, C * b^2, H / b, W / b), the inverse of depth_to_space."""
+    name = "space_to_depth"
+
+    def infer_shape(self, p, in_shapes):
+        s = in_shapes[0]
+        if s is None:
+            return [None], [None]
+        self.checked(s)
+        b = p.block_size
+        if s[2] % b or s[3] % b:
+            raise self.error("the height and width of input 'data' (shape %s) must be "
+                             "multiples of block_size=%d", s, b)
+        return [s], [(s[0], s[1] * b * b, s[2] // b, s[3] // b)]
+
+    def view(self, p, shape):
+        n, c, h, w = shape
+        b = p.block_size
+        ho, wo = h // b, w // b
+        # the output as (n, i, j, c, ho, wo) reading input (n, c, ho * b + i, wo * b + j)
+        return 0, (n, b, b, c, ho, wo), (c * h * w, w, 1, h * w, b * w, b)
+
+
+@register
+class SliceLike(_TensorOp):
+    """data[:m0, :m1, ...] where m are the sizes of ``shape_like`` on ``axes`` (all axes when
+    empty). shape_like only gives its shape: it may have any dtype and gets a zero gradient."""
+    name = "slice_like"
+    inputs = ("data", "shape_like")
+    params = {"axes": Shape((), doc="Axes to slice (empty: all of them)")}
+
+    def infer_shape(self, p, in_shapes):
+        data, like = in_shapes
+        if data is None or like is None:
+            return list(in_shapes), [None]
+        if not p.axes:
+            if len(data) != len(like):
+                raise self.error("without axes, shape_like (shape %s) must have as many dims "
+                                 "as data (shape %s)", like, data)
+            axes = range(len(data))
+        else:
+            axes = []
+            for a in p.axes:
+                ax = self.axis(a, len(data), "axes", data)
+                if ax >= len(like):
+                    raise self.error("axes=%s: axis %d does not exist in shape_like of shape %s",
+                                     p.axes, a, like)
+                axes.append(ax)
+        out = list(data)
+        for ax in axes:
+            if data[ax] and like[ax] and like[ax] > data[ax]:
+                raise self.error("axis %d of shape_like (shape %s) is longer than that of data "
+                                 "(shape %s)", ax, like, data)
+            out[ax] = like[ax] if data[ax] else 0
+        return list(in_shapes), [tuple(out)]
+
+    def infer_type(self, p, in_types):
+        return list(in_types), [in_types[0]]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        out = outputs[0]        # the window starts at 0 and keeps data's strides
+        k.strided_gather(out, inputs[0], 0, out.shape, contiguous_strides(inputs[0].shape),
+                         "write")
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        zero_grads(k, in_grads[1:], req[1:])
+        if req[0] == "null":
+            return
+        g = in_grads[0]
+        if req[0] == "write":
+            k.fill(g, 0)
+        if out_grads[0] is not None:
+            k.strided_scatter(g, out_grads[0], 0, outputs[0].shape, contiguous_strides(g.shape),
+                              "add")
+
+
+class _Split(_TensorOp):
+    """Splits along ``axis`` into parts given by ``parts(p)``: (start indices beginning with
+    0, or an empty tuple, and a count of equal sections, or 0); ``squeeze_axis`` drops the
+    axis of parts of length 1."""
+
+    def num_outputs(self, p):
+        starts, sections = self.parts(p)
+        return sections if sections > 0 else len(starts)
+
+    def _bounds(self, p, n):
+        """[start, end) of every part along an axis of length n."""
+        starts, sections = self.parts(p)
+        if sections > 0:
+            if n % sections:
+                raise self.error("%d sections do not divide the axis of length %d evenly",
+                                 sections, n)
+            size = n // sections
+            return [(i * size, (i + 1) * size) for i in range(sections)]
+        ends = list(starts[1:]) + [n]
+        for lo, hi in zip(starts, ends):
+            if not 0 <= lo <= hi <= n:
+                raise self.error("split indices %s must increase within the axis of length %d",
+                                 tuple(starts[1:]), n)
+        return list(zip(starts, ends))
+
+    def infer_shape(self, p, in_shapes):
+        s = in_shapes[0]
+        count = self.num_outputs(p)
+        if s is None:
+            return [None], [None] * count
+        a = self.axis(p.axis, len(s), shape=s)
+        if not s[a]:
+            return [s], [s[:a] + (0,) + s[a + 1:]] * count
+        outs = []
+        for lo, hi in self._bounds(p, s[a]):
+            if p.squeeze_axis and hi - lo == 1:
+                outs.append(s[:a] + s[a + 1:])
+            else:
+                outs.append(s[:a] + (hi - lo,) + s[a + 1:])
+        return [s], outs
+
+    def _views(self, p, shape):
+        a = self.axis(p.axis, len(shape), shape=tuple(shape))
+        st = contiguous_strides(shape)
+        for lo, hi in self._bounds(p, shape[a]):
+            yield lo * st[a], tuple(shape[:a]) + (hi - lo,) + tuple(shape[a + 1:]), st
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        x = inputs[0]
+        for out, (offset, vshape, st) in zip(outputs, self._views(p, x.shape)):
+            k.strided_gather(out, x, offset, vshape, st, "write")
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if req[0] == "null":
+            return
+        g = in_grads[0]
+        if req[0] == "write":
+            k.fill(g, 0)
+        for og, (offset, vshape, st) in zip(out_grads, self._views(p, g.shape)):
+            if og is not None:
+                k.strided_scatter(g, og, offset, vshape, st, "add")
+
+
+@register
+class SplitV2(_Split):
+    """``_split_v2``: data cut along ``axis`` at ``indices`` (the first is 0), or into
+    ``sections`` equal parts when sections > 0."""
+    name = "_split_v2"
+    params = {"indices": Shape((), doc="Start of every part along the axis (the first is 0)"),
+              "axis": Int(1, doc="Axis to split along"),
+              "squeeze_axis": Bool(False, doc="Drop the split axis from parts of length 1"),
+              "sections": Int(0, doc="Number of equal parts (used when > 0)")}
+
+    def check_params(self, p):
+        if p.sections < 0:
+            raise self.error("sections=%d must not be negative", p.sections)
+        if p.sections == 0 and not p.indices:
+            raise self.error("either sections or indices must be given")
+
+    def parts(self, p):
+        return tuple(p.indices), p.sections
+
+
+class _IntOrShape(Shape):
+    """An int (a count) or a tuple of ints."""
+    type_name = "int or tuple of int"
+
+    def parse(self, value):
+        try:
+            return Int().parse(value)
+        except ValueError:
+            return super().parse(value)
+
+
+@register
+class SplitV2Frontend(_Split):
+    """``split_v2`` as numpy's ``split``: ``indices_or_sections`` is a number of equal parts,
+    or the tuple of indices where the parts after the first start."""
+    name = "split_v2"
+    params = {"indices_or_sections": _IntOrShape(doc="Number of equal parts, or split indices"),
+              "axis": Int(0, doc="Axis to split along"),
+              "squeeze_axis": Bool(False, doc="Drop the split axis from parts of length 1")}
+
+    def check_params(self, p):
+        if isinstance(p.indices_or_sections, int) and p.indices_or_sections < 1:
+            raise self.error("indices_or_sections=%d must be a positive number of parts",
+                             p.indices_or_sections)
+
+    def parts(self, p):
+        if isinstance(p.indices_or_sections, int):
+            return (), p.indices_or_sections
+        return (0,) + tuple(p.indices_or_sections), 0
+
+
+# ---------------------------------------------------------------------------------------------
+# one element per row: batch_take, choose_element_0index, fill_element_0index
+# ---------------------------------------------------------------------------------------------
+class _RowPick(_IndexTypes):
+    """out[i] = data[i, index[i]] for data seen as (len(index), rest) (indices clipped into
+    range); the gradient goes back to the picked elements."""
+    index_inputs = ("indices",)
+
+    def infer_shape(self, p, in_shapes):
+        data, idx = in_shapes
+        if data is None:
+            return list(in_shapes), [idx]
+        if len(data) < 2:
+            raise self.error("input '%s' must have at least 2 dims, got shape %s",
+                             self.inputs[0], data)
+        rows = (data[0],)
+        if idx is not None and shape_is_known(idx) and data[0] and \
+                shape_size(idx) != data[0]:
+            raise self.error("input '%s' has shape %s, expected %d indices (one per row of "
+                             "input '%s' of shape %s)", self.inputs[1], idx, data[0],
+                             self.inputs[0], data)
+        return [data, idx if idx is not None else rows], [idx if idx is not None else rows]
+
+    def _geometry(self, shape):
+        return shape[0], shape_size(shape[1:])
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        rows, n = self._geometry(inputs[0].shape)
+        k.pick_forward(outputs[0], inputs[0], inputs[1], rows, n, 1, False)
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        zero_grads(k, in_grads[1:], req[1:])
+        if req[0] == "null":
+            return
+        if out_grads[0] is None:
+            return zero_grads(k, in_grads[:1], req[:1])
+        rows, n = self._geometry(inputs[0].shape)
+        k.pick_backward(in_grads[0], out_grads[0], inputs[1], rows, n, 1, False, req[0])
+
+
+@register
+class BatchTake(_RowPick):
+    name = "batch_take"
+    inputs = ("a", "indices")
+
+
+@register
+class ChooseElement0Index(_RowPick):
+    name = "choose_element_0index"
+    inputs = ("lhs", "rhs")
+    index_inputs = ("rhs",)
+
+
+@register
+class FillElement0Index(_IndexTypes):
+    """out = lhs with out[i, rhs[i]] = mhs[i] (indices clipped into range). The gradient of lhs
+    is the head gradient without the filled elements, that of mhs the filled ones."""
+    name = "fill_element_0index"
+    inputs = ("lhs", "mhs", "rhs")
+    index_inputs = ("rhs",)
+
+    def infer_shape(self, p, in_shapes):
+        lhs, mhs, rhs = in_shapes
+        if lhs is not None and len(lhs) != 2:
+            raise self.error("input 'lhs' must have 2 dims, got shape %s", lhs)
+        rows = None if lhs is None else (lhs[0],)
+        mhs = self.merge(mhs, rows, "input 'mhs' vs one value per row of 'lhs'")
+        rhs = self.merge(rhs, rows, "input 'rhs' vs one index per row of 'lhs'")
+        return [lhs, mhs, rhs], [lhs]
+
+    def infer_type(self, p, in_types):
+        lhs, mhs, rhs = in_types
+        return [lhs, mhs if mhs is not None else lhs, rhs if rhs is not None else lhs], [lhs]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        lhs, mhs, rhs = inputs
+        out = outputs[0]
+        if out is not lhs:
+            k.assign(out, lhs, "write")
+        k.pick_assign(out, mhs, rhs, lhs.shape[0], lhs.shape[1], 1, False)
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        zero_grads(k, in_grads[2:], req[2:])
+        og = out_grads[0]
+        if og is None:
+            return zero_grads(k, in_grads[:2], req[:2])
+        lhs, mhs, rhs = inputs
+        rows, n = lhs.shape
+        if req[1] == "write":
+            k.pick_forward(in_grads[1], og, rhs, rows, n, 1, False)
+        elif req[1] == "add":
+            picked = state.get("picked")
+            if picked is None:
+                picked = state["picked"] = k.empty((rows,), og.dtype)
+            k.pick_forward(picked, og, rhs, rows, n, 1, False)
+            k.assign(in_grads[1], picked, "add")
+        if req[0] != "null":
+            masked = state.get("masked")
+            if masked is None:
+                masked = state["masked"] = k.empty(tuple(og.shape), og.dtype)
+                state["zeros"] = k.zeros((rows,), og.dtype)
+            k.assign(masked, og, "write")
+            k.pick_assign(masked, state["zeros"], rhs, rows, n, 1, False)
+            k.assign(in_grads[0], masked, req[0])
+
+
+
+# ---------------------------------------------------------------------------------------------
+# sequences without inputs: _arange, _linspace, _eye
+# ---------------------------------------------------------------------------------------------
+class _Sequence(_Fill):
+    """Values computed from their position: ``k.range_fill`` writes start + (i // repeat) *
+    step in double precision, rounded into the output's dtype."""
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        start, step, repeat = self.progression(p)
+        k.range_fill(outputs[0], start, step, repeat)
+
+
+@register
+class Arange(_Sequence):
+    """Evenly spaced values in [start, stop) (stop None: [0, start)), each repeated ``repeat``
+    times. As in MXNet, start and step are first cast to the output dtype (an int32 range
+    from 1.3 in steps of 1.3 counts 1, 2, 3 ...); the length is ceil((stop - start) / step).
+    With ``infer_range`` and no stop, the length comes from the consumers' shapes."""
+    name = "_arange"
+    aliases = ("arange",)
+    params = {"start": Float(doc="Start of the interval"),
+              "stop": OptFloat(None, doc="End of the interval, excluded (None: start, and "
+                                         "start is 0)"),
+              "step": Float(1.0, doc="Spacing between values"),
+              "repeat": Int(1, doc="Times each value is repeated"),
+              "infer_range": Bool(False, doc="Infer stop from the output shape"),
+              "ctx": Str("", doc="Context (ignored: the executor's context is used)"),
+              "dtype": Dtype("float32", doc="Type of the result")}
+
+    def check_params(self, p):
+        if p.step == 0:
+            raise self.error("step=0 is not allowed: the range would never end")
+        if p.repeat < 1:
+            raise self.error("repeat=%d must be at least 1", p.repeat)
+        if p.stop is not None or not p.infer_range:
+            start, stop = (p.start, p.stop) if p.stop is not None else (0.0, p.start)
+            if math.ceil((stop - start) / p.step) <= 0:
+                raise self.error("the range from start=%s to stop=%s with step=%s is empty",
+                                 start, stop, p.step)
+
+    def infer_shape(self, p, in_shapes):
+        if p.stop is None and p.infer_range:
+            return [], [None]
+        start, stop = (p.start, p.stop) if p.stop is not None else (0.0, p.start)
+        return [], [(int(math.ceil((stop - start) / p.step)) * p.repeat,)]
+
+    def progression(self, p):
+        start = p.start if p.stop is not None or p.infer_range else 0.0
+        if p.dtype not in ("float16", "float32", "float64"):
+            start, step = float(int(start)), float(int(p.step))
+        else:
+            start, step = float(np.dtype(p.dtype).type(start)), float(
+                np.dtype(p.dtype).type(p.step))
+        return start, step, p.repeat
+
+
+@register
+class Linspace(_Sequence):
+    """``num`` evenly spaced values from start to stop (stop included when ``endpoint``),
+    computed in double precision and then rounded into the dtype."""
+    name = "_linspace"
+    aliases = ("linspace",)
+    params = {"start": Float(doc="First value"),
+              "stop": Float(doc="Last value (or the end of the interval without endpoint)"),
+              "num": Int(doc="Number of values"),
+              "endpoint": Bool(True, doc="Include stop as the last value"),
+              "ctx": Str("", doc="Context (ignored: the executor's context is used)"),
+              "dtype": Dtype("float32", doc="Type of the result")}
+
+    def check_params(self, p):
+        if p.num < 0:
+            raise self.error("num=%d must not be negative", p.num)
+
+    def infer_shape(self, p, in_shapes):
+        return [], [(p.num,)]
+
+    def progression(self, p):
+        parts = p.num - 1 if p.endpoint else p.num
+        return p.start, (p.stop - p.start) / parts if parts > 0 else 0.0, 1
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        super().forward(p, k, inputs, outputs, is_train, state)
+        if p.endpoint and p.num > 1:       # exactly stop, whatever the rounding of the steps
+            k.fill(outputs[0][p.num - 1:], p.stop)
+
+
+@register
+class Eye(_Fill):
+    """An N x M matrix (M = 0: square) of zeros with ones on diagonal ``k``."""
+    name = "_eye"
+    aliases = ("eye",)
+    params = {"N": Int(doc="Number of rows"),
+              "M": Int(0, doc="Number of columns (0: N)"),
+              "k": Int(0, doc="Diagonal: 0 the main one, > 0 above it, < 0 below it"),
+              "ctx": Str("", doc="Context (ignored: the executor's context is used)"),
+              "dtype": Dtype("float32", doc="Type of the result")}
+
+    def check_params(self, p):
+        if p.N < 1 or p.M < 0:
+            raise self.error("N=%d must be positive and M=%d not negative", p.N, p.M)
+
+    def infer_shape(self, p, in_shapes):
+        return [], [(p.N, p.M or p.N)]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        out = outputs[0]
+        k.fill(out, 0)
+        rows, cols = out.shape
+        length = _diag_length(rows, cols, p.k)
+        if length <= 0:
+            return
+        ones = state.get("ones")
+        if ones is None:
+            ones = state["ones"] = k.full((length,), 1, out.dtype)
+        offset = p.k if p.k >= 0 else -p.k * cols
+        k.strided_scatter(out, ones, offset, (length,), (cols + 1,), "write")
+
+
+# ---------------------------------------------------------------------------------------------
+# slice assignment: _slice_assign (_crop_assign), _slice_assign_scalar (_crop_assign_scalar)
+# ---------------------------------------------------------------------------------------------
+class _SliceAssignBase(Slice):
+    """out = lhs with the window begin:end:step (as ``slice``) replaced; the gradient of lhs
+    is the head gradient with the window zeroed."""
+    aliases = ()
+
+    def infer_shape(self, p, in_shapes):
+        lhs = in_shapes[0]
+        if lhs is None:
+            return list(in_shapes), [None]
+        return list(in_shapes), [lhs]
+
+    def infer_shape_backward(self, p, in_shapes, out_shapes):
+        filled = list(in_shapes)
+        filled[0] = self.merge(in_shapes[0], out_shapes[0], "input 'lhs' vs its output")
+        return filled
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        out = outputs[0]
+        if out is not inputs[0]:
+            k.assign(out, inputs[0], "write")
+        self.write_window(p, k, inputs, out, state)
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        og = out_grads[0]
+        if og is None:
+            return zero_grads(k, in_grads, req)
+        offset, shape, strides = self._view(p, tuple(og.shape))
+        if len(in_grads) > 1 and req[1] != "null":
+            k.strided_gather(in_grads[1], og, offset, shape, strides, req[1])
+        if req[0] == "null":
+            return
+        masked = state.get("masked")
+        if masked is None:
+            masked = state["masked"] = k.empty(tuple(og.shape), og.dtype)
+            state["window_zeros"] = k.zeros(shape, og.dtype)
+        k.assign(masked, og, "write")
+        k.strided_scatter(masked, state["window_zeros"], offset, shape, strides, "write")
+        k.assign(in_grads[0], masked, req[0])
+
+
+@register
+class SliceAssign(_SliceAssignBase):
+    name = "_slice_assign"
+    aliases = ("_crop_assign",)
+    inputs = ("lhs", "rhs")
+
+    def infer_shape(self, p, in_shapes):
+        lhs, rhs = in_shapes
+        if lhs is None:
+            return list(in_shapes), [None]
+        window = tuple(n for _, n, _ in self.window(p, lhs))
+        if any(d and not n for d, n in zip(lhs, window)):
+            raise self.error("the window begin=%s, end=%s, step=%s of input 'lhs' of shape %s "
+                             "is empty", p.begin, p.end, p.step, lhs)
+        if rhs is not None and shape_is_known(window) and shape_is_known(rhs) and \
+                tuple(rhs) != window:
+            raise self.error("input 'rhs' has shape %s, expected %s (the window begin=%s, "
+                             "end=%s of input 'lhs' of shape %s)", rhs, window, p.begin, p.end,
+                             lhs)
+        return [lhs, window if rhs is None else rhs], [lhs]
+
+    def write_window(self, p, k, inputs, out, state):
+        offset, shape, strides = self._view(p, tuple(out.shape))
+        k.strided_scatter(out, inputs[1], offset, shape, strides, "write")
+
+
+@register
+class SliceAssignScalar(_SliceAssignBase):
+    name = "_slice_assign_scalar"
+    aliases = ("_crop_assign_scalar",)
+    params = dict(Slice.params, scalar=Float(0.0, doc="The value written into the window"))
+
+    def write_window(self, p, k, inputs, out, state):
+        offset, shape, strides = self._view(p, tuple(out.shape))
+        values = state.get("values")
+        if values is None or tuple(values.shape) != tuple(shape):
+            values = state["values"] = k.full(shape, p.scalar, out.dtype)
+        k.strided_scatter(out, values, offset, shape, strides, "write")
+
+
+# ---------------------------------------------------------------------------------------------
+# gather_nd, scatter_nd
+# ---------------------------------------------------------------------------------------------
+def _nd_geometry(indices_shape, full_shape):
+    """(dims, strides, inner) of indices (m, ...) addressing the first m axes of full_shape."""
+    m = indices_shape[0]
+    inner = shape_size(full_shape[m:])
+    strides = contiguous_strides(full_shape)[:m]
+    return tuple(full_shape[:m]), strides, inner
+
+
+class _IndexedND(_IndexTypes):
+    index_inputs = ("indices",)
+
+    def check_indices(self, indices, full):
+        if len(indices) < 1:
+            raise self.error("input 'indices' must have at least 1 dim, got shape %s", indices)
+        if indices[0] and indices[0] > len(full):
+            raise self.error("input 'indices' of shape %s addresses %d axes, but the array of "
+                             "shape %s has %d", indices, indices[0], full, len(full))
+
+
+@register
+class GatherND(_IndexedND):
+    """out[y...] = data[indices[0, y...], ..., indices[m-1, y...], :]: indices (m, Y...)
+    select along data's first m axes; the output is Y + data.shape[m:]. Negative indices
+    count from the end; others out of bounds raise IndexError. The gradient is scattered
+    back (repeated indices add up)."""
+    name = "gather_nd"
+    inputs = ("data", "indices")
+
+    def infer_shape(self, p, in_shapes):
+        data, idx = in_shapes
+        if data is None or idx is None:
+            return list(in_shapes), [None]
+        self.check_indices(idx, data)
+        # one element picked from every axis: MXNet's shapes are never empty, so (1,)
+        return list(in_shapes), [tuple(idx[1:]) + tuple(data[idx[0]:]) or (1,)]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        data, idx = inputs
+        dims, strides, inner = _nd_geometry(tuple(idx.shape), tuple(data.shape))
+        if not k.nd_indices_in_range(idx, dims):
+            raise MXNetIndexError("Operator gather_nd: input 'indices' has an index out of "
+                                  "bounds for the axes %s of input 'data' (shape %s)"
+                                  % (dims, tuple(data.shape)))
+        k.gather_nd(outputs[0], data, idx, dims, strides, inner)
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        zero_grads(k, in_grads[1:], req[1:])
+        if req[0] == "null":
+            return
+        g = in_grads[0]
+        if req[0] == "write":
+            k.fill(g, 0)
+        if out_grads[0] is not None:
+            dims, strides, inner = _nd_geometry(tuple(inputs[1].shape), tuple(g.shape))
+            k.scatter_nd(g, out_grads[0], inputs[1], dims, strides, inner, "add")
+
+
+@register
+class ScatterND(_IndexedND):
+    """An array of ``shape``, zeros except out[indices[:, y...]] = data[y...] (when indices
+    repeat, one of the values is kept). The gradient of data gathers the head gradient."""
+    name = "scatter_nd"
+    inputs = ("data", "indices")
+    params = {"shape": Shape(doc="Shape of the output")}
+
+    def infer_shape(self, p, in_shapes):
+        data, idx = in_shapes
+        out = tuple(p.shape)
+        if idx is not None:
+            self.check_indices(idx, out)
+            want = tuple(idx[1:]) + out[idx[0]:]
+            if data is not None and shape_is_known(data) and shape_is_known(idx) and \
+                    tuple(data) != want:
+                raise self.error("input 'data' has shape %s, expected %s (indices %s into "
+                                 "shape=%s)", data, want, idx, out)
+            data = want if data is None else data
+        return [data, idx], [out]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        data, idx = inputs
+        out = outputs[0]
+        dims, strides, inner = _nd_geometry(tuple(idx.shape), tuple(out.shape))
+        if not k.nd_indices_in_range(idx, dims):
+            raise MXNetIndexError("Operator scatter_nd: input 'indices' has an index out of "
+                                  "bounds for the axes %s of shape=%s" % (dims, tuple(p.shape)))
+        k.fill(out, 0)
+        k.scatter_nd(out, data, idx, dims, strides, inner, "write")
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        zero_grads(k, in_grads[1:], req[1:])
+        if req[0] == "null":
+            return
+        if out_grads[0] is None:
+            return zero_grads(k, in_grads[:1], req[:1])
+        idx = inputs[1]
+        dims, strides, inner = _nd_geometry(tuple(idx.shape), tuple(outputs[0].shape))
+        if req[0] == "write":
+            k.gather_nd(in_grads[0], out_grads[0], idx, dims, strides, inner)
+        else:
+            picked = state.get("picked")
+            if picked is None:
+                picked = state["picked"] = k.empty(tuple(in_grads[0].shape), in_grads[0].dtype)
+            k.gather_nd(picked, out_grads[0], idx, dims, strides, inner)
+            k.assign(in_grads[0], picked, "add")
+
+
+# ---------------------------------------------------------------------------------------------
+# ravel_multi_index, unravel_index
+# ---------------------------------------------------------------------------------------------
+class _IndexConversion(_TensorOp):
+    """Between coordinates (m, N) in an array of ``shape`` and flat C-order indices (N,). The
+    first dim of shape may be -1 (open: it does not change the strides). No gradient flows."""
+    params = {"shape": Shape(doc="Shape of the array the indices address (the first dim may "
+                                 "be -1)")}
+    head_grad_unused = True
+
+    def check_params(self, p):
+        if not p.shape or any(d is None or d < 1 for d in p.shape[1:]) or \
+                p.shape[0] is None or p.shape[0] == 0 or p.shape[0] < -1:
+            raise self.error("shape=%s must hold positive dims (the first may be -1)", p.shape)
+
+    @staticmethod
+    def strides(p):
+        # the first dim never enters the strides, so an open -1 there is harmless
+        return contiguous_strides((1,) + tuple(p.shape[1:]))
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        zero_grads(k, in_grads, req)
+
+
+@register
+class RavelMultiIndex(_IndexConversion):
+    name = "_ravel_multi_index"
+    aliases = ("ravel_multi_index",)
+
+    def infer_shape(self, p, in_shapes):
+        s = in_shapes[0]
+        if s is None:
+            return [None], [None]
+        if len(s) != 2 or (s[0] and s[0] != len(p.shape)):
+            raise self.error("input 'data' must have shape (%d, N) (one row per dim of shape=%s)"
+                             ", got %s", len(p.shape), p.shape, s)
+        return [s], [(s[1],)]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        k.ravel_index(outputs[0], inputs[0], self.strides(p))
+
+
+@register
+class UnravelIndex(_IndexConversion):
+    name = "_unravel_index"
+    aliases = ("unravel_index",)
+
+    def infer_shape(self, p, in_shapes):
+        s = in_shapes[0]
+        if s is None:
+            return [None], [None]
+        if len(s) != 1:
+            raise self.error("input 'data' must be 1-D (flat indices), got shape %s", s)
+        return [s], [(len(p.shape), s[0])]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        k.unravel_index(outputs[0], inputs[0], p.shape, self.strides(p))
+
+
+# ---------------------------------------------------------------------------------------------
+# histogram
+# ---------------------------------------------------------------------------------------------
+@register
+class Histogram(_TensorOp):
+    """``_histogram``: counts of the flattened data in ``bin_cnt`` equal bins over ``range``,
+    or in the bins between the edges given as input ``bins`` (the last bin closed, values
+    outside ignored, as numpy's histogram). Outputs the int64 counts and the bin edges."""
+    name = "_histogram"
+    inputs = ("data",)
+    optional_inputs = ("bins",)
+    params = {"bin_cnt": OptInt(None, doc="Number of equal bins (None: input 'bins' gives "
+                                          "the edges)"),
+              "range": FloatTuple(None, doc="(lower, upper) bounds of the equal bins")}
+    head_grad_unused = True
+
+    def check_params(self, p):
+        if p.bin_cnt is None:
+            return
+        if p.bin_cnt < 1:
+            raise self.error("bin_cnt=%d must be at least 1", p.bin_cnt)
+        if p.range is None or len(p.range) != 2 or not p.range[0] <= p.range[1]:
+            raise self.error("range=%s must be (lower, upper) with lower <= upper when "
+                             "bin_cnt is given", p.range)
+
+    def list_inputs(self, p):
+        return ["data"] if p.bin_cnt is not None else ["data", "bins"]
+
+    def num_outputs(self, p):
+        return 2
+
+    def infer_shape(self, p, in_shapes):
+        if p.bin_cnt is not None:
+            return list(in_shapes), [(p.bin_cnt,), (p.bin_cnt + 1,)]
+        bins = in_shapes[1]
+        if bins is None:
+            return list(in_shapes), [None, None]
+        if len(bins) != 1 or (bins[0] and bins[0] < 2):
+            raise self.error("input 'bins' must be 1-D with at least 2 edges, got shape %s",
+                             bins)
+        return list(in_shapes), [(bins[0] - 1 if bins[0] else 0,), bins]
+
+    def infer_type(self, p, in_types):
+        edges = in_types[0] if p.bin_cnt is not None else in_types[1]
+        return list(in_types), ["int64", edges]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        counts, edges = outputs
+        if p.bin_cnt is not None:
+            lo, hi = p.range
+            k.histogram_count(counts, inputs[0], None, lo, hi)
+            k.range_fill(edges, lo, (hi - lo) / p.bin_cnt, 1)
+            k.fill(edges[p.bin_cnt:], hi)
+        else:
+            k.histogram_count(counts, inputs[0], inputs[1], 0.0, 0.0)
+            k.assign(edges, inputs[1], "write")
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        zero_grads(k, in_grads, req)
+
+
+@register
+class ArangeLike(_TensorOp):
+    """``contrib.arange_like``: start, start + step, ... shaped like ``data`` (or as long as
+    its axis ``axis``), each value repeated ``repeat`` times; data only gives its shape."""
+    name = "_contrib_arange_like"
+    params = {"start": Float(0.0, doc="First value"),
+              "step": Float(1.0, doc="Spacing between values"),
+              "repeat": Int(1, doc="Times each value is repeated"),
+              "ctx": Str("", doc="Context (ignored: the input's context is used)"),
+              "axis": OptInt(None, doc="Axis of data giving the length (None: data's shape)")}
+    head_grad_unused = True
+
+    def check_params(self, p):
+        if p.repeat < 1:
+            raise self.error("repeat=%d must be at least 1", p.repeat)
+
+    def infer_shape(self, p, in_shapes):
+        s = in_shapes[0]
+        if s is None:
+            return [None], [None]
+        if p.axis is None:
+            return [s], [s]
+        return [s], [(s[self.axis(p.axis, len(s), shape=s)],)]
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        k.range_fill(outputs[0], p.start, p.step, p.repeat)
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        zero_grads(k, in_grads, req)

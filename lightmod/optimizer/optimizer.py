@@ -22,15 +22,14 @@ import warnings
 
 import numpy
 
-from ..base import MXNetError, py_str
+from ..base import MXNetError
 from ..ndarray import NDArray, zeros
 from ..ndarray import ndarray as _nd_core
 from .checks import check_hyper_parameters
-from .states import check_state_fits
 
 __all__ = ["AdaDelta", "AdaGrad", "Adam", "Adamax", "DCASGD", "FTML", "Ftrl", "LARS", "LBSGD",
            "NAG", "Nadam", "Optimizer", "RMSProp", "SGD", "SGLD", "Signum", "LAMB", "Test",
-           "Updater", "ccSGD", "create", "get_updater", "register"]
+           "ccSGD", "create", "register"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -238,6 +237,13 @@ class Optimizer:
             self._index_update_count[idx] += 1
             self.num_update = max(self._index_update_count[idx], self.num_update)
 
+    def _start_update(self, index, weight, grad):
+        """Check the arrays, count the update of ``index``, and return its ``(lr, wd)``
+        (the rate after counting, so a scheduler sees this update)."""
+        _check_arrays(weight, grad)
+        self._update_count(index)
+        return self._get_lr(index), self._get_wd(index)
+
     def _scheduled_lr(self):
         if self.lr_scheduler is not None:
             return self.lr_scheduler(self.num_update)
@@ -312,6 +318,24 @@ register = Optimizer.register
 create = Optimizer.create_optimizer
 
 
+class _OwnMultiPrecision:
+    """``update``/``update_multi_precision`` for optimizers whose ``_update_impl`` keeps the
+    float32 master copy of float16 weights itself and, given lists, updates several weights."""
+
+    def update(self, index, weight, grad, state):
+        self._update_impl(index, weight, grad, state, multi_precision=False)
+
+    def update_multi_precision(self, index, weight, grad, state):
+        first = weight[0] if isinstance(index, (tuple, list)) else weight
+        use_mp = self.multi_precision and first.dtype == numpy.float16
+        self._update_impl(index, weight, grad, state, multi_precision=use_mp)
+
+
+def _zeros_for(weight, count, **kwargs):
+    """``count`` zero states of ``weight``'s shape on its context (``kwargs``: dtype, stype)."""
+    return tuple(zeros(weight.shape, weight.context, **kwargs) for _ in range(count))
+
+
 def _starting_lr(learning_rate, lr_scheduler):
     """The optimizer's ``lr``: ``learning_rate``, or 0.01 when it and the scheduler are both
     missing. A given ``learning_rate`` also becomes the scheduler's ``base_lr``, with a
@@ -358,7 +382,7 @@ def _sgd_step(weight, grad, state, multi_precision, lr, wd, momentum, rescale, c
 
 
 @register
-class SGD(Optimizer):
+class SGD(_OwnMultiPrecision, Optimizer):
     """Stochastic gradient descent with momentum and weight decay.
 
     ``state = momentum*state - lr*wd*weight - lr*clip(rescale_grad*grad); weight += state``
@@ -396,14 +420,6 @@ class SGD(Optimizer):
             _sgd_step(weight, grad, state, multi_precision, lr, wd, momentum, self.rescale_grad,
                       clip, self.lazy_update)
 
-    def update(self, index, weight, grad, state):
-        self._update_impl(index, weight, grad, state, multi_precision=False)
-
-    def update_multi_precision(self, index, weight, grad, state):
-        first = weight[0] if isinstance(index, (tuple, list)) else weight
-        use_mp = self.multi_precision and first.dtype == numpy.float16
-        self._update_impl(index, weight, grad, state, multi_precision=use_mp)
-
 
 @register
 class ccSGD(SGD):   # noqa: N801  (MXNet's name)
@@ -428,10 +444,7 @@ class NAG(Optimizer):
         return None
 
     def _update_impl(self, index, weight, grad, state, multi_precision=False):
-        _check_arrays(weight, grad)
-        self._update_count(index)
-        lr = self._get_lr(index)
-        wd = self._get_wd(index)
+        lr, wd = self._start_update(index, weight, grad)
         momentum = self.momentum if self.momentum > 0 else 0.0
         clip = _op_clip(self.clip_gradient)
         k = _kernels(weight)
@@ -472,10 +485,7 @@ class Signum(Optimizer):
         return None
 
     def _update_impl(self, index, weight, grad, state):
-        _check_arrays(weight, grad)
-        self._update_count(index)
-        lr = self._get_lr(index)
-        wd = self._get_wd(index)
+        lr, wd = self._start_update(index, weight, grad)
         k = _kernels(weight)
         w, g = weight._data, grad._data
         if state is not None:
@@ -504,10 +514,7 @@ class FTML(Optimizer):
         return tuple(zeros(weight.shape, weight.context, dtype=weight.dtype) for _ in range(3))
 
     def update(self, index, weight, grad, state):
-        _check_arrays(weight, grad)
-        self._update_count(index)
-        lr = self._get_lr(index)
-        wd = self._get_wd(index)
+        lr, wd = self._start_update(index, weight, grad)
         t = self._index_update_count[index]
         d, v, z = state
         w = weight._data
@@ -521,7 +528,7 @@ def _is_lars_exempt(name):
 
 
 @register
-class LARS(Optimizer):
+class LARS(_OwnMultiPrecision, Optimizer):
     """SGD with layer-wise adaptive rate scaling: each weight's rate is scaled by
     ``eta*|w| / (|g| + wd*|w| + eps)`` (names ending in gamma/beta/bias are exempt)."""
 
@@ -616,14 +623,6 @@ class LARS(Optimizer):
         for weight, grad, state, lr, wd in zip(weights, grads, states, lrs, wds):
             _sgd_step(weight, grad, state, multi_precision, lr, wd, momentum, self.rescale_grad,
                       clip, lazy)
-
-    def update(self, index, weight, grad, state):
-        self._update_impl(index, weight, grad, state, multi_precision=False)
-
-    def update_multi_precision(self, index, weight, grad, state):
-        first = weight[0] if isinstance(index, (tuple, list)) else weight
-        use_mp = self.multi_precision and first.dtype == numpy.float16
-        self._update_impl(index, weight, grad, state, multi_precision=use_mp)
 
 
 @register
@@ -731,7 +730,7 @@ class LBSGD(Optimizer):
 
 
 @register
-class LAMB(Optimizer):
+class LAMB(_OwnMultiPrecision, Optimizer):
     """LAMB (layer-wise adaptive moments): an Adam direction scaled by the trust ratio
     ``|w| / |direction|`` (bounded by ``lower_bound``/``upper_bound``)."""
 
@@ -748,8 +747,7 @@ class LAMB(Optimizer):
                                                           "45"))))
 
     def create_state(self, index, weight):
-        return (zeros(weight.shape, weight.context, dtype=weight.dtype, stype=weight.stype),
-                zeros(weight.shape, weight.context, dtype=weight.dtype, stype=weight.stype))
+        return _zeros_for(weight, 2, dtype=weight.dtype, stype=weight.stype)
 
     def _step(self, index, weight, grad, state, multi_precision):
         self._update_count(index)
@@ -792,14 +790,6 @@ class LAMB(Optimizer):
             _check_arrays(w, g)
             self._step(i, w, g, s, multi_precision)
 
-    def update(self, index, weight, grad, state):
-        self._update_impl(index, weight, grad, state, multi_precision=False)
-
-    def update_multi_precision(self, index, weight, grad, state):
-        first = weight[0] if isinstance(index, (tuple, list)) else weight
-        use_mp = self.multi_precision and first.dtype == numpy.float16
-        self._update_impl(index, weight, grad, state, multi_precision=use_mp)
-
 
 @register
 class DCASGD(Optimizer):
@@ -817,10 +807,7 @@ class DCASGD(Optimizer):
         return (zeros(weight.shape, weight.context, dtype=weight.dtype), weight.copy())
 
     def update(self, index, weight, grad, state):
-        _check_arrays(weight, grad)
-        self._update_count(index)
-        lr = self._get_lr(index)
-        wd = self._get_wd(index)
+        lr, wd = self._start_update(index, weight, grad)
         mom, previous = state
         w = weight._data
         _kernels(weight).dcasgd_update(w, grad._data, None if mom is None else mom._data,
@@ -838,10 +825,7 @@ class SGLD(Optimizer):
 
     def update(self, index, weight, grad, state):
         from ..ndarray import random as nd_random
-        _check_arrays(weight, grad)
-        self._update_count(index)
-        lr = self._get_lr(index)
-        wd = self._get_wd(index)
+        lr, wd = self._start_update(index, weight, grad)
         noise = nd_random.normal(0, math.sqrt(lr), shape=weight.shape, dtype=weight.dtype,
                                  ctx=weight.context)
         w = weight._data
@@ -864,14 +848,10 @@ class Adam(Optimizer):
 
     def create_state(self, index, weight):
         stype = weight.stype if self.lazy_update else "default"
-        return (zeros(weight.shape, weight.context, dtype=weight.dtype, stype=stype),
-                zeros(weight.shape, weight.context, dtype=weight.dtype, stype=stype))
+        return _zeros_for(weight, 2, dtype=weight.dtype, stype=stype)
 
     def update(self, index, weight, grad, state):
-        _check_arrays(weight, grad)
-        self._update_count(index)
-        lr = self._get_lr(index)
-        wd = self._get_wd(index)
+        lr, wd = self._start_update(index, weight, grad)
         t = self._index_update_count[index]
         coef1 = 1. - self.beta1 ** t
         coef2 = 1. - self.beta2 ** t
@@ -897,10 +877,7 @@ class AdaGrad(Optimizer):
         return zeros(weight.shape, weight.context, stype=weight.stype)
 
     def update(self, index, weight, grad, state):
-        _check_arrays(weight, grad)
-        self._update_count(index)
-        lr = self._get_lr(index)
-        wd = self._get_wd(index)
+        lr, wd = self._start_update(index, weight, grad)
         k = _kernels(weight)
         w = weight._data
         if grad.stype == "row_sparse":
@@ -936,10 +913,7 @@ class RMSProp(Optimizer):
         return (zeros(weight.shape, weight.context, stype=weight.stype),)
 
     def update(self, index, weight, grad, state):
-        _check_arrays(weight, grad)
-        self._update_count(index)
-        lr = self._get_lr(index)
-        wd = self._get_wd(index)
+        lr, wd = self._start_update(index, weight, grad)
         clip = _op_clip(self.clip_gradient)
         clip_w = float(self.clip_weights) if self.clip_weights else -1.0
         k = _kernels(weight)
@@ -991,14 +965,10 @@ class Ftrl(Optimizer):
         self.lr = learning_rate
 
     def create_state(self, index, weight):
-        return (zeros(weight.shape, weight.context, stype=weight.stype),
-                zeros(weight.shape, weight.context, stype=weight.stype))
+        return _zeros_for(weight, 2, stype=weight.stype)
 
     def update(self, index, weight, grad, state):
-        _check_arrays(weight, grad)
-        self._update_count(index)
-        wd = self._get_wd(index)
-        lr = self._get_lr(index)
+        lr, wd = self._start_update(index, weight, grad)
         z, n = state
         k = _kernels(weight)
         w = weight._data
@@ -1019,14 +989,10 @@ class Adamax(Optimizer):
         self.beta2 = beta2
 
     def create_state(self, index, weight):
-        return (zeros(weight.shape, weight.context, dtype=weight.dtype),
-                zeros(weight.shape, weight.context, dtype=weight.dtype))
+        return _zeros_for(weight, 2, dtype=weight.dtype)
 
     def update(self, index, weight, grad, state):
-        _check_arrays(weight, grad)
-        self._update_count(index)
-        lr = self._get_lr(index)
-        wd = self._get_wd(index)
+        lr, wd = self._start_update(index, weight, grad)
         t = self._index_update_count[index]
         lr /= (1. - self.beta1 ** t)
         m, u = state
@@ -1051,14 +1017,10 @@ class Nadam(Optimizer):
         self.m_schedule = 1.
 
     def create_state(self, index, weight):
-        return (zeros(weight.shape, weight.context, dtype=weight.dtype),
-                zeros(weight.shape, weight.context, dtype=weight.dtype))
+        return _zeros_for(weight, 2, dtype=weight.dtype)
 
     def update(self, index, weight, grad, state):
-        _check_arrays(weight, grad)
-        self._update_count(index)
-        lr = self._get_lr(index)
-        wd = self._get_wd(index)
+        lr, wd = self._start_update(index, weight, grad)
         t = self._index_update_count[index]
         momentum_t = self.beta1 * (1. - 0.5 * (pow(0.96, t * self.schedule_decay)))
         momentum_t_1 = self.beta1 * (1. - 0.5 * (pow(0.96, (t + 1) * self.schedule_decay)))
@@ -1083,87 +1045,3 @@ class Test(Optimizer):
     def update(self, index, weight, grad, state):
         weight[:] += grad * self.rescale_grad
         state[:] = weight
-
-
-# ---------------------------------------------------------------------------------------------
-# the Updater
-# ---------------------------------------------------------------------------------------------
-class Updater:
-    """Applies an optimizer to ``(index, grad, weight)`` calls, creating each index's state on
-    first use (``states``), as ``mx.optimizer.get_updater`` does.
-
-    Called with lists (the Module passes one device's parameters at once), optimizers with
-    ``aggregate_num > 0`` receive same-dtype weights in groups of ``aggregate_num``.
-    """
-
-    def __init__(self, optimizer):
-        check_hyper_parameters(optimizer)     # the rule's own numbers, set after Optimizer's
-        self.optimizer = optimizer
-        self.states = {}
-        self.states_synced = {}
-        self.aggregate_updates = optimizer.aggregate_num > 0
-
-    def __call__(self, index, grad, weight):
-        if not isinstance(index, (list, tuple)):
-            indices, grads, weights = [index], [grad], [weight]
-        else:
-            indices, grads, weights = list(index), list(grad), list(weight)
-        if weights:
-            self.optimizer._set_current_context(weights[0].context.device_id)
-        for i, idx in enumerate(indices):
-            if isinstance(idx, bytes):
-                idx = indices[i] = py_str(idx)
-            if idx not in self.states:
-                self.states[idx] = self.optimizer.create_state_multi_precision(idx, weights[i])
-                self.states_synced[idx] = True
-            elif not self.states_synced[idx]:
-                check_state_fits(self, idx, weights[i])     # a loaded state of another net
-                self.states[idx] = self.sync_state_context(self.states[idx], weights[i].context)
-                self.states_synced[idx] = True
-        if self.aggregate_updates:
-            by_dtype = {}
-            for i, w, g in zip(indices, weights, grads):
-                by_dtype.setdefault(w.dtype, []).append((i, w, g))
-            step = self.optimizer.aggregate_num
-            for group in by_dtype.values():
-                g_indices, g_weights, g_grads = zip(*group)
-                for start in range(0, len(g_indices), step):
-                    chunk = slice(start, start + step)
-                    states = [self.states[i] for i in g_indices[chunk]]
-                    self.optimizer.update_multi_precision(g_indices[chunk], g_weights[chunk],
-                                                          g_grads[chunk], states)
-        else:
-            for i, w, g in zip(indices, weights, grads):
-                self.optimizer.update_multi_precision(i, w, g, self.states[i])
-
-    def sync_state_context(self, state, context):
-        """Move a state (NDArray or nested tuple/list of them) to ``context``."""
-        if isinstance(state, NDArray):
-            return state.as_in_context(context)
-        if isinstance(state, (tuple, list)):
-            synced = [self.sync_state_context(s, context) for s in state]
-            return tuple(synced) if isinstance(state, tuple) else synced
-        return state
-
-    def set_states(self, states):
-        """Load states pickled by ``get_states`` (here or by MXNet). Only the classes such a
-        file can hold are accepted; anything else raises MXNetError and runs nothing. A
-        ``(states, optimizer)`` pickle replaces the optimizer too."""
-        from .states import loads_states
-        loaded = loads_states(states)
-        if isinstance(loaded, tuple) and len(loaded) == 2:
-            self.states, self.optimizer = loaded
-        else:
-            self.states = loaded
-        self.states_synced = dict.fromkeys(self.states.keys(), False)
-
-    def get_states(self, dump_optimizer=False):
-        """Pickle ``states`` (or ``(states, optimizer)``) in MXNet's layout, so MXNet 1.9.1 can
-        load the bytes."""
-        from .states import dumps_states
-        return dumps_states((self.states, self.optimizer) if dump_optimizer else self.states)
-
-
-def get_updater(optimizer):
-    """An Updater for ``optimizer`` (what kvstores and Modules call per update)."""
-    return Updater(optimizer)

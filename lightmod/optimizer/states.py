@@ -19,16 +19,12 @@ import numpy as np
 from .. import lr_scheduler as _lr_scheduler
 from ..base import MXNetError
 from ..ndarray import NDArray
+from .optimizer import Optimizer
 
 __all__ = ["dumps_states", "loads_states", "check_state_fits", "check_states_fit"]
 
 _SCHEDULERS = {name: getattr(_lr_scheduler, name) for name in _lr_scheduler.__all__}
 _OWN_OPTIMIZER_MODULE = "lightmod.optimizer.optimizer"
-
-
-def _optimizer_base():
-    from .optimizer import Optimizer
-    return Optimizer
 
 
 # ---------------------------------------------------------------------------------------------
@@ -39,7 +35,7 @@ def _mxnet_name(obj):
     if isinstance(obj, type):
         if issubclass(obj, NDArray):
             return "mxnet.ndarray.ndarray", "NDArray"
-        if obj.__module__ == _OWN_OPTIMIZER_MODULE and issubclass(obj, _optimizer_base()):
+        if obj.__module__ == _OWN_OPTIMIZER_MODULE and issubclass(obj, Optimizer):
             return "mxnet.optimizer.optimizer", obj.__name__
         if obj.__module__ == _lr_scheduler.__name__ and _SCHEDULERS.get(obj.__name__) is obj:
             return "mxnet.lr_scheduler", obj.__name__
@@ -94,7 +90,7 @@ def _latin1_bytes(text, encoding="latin1"):
 def _reconstructor(cls, base, state):
     """``copyreg._reconstructor`` (protocol 0/1 objects), for optimizers and schedulers only."""
     if base is not object or not isinstance(cls, type) or not (
-            issubclass(cls, _optimizer_base()) or issubclass(cls, _lr_scheduler.LRScheduler)):
+            issubclass(cls, Optimizer) or issubclass(cls, _lr_scheduler.LRScheduler)):
         raise MXNetError("unexpected object reconstruction of %r in a states pickle" % (cls,))
     return copyreg._reconstructor(cls, base, state)
 
@@ -136,14 +132,13 @@ def _allowed_global(module, name):
         return NDArray
     if module in ("mxnet.lr_scheduler", _lr_scheduler.__name__):
         return _SCHEDULERS.get(name)
-    base = _optimizer_base()
     if module in ("mxnet.optimizer.optimizer", "mxnet.optimizer", _OWN_OPTIMIZER_MODULE,
                   "lightmod.optimizer"):
         own = getattr(__import__(_OWN_OPTIMIZER_MODULE, fromlist=[name]), name, None)
-        if isinstance(own, type) and issubclass(own, base):
+        if isinstance(own, type) and issubclass(own, Optimizer):
             return own
     # optimizers registered by the user, named by their own module path
-    for klass in list(base.opt_registry.values()):
+    for klass in list(Optimizer.opt_registry.values()):
         if klass.__module__ == module and klass.__qualname__ == name:
             return klass
     return None
@@ -203,7 +198,7 @@ def loads_states(data, where="Updater.set_states"):
                          "pickle): %s: %s" % (where, type(err).__name__, err)) from None
     if isinstance(loaded, tuple) and len(loaded) == 2:
         states, optimizer = loaded
-        if not isinstance(optimizer, _optimizer_base()):
+        if not isinstance(optimizer, Optimizer):
             raise MXNetError("%s: the pickle pairs the states with a %s, not an Optimizer"
                              % (where, type(optimizer).__name__))
         return _check_states(states, where), optimizer

@@ -22,9 +22,12 @@ differ only in how they project the input and the hidden state (FullyConnected o
 import warnings
 from contextlib import contextmanager
 
+import numpy as np
+
 from .. import initializer as init
 from .. import ndarray, symbol
 from ..base import numeric_types, string_types
+from ..operator.rnn_op import GATE_NAMES, packed_input_size, packed_pieces, param_size
 
 __all__ = ["RNNParams", "BaseRNNCell", "RNNCell", "LSTMCell", "GRUCell", "FusedRNNCell",
            "SequentialRNNCell", "DropoutCell", "ModifierCell", "ZoneoutCell", "ResidualCell",
@@ -235,7 +238,7 @@ class _LSTMRule:
     """Gates i, f, o (sigmoid) and the candidate c (the cell's activation) are the four slices
     of ``i2h + h2h``; ``c' = f*c + i*candidate`` and ``h' = o * act(c')``."""
 
-    _gate_names = ("_i", "_f", "_c", "_o")
+    _gate_names = GATE_NAMES["lstm"]
     _state_count = 2
     _gate_axis = None  # the axis the slices are cut along (None: the operator's default)
 
@@ -257,7 +260,7 @@ class _GRURule:
     """cuDNN's GRU: reset and update gates from the first two slices of i2h and h2h; the reset
     gate scales the hidden projection inside the candidate; ``h' = (1-z)*candidate + z*h``."""
 
-    _gate_names = ("_r", "_z", "_o")
+    _gate_names = GATE_NAMES["gru"]
     _state_count = 1
 
     def _combine(self, i2h, h2h, states, name):
@@ -354,8 +357,6 @@ class GRUCell(_GRURule, _DenseStep):
         super().__init__(num_hidden, prefix, params)
 
 
-_FUSED_GATES = {"rnn_relu": ("",), "rnn_tanh": ("",), "lstm": _LSTMRule._gate_names,
-                "gru": _GRURule._gate_names}
 
 
 class FusedRNNCell(BaseRNNCell):
@@ -390,56 +391,26 @@ class FusedRNNCell(BaseRNNCell):
 
     @property
     def _gate_names(self):
-        return list(_FUSED_GATES[self._mode])
-
-    def _packed_layout(self, num_input):
-        """``(name, shape)`` of every piece of the packed vector, in storage order: first all
-        weight matrices (layer by layer, direction by direction, the i2h gates then the h2h
-        gates), then all bias vectors in the same order."""
-        hidden, gates = self._num_hidden, self._gate_names
-        weights, biases = [], []
-        for layer in range(self._num_layers):
-            width = num_input if layer == 0 else len(self._directions) * hidden
-            for direction in self._directions:
-                for group, columns in (("i2h", width), ("h2h", hidden)):
-                    for gate in gates:
-                        stem = "%s%s%d_%s%s" % (self._prefix, direction, layer, group, gate)
-                        weights.append((stem + "_weight", (hidden, columns)))
-                        biases.append((stem + "_bias", (hidden,)))
-        return weights + biases
-
-    def _packed_size(self, num_input):
-        """Length of the packed vector: per layer, each (direction, gate) has ``num_hidden``
-        rows of input weights, recurrent weights and two biases."""
-        hidden = self._num_hidden
-        directions = len(self._directions)
-
-        def row(width):
-            return width + hidden + 2
-
-        return directions * len(self._gate_names) * hidden * (
-            row(num_input) + (self._num_layers - 1) * row(directions * hidden))
+        return list(GATE_NAMES[self._mode])
 
     def _views(self, packed, num_input):
-        """Views into ``packed`` named by ``_packed_layout``."""
-        views, offset = {}, 0
-        for name, shape in self._packed_layout(num_input):
-            count = shape[0] * shape[1] if len(shape) == 2 else shape[0]
-            piece = packed[offset:offset + count]
-            views[name] = piece.reshape(shape) if len(shape) == 2 else piece
-            offset += count
-        _require(offset == packed.size, "Invalid parameters size for FusedRNNCell: %d values "
-                                        "for %d expected" % (packed.size, offset))
+        """Views into ``packed``, one per gate piece, named as ``unpack_weights`` names them."""
+        expected = param_size(self._mode, self._num_layers, self._bidirectional, num_input,
+                              self._num_hidden)
+        _require(expected == packed.size, "Invalid parameters size for FusedRNNCell: %d values "
+                                          "for %d expected" % (packed.size, expected))
+        views = {}
+        for name, offset, shape in packed_pieces(self._mode, self._num_layers,
+                                                 self._bidirectional, num_input, self._num_hidden):
+            piece = packed[offset:offset + int(np.prod(shape))]
+            views[self._prefix + name] = piece.reshape(shape) if len(shape) == 2 else piece
         return views
 
     def unpack_weights(self, args):
         args = args.copy()
         packed = args.pop(self._parameter.name)
-        hidden = self._num_hidden
-        directions = len(self._directions)
-        # invert _packed_size for the input width
-        rows = packed.size // (directions * len(self._gate_names) * hidden)
-        num_input = rows - (self._num_layers - 1) * (directions * hidden + hidden + 2) - hidden - 2
+        num_input = packed_input_size(self._mode, self._num_layers, self._bidirectional,
+                                      self._num_hidden, packed.size)
         args.update((name, view.copy()) for name, view in self._views(packed, num_input).items())
         return args
 
@@ -447,8 +418,9 @@ class FusedRNNCell(BaseRNNCell):
         args = args.copy()
         first = args["%sl0_i2h%s_weight" % (self._prefix, self._gate_names[0])]
         num_input = first.shape[1]
-        packed = ndarray.zeros((self._packed_size(num_input),), ctx=first.context,
-                               dtype=first.dtype)
+        size = param_size(self._mode, self._num_layers, self._bidirectional, num_input,
+                          self._num_hidden)
+        packed = ndarray.zeros((size,), ctx=first.context, dtype=first.dtype)
         for name, view in self._views(packed, num_input).items():
             view[:] = args.pop(name)
         args[self._parameter.name] = packed

@@ -6,9 +6,10 @@
 operators; ``sym._internal`` and ``sym.op`` hold every operator name, underscore ones included.
 """
 from .symbol import (Symbol, var, Variable, Group, load, load_json, pow, power,  # noqa: F401
-                     maximum, minimum, hypot, zeros, ones, full, NotImplementedForSymbol)
+                     maximum, minimum, hypot, zeros, ones, full, NotImplementedForSymbol,
+                     histogram)
 from . import register  # noqa: F401
-from . import contrib, _internal, op, random, linalg, sparse  # noqa: F401
+from . import contrib, _internal, op, random, linalg, sparse, image  # noqa: F401
 from ..operator.frontend import namespace_hooks as _namespace_hooks
 from .register import find_function as _find_function
 

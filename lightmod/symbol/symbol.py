@@ -26,6 +26,7 @@ from ._json import HIDDEN_KEYS
 
 __all__ = ["Symbol", "var", "Variable", "Group", "load", "load_json", "pow", "power",
            "maximum", "minimum", "hypot", "zeros", "ones", "full", "NotImplementedForSymbol",
+           "histogram",
            "create_op_symbol"]
 
 _STORAGE_TYPE_STR_TO_ID = {"undefined": -1, "default": 0, "row_sparse": 1, "csr": 2}
@@ -913,6 +914,18 @@ def full(shape, val, dtype=None, **kwargs):
     if dtype is None:
         dtype = np.float32
     return _op_call("_full", shape=shape, dtype=dtype, value=float(val), **kwargs)
+
+
+def histogram(a, bins=10, range=None, **kwargs):  # noqa: A002 (MXNet's argument name)
+    """(counts, bin edges) of the flattened ``a`` (``_histogram``): ``bins`` equal bins over
+    ``range`` (required here), or the bins between the edges in the Symbol ``bins``."""
+    if isinstance(bins, Symbol):
+        return _op_call("_histogram", data=a, bins=bins, **kwargs)
+    if isinstance(bins, (int, np.integer)) and not isinstance(bins, bool):
+        if range is None:
+            raise ValueError("null range is not supported in symbol mode")
+        return _op_call("_histogram", data=a, bin_cnt=int(bins), range=range, **kwargs)
+    raise ValueError("bins argument should be either an integer or a Symbol")
 
 
 def _without_amp_casts(text):

@@ -34,6 +34,13 @@ forward_train : bool
     Run forward with is_train=True in the gradient checks (default True).
 finite : bool
     Whether outputs must be finite.
+dtype : str
+    The dtype of the first input when the operator takes only that one (quantize: float32).
+shapes : f(data_shape, p) -> {input name: shape}
+    Shapes of inputs that neither inference nor the data shape imply.
+drawn_shapes : {input name: f(data_shape) -> strategy of a shape}
+    Shapes drawn for inputs that inference cannot imply and that differ from the data's (the
+    ROIs of region operators).
 """
 import numpy as np
 from hypothesis import strategies as st
@@ -46,12 +53,15 @@ class Hint:
 
     def __init__(self, ndims=None, max_side=4, params=None, broadcast=False,
                  values=None, no_grad_inputs=(), no_grad=None, random=None,
-                 fix_attrs=None, tol=(1e-5, 1e-8), forward_train=True, finite=True):
+                 fix_attrs=None, tol=(1e-5, 1e-8), forward_train=True, finite=True,
+                 dtype=None, shapes=None, drawn_shapes=None):
         self.ndims = ndims
+        self.drawn_shapes = drawn_shapes or {}
         self.max_side = max_side
         self.params = params or {}
         self.broadcast = broadcast
         self.values = values or {}
+        self.dtype, self.shapes = dtype, shapes         # what the data shape cannot say
         self.no_grad_inputs = tuple(no_grad_inputs)
         self.no_grad = no_grad
         self.random = random
@@ -107,11 +117,66 @@ def _indices_below(count, offset=0):
     return make
 
 
+def _nd_indices(full_shape):
+    """Index rows (m, ...) within the first m dims of ``full_shape(p, shapes)``, some of them
+    negative (gather_nd and scatter_nd count those from the end)."""
+    def make(rng, shape, p, shapes):
+        dims = full_shape(p, shapes)
+        rows = [rng.integers(-dims[m], dims[m], shape[1:]) for m in range(min(shape[0], len(dims)))]
+        return np.stack(rows).astype(np.float64) if rows else np.zeros(shape)
+    return make
+
+
 def _class_labels(rng, shape, p, shapes):
     data = shapes["data"]
     classes = data[1] if (p.get("multi_output") or p.get("preserve_shape") is False
                           and len(data) > 2 and p.get("multi_output")) else data[-1]
     return rng.integers(0, classes, shape).astype(np.float64)
+
+
+def _sequence_lengths(rng, shape, p, shapes):
+    """Lengths in 1 .. the number of steps (data's axis ``p.axis``)."""
+    steps = shapes["data"][p.axis]
+    return rng.integers(1, steps + 1, shape).astype(np.float64)
+
+
+def _rois(rng, shape, p, shapes):
+    """Regions inside the image: (batch index, x1, y1, x2, y2), or (batch index, centre x,
+    centre y, width, height, degrees) for six columns; the image is the feature map divided by
+    spatial_scale."""
+    n, _, h, w = shapes["data"]
+    size = np.array([w, h]) / p.spatial_scale
+    batch = rng.integers(0, n, (shape[0], 1))
+    if shape[1] == 6:
+        centre = rng.uniform(0.2, 0.8, (shape[0], 2)) * size
+        extent = rng.uniform(0.2, 0.9, (shape[0], 2)) * size
+        return np.hstack([batch, centre, extent, rng.uniform(0, 180, (shape[0], 1))])
+    corners = np.sort(rng.uniform(0, 1, (shape[0], 2, 2)), axis=1) * size
+    return np.hstack([batch, corners[:, 0], corners[:, 1]])
+
+
+def _image_info(rng, shape, p, shapes):
+    """(height, width, scale) rows of images that fill the score map at feature_stride."""
+    _, _, h, w = shapes["cls_prob"]
+    sizes = np.array([h, w]) * p.feature_stride * rng.uniform(0.6, 1.0, (shape[0], 2))
+    return np.hstack([sizes, rng.uniform(0.5, 1.0, (shape[0], 1))])
+
+
+_ONE_ANCHOR = {"scales": lambda ndim, shape: st.just((2.0,)),
+               "ratios": lambda ndim, shape: st.just((1.0,))}
+_NOT_DIFFERENTIABLE = ("proposals are sorted and suppressed, so MXNet defines their inputs' "
+                       "gradients as zero")
+
+
+def _roi_shape(width):
+    return lambda data_shape: st.tuples(st.integers(1, 3), st.just(width))
+
+
+def _psroi_sizes(draw, op, ndim, data_shape):
+    """group_size^2 must divide the channels: output_dim = channels / group_size^2."""
+    channels = data_shape[1]
+    group = draw(st.sampled_from([g for g in (1, 2) if channels % (g * g) == 0]))
+    return {"pooled_size": group, "output_dim": channels // (group * group)}
 
 
 def _booleans(rng, shape, p, shapes):
@@ -212,6 +277,63 @@ def _multi_update_counts(draw, op, ndim, data_shape):
     return attrs
 
 
+def _spd_matrices(rng, shape, p, shapes):
+    """Symmetric positive-definite matrices on the last two axes."""
+    x = rng.uniform(-1, 1, shape)
+    n = shape[-1]
+    return x @ np.swapaxes(x, -1, -2) + n * np.eye(n)
+
+
+_ONE_TRIANGLE = ("it reads one triangle of a symmetric input while its gradient (MXNet's) is "
+                 "symmetric, so single-entry finite differences do not apply; "
+                 "tests/test_op_linalg.py checks it along symmetric perturbations")
+
+
+def _ranges(rng, shapes, p):
+    return {"min_range": -rng.uniform(0.5, 2.0, (1,)), "max_range": rng.uniform(0.5, 2.0, (1,))}
+
+
+def _codes(rng, shapes, p):
+    return dict(_ranges(rng, shapes, p), data=rng.integers(-128, 128, shapes["data"]))
+
+
+def _ctc_shapes(data_shape, p):
+    """A label at most half as long as the sequence (+1), so that every label fits."""
+    return {"label": (data_shape[1], max(1, (data_shape[0] + 1) // 2))}
+
+
+def _ctc_inputs(rng, shapes, p):
+    """Labels (symbols other than the blank, padded) that fit their sequence lengths."""
+    frames, batch, alphabet = shapes["data"]
+    width = shapes["label"][1]
+    first = p.blank_label == "first"
+    symbols = np.arange(1, alphabet) if first else np.arange(0, alphabet - 1)
+    label = np.full((batch, width), 0 if first else -1, dtype=np.float64)
+    data_lengths = rng.integers(1, frames + 1, batch) if p.use_data_lengths else np.full(batch, frames)
+    label_lengths = np.zeros(batch)
+    for b in range(batch):
+        longest = min(width, (int(data_lengths[b]) + 1) // 2) if symbols.size else 0
+        n = int(rng.integers(0, longest + 1))
+        label[b, :n] = rng.choice(symbols, n) if n else []
+        label_lengths[b] = n
+    out = {"label": label}
+    if p.use_data_lengths:
+        out["data_lengths"] = data_lengths.astype(np.float64)
+    if p.use_label_lengths:
+        out["label_lengths"] = label_lengths
+    return out
+def _split_points(draw, op, ndim, data_shape):
+    """A split axis and increasing split points within it (split_v2 and _split_v2)."""
+    axis = draw(st.integers(0, ndim - 1))
+    n = data_shape[axis]
+    points = tuple(sorted(draw(st.sets(st.integers(1, max(n - 1, 1)), max_size=2))))
+    if n == 1:
+        points = ()
+    if op.name == "split_v2":
+        return {"axis": axis, "indices_or_sections": points or 1}
+    return {"axis": axis, "indices": (0,) + points, "sections": 0}
+
+
 HINTS = {
     # Data must be NC + 1..3 spatial dims; the kernel strategy follows the rank.
     "Convolution": Hint(ndims=(3, 4)),
@@ -278,6 +400,22 @@ HINTS = {
     "pick": Hint(ndims=(2, 4), values={"index": _indices_below(
         lambda p, s: s["data"][p.axis if p.axis is not None else -1])},
         no_grad_inputs=("index",)),
+    # one index per row of 2-D data
+    "batch_take": Hint(ndims=(2, 2), values={"indices": _indices_below(lambda p, s: s["a"][1])},
+                       no_grad_inputs=("indices",)),
+    "choose_element_0index": Hint(ndims=(2, 2), values={"rhs": _indices_below(
+        lambda p, s: s["lhs"][1])}, no_grad_inputs=("rhs",)),
+    "fill_element_0index": Hint(ndims=(2, 2), values={"rhs": _indices_below(
+        lambda p, s: s["lhs"][1])}, no_grad_inputs=("rhs",)),
+    "gather_nd": Hint(values={"indices": _nd_indices(lambda p, s: s["data"])},
+                      no_grad_inputs=("indices",)),
+    "split_v2": Hint(ndims=(1, 3), fix_attrs=_split_points),
+    "_split_v2": Hint(ndims=(1, 3), fix_attrs=_split_points),
+    # NCHW data whose channels (depth_to_space) or sides (space_to_depth) the block divides
+    "depth_to_space": Hint(ndims=(4, 4), params={"block_size": lambda n, s: st.sampled_from(
+        [b for b in (1, 2) if s[1] % (b * b) == 0])}),
+    "space_to_depth": Hint(ndims=(4, 4), params={"block_size": lambda n, s: st.sampled_from(
+        [b for b in (1, 2) if s[2] % b == 0 and s[3] % b == 0])}),
     "SoftmaxOutput": Hint(values={"label": _class_labels}, no_grad_inputs=("label",)),
     "softmax_cross_entropy": Hint(ndims=(2, 2), values={"label": _indices_below(
         lambda p, s: s["data"][1])}, no_grad_inputs=("label",)),
@@ -314,7 +452,60 @@ HINTS = {
     # k at most the smallest dim, whatever the axis: MXNet rejects a larger k when inferring
     # shapes, lightmod (for ret_typ='mask') only in forward -- pinned by an xfail test
     "topk": Hint(params={"k": lambda ndim, shape: st.integers(1, min(shape))}),
+    # linalg: Cholesky and eigendecomposition need symmetric positive-definite matrices, the
+    # logarithm of the diagonal positive entries
+    "_linalg_potrf": Hint(ndims=(2, 4), values={"A": _spd_matrices}, no_grad=_ONE_TRIANGLE),
+    "_linalg_syevd": Hint(ndims=(2, 4), values={"A": _spd_matrices}, no_grad=_ONE_TRIANGLE),
+    "_linalg_sumlogdiag": Hint(ndims=(2, 4), values={"A": _positive}),
+    # quantization: float32 data (int8 codes) and a range around zero
+    "_contrib_quantize": Hint(dtype="float32", values={"*": _ranges}),
+    "_contrib_dequantize": Hint(dtype="int8", values={"*": _codes}),
+    # the keys (another sequence length) are not implied by the queries
+    "_contrib_interleaved_matmul_encdec_qk": Hint(
+        ndims=(3, 3), params={"heads": lambda n, s: st.sampled_from([1, 2])},
+        shapes=lambda s, p: {"keys_values": (s[0] + 1, s[1], 2 * s[2])}),
+    "ctc_loss": Hint(ndims=(3, 3), shapes=_ctc_shapes, values={"*": _ctc_inputs},
+                     no_grad_inputs=("label", "data_lengths", "label_lengths"), tol=(1e-4, 1e-7)),
 }
+
+# --- sequence, spatial and detection operators (operator/sequence.py, spatial.py, detection.py)
+HINTS.update({
+    "BatchNorm_v1": Hint(ndims=(2, 4), tol=(1e-4, 1e-7), values={"moving_var": _positive}),
+    "GroupNorm": Hint(ndims=(2, 4), tol=(1e-4, 1e-7)),
+    "_image_normalize": Hint(ndims=(3, 4)),
+    # lengths are counts of steps: 1 .. the time axis' size
+    "SequenceMask": Hint(ndims=(2, 4), values={"sequence_length": _sequence_lengths},
+                         no_grad_inputs=("sequence_length",)),
+    "SequenceReverse": Hint(ndims=(2, 4), values={"sequence_length": _sequence_lengths},
+                            no_grad_inputs=("sequence_length",)),
+    "SequenceLast": Hint(ndims=(2, 4), values={"sequence_length": _sequence_lengths},
+                         no_grad_inputs=("sequence_length",)),
+    "_contrib_BilinearResize2D": Hint(ndims=(4, 4)),
+    "_contrib_AdaptiveAvgPooling2D": Hint(ndims=(4, 4)),
+    # affine takes (N, 6) matrices, warp (N, 2, H, W) flows: the drawn data shape picks
+    "GridGenerator": Hint(ndims=(2, 4), max_side=6, params={
+        "transform_type": lambda ndim, shape: st.just("affine" if ndim == 2 else "warp"),
+        "target_shape": lambda ndim, shape: st.tuples(st.integers(2, 3), st.integers(2, 3))}),
+    "BilinearSampler": Hint(ndims=(4, 4), values={"grid": _inside_unit}),
+    "SpatialTransformer": Hint(ndims=(4, 4), values={"loc": _inside_unit}, params={
+        "target_shape": lambda ndim, shape: st.tuples(st.integers(1, 3), st.integers(1, 3))}),
+    "Correlation": Hint(ndims=(4, 4), tol=(1e-4, 1e-7)),
+    "ROIPooling": Hint(ndims=(4, 4), drawn_shapes={"rois": _roi_shape(5)}, values={"rois": _rois},
+                       no_grad_inputs=("rois",)),
+    "_contrib_PSROIPooling": Hint(ndims=(4, 4), drawn_shapes={"rois": _roi_shape(5)},
+                                  values={"rois": _rois}, no_grad_inputs=("rois",),
+                                  fix_attrs=_psroi_sizes),
+    "_contrib_RROIAlign": Hint(ndims=(4, 4), drawn_shapes={"rois": _roi_shape(6)},
+                               values={"rois": _rois}, no_grad_inputs=("rois",)),
+    # one anchor per cell keeps cls_prob's channels (2 per anchor) small
+    "_contrib_Proposal": Hint(ndims=(4, 4), params=_ONE_ANCHOR, values={"im_info": _image_info},
+                              no_grad=_NOT_DIFFERENTIABLE),
+    "_contrib_MultiProposal": Hint(ndims=(4, 4), params=_ONE_ANCHOR,
+                                   values={"im_info": _image_info}, no_grad=_NOT_DIFFERENTIABLE),
+    # offsets small enough to keep most taps inside; 2-D only
+    "_contrib_DeformableConvolution": Hint(ndims=(4, 4), tol=(1e-4, 1e-7),
+                                           values={"offset": _inside_unit}),
+})
 
 # every broadcast_* binary op: the second operand broadcasts against the first
 for _name in ("add", "sub", "mul", "div", "maximum", "minimum", "hypot", "equal",
@@ -328,3 +519,40 @@ for _name in ("multi_sgd_update", "multi_sgd_mom_update", "multi_mp_sgd_update",
               "preloaded_multi_sgd_mom_update", "preloaded_multi_mp_sgd_update",
               "preloaded_multi_mp_sgd_mom_update"):
     HINTS[_name] = Hint(fix_attrs=_multi_update_counts)
+
+# the random family (operator/random_ops.py): outputs are random, so only shapes are compared;
+# parameters and parameter arrays are drawn inside each law's domain
+_SAMPLED = "the operator draws random numbers"
+
+
+def _unit_probability(rng, shape, p, shapes):
+    """Success probabilities in [0.2, 1]."""
+    return rng.uniform(0.2, 1.0, shape)
+
+
+def _nonpositive(rng, shape, p, shapes):
+    return -rng.uniform(0.0, 1.0, shape)
+
+
+_DOMAINS = {   # distribution -> (attribute strategies, input value makers)
+    "uniform": ({"low": lambda n, s: st.floats(-1.0, 0.0), "high": lambda n, s: st.floats(0.0, 1.0)},
+                {"low": _nonpositive, "high": _positive}),
+    "normal": ({}, {"mu": _off_zero, "sigma": _positive}),
+    "gamma": ({}, {"alpha": _positive, "beta": _positive}),
+    "exponential": ({}, {"lam": _positive}),
+    "poisson": ({}, {"lam": _positive}),
+    "negative_binomial": ({"p": lambda n, s: st.floats(0.2, 1.0)},
+                          {"k": _positive, "p": _unit_probability}),
+    "generalized_negative_binomial": ({}, {"mu": _positive, "alpha": _positive}),
+}
+for _name, (_attrs, _values) in _DOMAINS.items():
+    HINTS["_random_" + _name] = Hint(random=_SAMPLED, params=_attrs)
+    HINTS["_random_%s_like" % _name] = Hint(random=_SAMPLED, params=_attrs)
+    HINTS["_sample_" + _name] = Hint(random=_SAMPLED, values=_values)
+HINTS["_random_randint"] = Hint(random=_SAMPLED, params={
+    "low": lambda n, s: st.integers(-3, 0), "high": lambda n, s: st.integers(1, 4)})
+HINTS["_sample_multinomial"] = Hint(random=_SAMPLED, values={"data": _positive})
+HINTS["_shuffle"] = Hint(random=_SAMPLED)
+# shape is (batch, samples per row): samples per row (at most max_side) within range_max
+HINTS["_sample_unique_zipfian"] = Hint(random=_SAMPLED, ndims=(2, 2), params={
+    "range_max": lambda n, s: st.integers(4, 10)})

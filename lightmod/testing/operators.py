@@ -257,6 +257,7 @@ def op_cases(draw, op_name, dtype="float64", max_input_size=MAX_INPUT_SIZE, data
     op = _reg.get(op_name)
     op_name = op.name
     hint = HINTS.get(op_name, _DEFAULT_HINT)
+    dtype = hint.dtype or dtype
     if data_shape is None:
         ndims = hint.ndims or (1, 4)
         ndim = draw(st.integers(*ndims))
@@ -296,11 +297,17 @@ def op_cases(draw, op_name, dtype="float64", max_input_size=MAX_INPUT_SIZE, data
     shapes = [None] * len(names)
     if names:
         shapes[0] = data_shape
+    if hint.shapes is not None:
+        implied = hint.shapes(data_shape, p)
+        shapes = [implied.get(n, s) for n, s in zip(names, shapes)]
     inferred = _infer(op, p, shapes)
     assume(inferred is not None)
     shapes, _ = inferred
     for i, shape in enumerate(shapes):
         if shape is None or not _reg.shape_is_known(shape):
+            if names[i] in hint.drawn_shapes:   # a shape the hint draws from the data's
+                shapes[i] = tuple(draw(hint.drawn_shapes[names[i]](data_shape)))
+                continue
             # not implied by the others: the same shape as the data, or one broadcasting to it
             shapes[i] = _broadcast_variant(draw, data_shape) if hint.broadcast else data_shape
     inferred = _infer(op, p, shapes)

@@ -38,8 +38,9 @@ CPU, GPU = mx.cpu(0), mx.gpu(0)
 # ---------------------------------------------------------------------------------------------
 class In:
     """One input: ``kind`` is 'signed' (uniform in [-1, 1]), 'positive' ([0.5, 1.5]),
-    'index' (integers in [0, high) stored as float32), 'mask' (0/1), 'half' (float16) or
-    'above_one' ([1.2, 2.5])."""
+    'index' (integers in [0, high) stored as float32), 'mask' (0/1), 'half' (float16),
+    'above_one' ([1.2, 2.5]), 'unit' ([0.2, 1], probabilities), 'spd' (symmetric
+    positive-definite matrices on the last two axes) or 'codes' (int8 integers)."""
 
     def __init__(self, shape, kind="signed", high=None):
         self.shape, self.kind, self.high = tuple(shape), kind, high
@@ -53,6 +54,14 @@ class In:
             return rng.uniform(0.5, 1.5, self.shape).astype(np.float32)
         if self.kind == "above_one":
             return rng.uniform(1.2, 2.5, self.shape).astype(np.float32)
+        if self.kind == "spd":
+            x = rng.uniform(-1, 1, self.shape)
+            n = self.shape[-1]
+            return (x @ np.swapaxes(x, -1, -2) + n * np.eye(n)).astype(np.float32)
+        if self.kind == "codes":
+            return rng.integers(-128, 128, self.shape).astype(np.int8)
+        if self.kind == "unit":
+            return rng.uniform(0.2, 1.0, self.shape).astype(np.float32)
         values = rng.uniform(-1, 1, self.shape)
         return values.astype(np.float16 if self.kind == "half" else np.float32)
 
@@ -199,7 +208,148 @@ CASES = {
     "tile": [({"reps": (2, 1)}, [S(2, 3)])],
     "topk": [({"axis": 1, "k": 2, "ret_typ": "both"}, [S(2, 3)])],
     "where": [({}, [In((2, 3), "mask"), S(2, 3), S(2, 3)])],
+    # linalg: matrices on the last two axes
+    "_linalg_gemm": [({"alpha": 0.5, "beta": 2.0}, [S(2, 3), S(3, 2), S(2, 2)]),
+                     ({"transpose_b": True, "axis": -3}, [S(3, 2, 4), S(5, 2, 4), S(3, 2, 5)])],
+    "_linalg_gemm2": [({"alpha": 2.0, "transpose_a": True}, [S(2, 3, 2), S(2, 3, 4)])],
+    "_linalg_syrk": [({"alpha": 0.5}, [S(2, 2, 3)]), ({"transpose": True}, [S(2, 3)])],
+    "_linalg_trmm": [({"rightside": True, "lower": False, "alpha": 1.5}, [S(2, 3, 3), S(2, 2, 3)])],
+    "_linalg_trsm": [({"transpose": True, "alpha": 0.5}, [In((2, 3, 3), "above_one"),
+                                                         S(2, 3, 2)])],
+    "_linalg_potrf": [({}, [In((2, 3, 3), "spd")]), ({"lower": False}, [In((3, 3), "spd")])],
+    "_linalg_potri": [({}, [In((2, 3, 3), "above_one")])],
+    "_linalg_sumlogdiag": [({}, [P(2, 3, 3)])],
+    "_linalg_gelqf": [({}, [S(2, 2, 3)])],
+    "_linalg_syevd": [({}, [In((2, 3, 3), "spd")])],
+    "_linalg_inverse": [({}, [In((2, 3, 3), "spd")])],
+    "_linalg_det": [({}, [S(2, 3, 3)])],
+    "_linalg_slogdet": [({}, [S(2, 3, 3)])],
+    "_linalg_extractdiag": [({"offset": 1}, [S(2, 3, 3)])],
+    "_linalg_makediag": [({"offset": -1}, [S(2, 3)])],
+    "_linalg_extracttrian": [({"lower": False}, [S(2, 3, 3)])],
+    "_linalg_maketrian": [({"offset": 1}, [S(2, 6)])],
+    # contrib
+    "_contrib_quadratic": [({"a": 0.5, "b": -1.0, "c": 2.0}, [S(2, 3)])],
+    "_contrib_quantize": [({"out_type": "int8"}, [S(2, 3), P(1), P(1)]),
+                          ({"out_type": "uint8"}, [S(2, 3), P(1), P(1)])],
+    "_contrib_dequantize": [({}, [In((2, 3), "codes"), P(1), P(1)])],
+    "_contrib_interleaved_matmul_selfatt_qk": [({"heads": 2}, [S(3, 2, 12)])],
+    "_contrib_interleaved_matmul_selfatt_valatt": [({"heads": 2}, [S(3, 2, 12), S(4, 3, 3)])],
+    "_contrib_interleaved_matmul_encdec_qk": [({"heads": 2}, [S(3, 2, 4), S(5, 2, 8)])],
+    "_contrib_interleaved_matmul_encdec_valatt": [({"heads": 2}, [S(5, 2, 8), S(4, 3, 5)])],
+    "ctc_loss": [({}, [S(6, 2, 5), Idx(5, 2, 3)]),
+                 ({"blank_label": "last", "use_data_lengths": True},
+                  [S(6, 2, 5), Idx(4, 2, 2), In((2,), "index", 7)])],
+    # operators added for MXNet's operator breadth
+    "_arange": [({"start": 1.5, "stop": 9, "step": 1.5, "repeat": 2}, []),
+                ({"start": 1.3, "stop": 20, "step": 1.3, "dtype": "int32"}, [])],
+    "_contrib_arange_like": [({"start": 1.5, "step": 0.5}, [S(2, 3)]),
+                             ({"axis": 0, "repeat": 2}, [S(3, 2)])],
+    "_eye": [({"N": 3, "M": 4, "k": 1}, []), ({"N": 4, "k": -2}, [])],
+    "_linspace": [({"start": -2.5, "stop": 7.0, "num": 5}, []),
+                  ({"start": 0, "stop": 3.0, "num": 4, "endpoint": False}, [])],
+    "_slice_assign": [({"begin": (0, 1), "end": (2, None), "step": (1, 2)}, [S(2, 4), S(2, 2)])],
+    "_slice_assign_scalar": [({"begin": (1,), "end": (2,), "scalar": 3.5}, [S(2, 3)])],
+    "_split_v2": [({"indices": (0, 1), "axis": 1}, [S(2, 3)])],
+    "_histogram": [({"bin_cnt": 4, "range": (-0.5, 0.5)}, [S(3, 5)]),
+                   ({}, [S(3, 5), In((3,), "index", 1)])],
+    "_ravel_multi_index": [({"shape": (3, 4)}, [Idx(3, 2, 5)]), ({"shape": (-1, 4)}, [Idx(3, 2, 5)])],
+    "_unravel_index": [({"shape": (3, 4)}, [Idx(12, 5)]), ({"shape": (-1, 2, 2)}, [Idx(12, 5)])],
+    "all_finite": [({}, [S(2, 3)])],
+    "gather_nd": [({}, [S(3, 4, 2), Idx(3, 2, 5)])],
+    # one index: repeated indices keep an unspecified one of their values on a GPU
+    "scatter_nd": [({"shape": (3, 4, 2)}, [S(1, 2), Idx(3, 2, 1)])],
+    "batch_take": [({}, [S(3, 4), Idx(4, 3)])],
+    "choose_element_0index": [({}, [S(3, 4), Idx(4, 3)])],
+    "depth_to_space": [({"block_size": 2}, [S(1, 8, 2, 3)])],
+    "diag": [({"k": 1}, [S(3, 4)]), ({"k": -1}, [S(3)]), ({"axis1": 2, "axis2": 0}, [S(2, 3, 4)])],
+    "fill_element_0index": [({}, [S(3, 4), S(3), Idx(4, 3)])],
+    "hard_sigmoid": [({"alpha": 0.4, "beta": 0.3}, [S(2, 3)])],
+    "moments": [({"axes": (0, 2), "keepdims": True}, [S(2, 3, 2)])],
+    "multi_all_finite": [({"num_arrays": 2}, [S(2, 3), S(4)])],
+    "slice_like": [({"axes": (1,)}, [S(2, 4), S(1, 3)])],
+    "space_to_depth": [({"block_size": 2}, [S(1, 2, 4, 2)])],
+    "split_v2": [({"indices_or_sections": (1, 2), "axis": 1}, [S(2, 3)])],
+    # the random family: parameters inside each law's domain (seeded alike, both devices draw
+    # the same numbers)
+    "_random_uniform": [({"low": -1.0, "high": 2.0, "shape": (2, 3)}, [])],
+    "_random_normal": [({"loc": 1.0, "scale": 2.0, "shape": (2, 3)}, [])],
+    "_random_gamma": [({"alpha": 2.0, "beta": 0.5, "shape": (2, 3)}, [])],
+    "_random_exponential": [({"lam": 2.0, "shape": (2, 3)}, [])],
+    "_random_poisson": [({"lam": 3.0, "shape": (2, 3)}, [])],
+    "_random_negative_binomial": [({"k": 3, "p": 0.4, "shape": (2, 3)}, [])],
+    "_random_generalized_negative_binomial": [({"mu": 2.0, "alpha": 0.5, "shape": (2, 3)}, [])],
+    "_random_randint": [({"low": -2, "high": 5, "shape": (2, 3)}, [])],
+    "_sample_uniform": [({"shape": (2,)}, [S(2, 3), In((2, 3), "above_one")])],
+    "_sample_normal": [({"shape": (2,)}, [S(2, 3), P(2, 3)])],
+    "_sample_gamma": [({}, [P(2, 3), P(2, 3)])],
+    "_sample_exponential": [({}, [P(2, 3)])],
+    "_sample_poisson": [({}, [P(2, 3)])],
+    "_sample_negative_binomial": [({}, [P(2, 3), In((2, 3), "unit")])],
+    "_sample_generalized_negative_binomial": [({}, [P(2, 3), P(2, 3)])],
+    "_sample_multinomial": [({"shape": (4,), "get_prob": True}, [P(2, 3)])],
+    "_sample_unique_zipfian": [({"range_max": 50, "shape": (2, 5)}, [])],
+    "im2col": [({"kernel": (2, 2), "stride": (1, 2), "pad": (1, 0)}, [S(1, 2, 3, 4)])],
+    # 2 channels x 2x2 windows, on the 4 x 2 window positions of a 3x4 image
+    "col2im": [({"output_size": (3, 4), "kernel": (2, 2), "stride": (1, 2), "pad": (1, 0)},
+                [S(1, 8, 8)])],
 }
+
+class Fixed(In):
+    """An input with given values (regions of interest)."""
+
+    def __init__(self, values):
+        self.values = np.asarray(values, dtype=np.float32)
+        super().__init__(self.values.shape, "fixed")
+
+    def make(self, rng):
+        return self.values.copy()
+
+
+ROIS = Fixed([[0, 1.2, 0.5, 6.1, 4.4], [1, 0.0, 2.0, 3.3, 7.9], [0, 4.0, 4.0, 4.0, 4.0]])
+ROTATED_ROIS = Fixed([[0, 3.0, 4.0, 4.0, 3.0, 30.0], [1, 5.0, 2.5, 6.0, 2.0, 120.0]])
+
+# sequence, spatial and detection operators, and the normalisations added beside them
+CASES.update({
+    "ROIPooling": [({"pooled_size": (2, 3), "spatial_scale": 0.5}, [S(2, 3, 5, 5), ROIS])],
+    "_contrib_PSROIPooling": [({"spatial_scale": 0.5, "output_dim": 2, "pooled_size": 2},
+                               [S(2, 8, 5, 5), ROIS])],
+    "_contrib_RROIAlign": [({"pooled_size": (2, 2), "spatial_scale": 0.8, "sampling_ratio": 2},
+                            [S(2, 2, 6, 6), ROTATED_ROIS])],
+    "_contrib_Proposal": [({"feature_stride": 4, "scales": (1.0, 2.0), "ratios": (1.0,),
+                           "rpn_post_nms_top_n": 6, "rpn_min_size": 2, "output_score": True},
+                          [P(1, 4, 3, 4), S(1, 8, 3, 4), Fixed([[11.0, 15.0, 1.0]])])],
+    "_contrib_MultiProposal": [({"feature_stride": 4, "scales": (2.0,), "ratios": (0.5, 2.0),
+                                "rpn_pre_nms_top_n": 10, "rpn_post_nms_top_n": 5,
+                                "threshold": 0.5, "rpn_min_size": 1},
+                               [P(2, 4, 3, 3), S(2, 8, 3, 3),
+                                Fixed([[12.0, 12.0, 1.0], [9.0, 11.0, 0.5]])])],
+    "_contrib_DeformableConvolution": [
+        ({"kernel": (3, 3), "num_filter": 2, "pad": (1, 1), "num_deformable_group": 2},
+         [S(2, 4, 4, 3), S(2, 36, 4, 3), None, None]),
+        ({"kernel": (2, 2), "num_filter": 4, "num_group": 2, "stride": (2, 1), "no_bias": True},
+         [S(1, 2, 5, 4), S(1, 8, 2, 3), None])],
+    "BatchNorm_v1": [({"fix_gamma": False}, [S(2, 3, 2), P(3), S(3), S(3), P(3)])],
+    "GroupNorm": [({"num_groups": 2}, [S(2, 4, 3), S(2), S(2)])],
+    "_image_normalize": [({"mean": (0.1, 0.2), "std": (0.5, 2.0)}, [S(2, 2, 3, 2)])],
+    "SequenceMask": [({"use_sequence_length": True, "value": -1.0, "axis": 1},
+                      [S(3, 4, 2), In((3,), "index", 5)])],
+    "SequenceReverse": [({"use_sequence_length": True}, [S(4, 3, 2), In((3,), "index", 5)])],
+    "SequenceLast": [({"use_sequence_length": True}, [S(4, 3, 2), In((3,), "index", 5)]),
+                     ({"axis": 1}, [S(3, 4, 2)])],
+    "_contrib_BilinearResize2D": [({"height": 5, "width": 3}, [S(1, 2, 3, 4)]),
+                                  ({"mode": "like", "align_corners": False},
+                                   [S(1, 2, 3, 4), S(1, 1, 4, 7)])],
+    "_contrib_AdaptiveAvgPooling2D": [({"output_size": (2, 3)}, [S(1, 2, 5, 4)])],
+    "GridGenerator": [({"transform_type": "affine", "target_shape": (3, 4)}, [S(2, 6)]),
+                      ({"transform_type": "warp"}, [S(1, 2, 3, 4)])],
+    "BilinearSampler": [({}, [S(1, 2, 4, 5), In((1, 2, 3, 3), "signed")])],
+    "SpatialTransformer": [({"transform_type": "affine", "sampler_type": "bilinear",
+                             "target_shape": (3, 3)}, [S(2, 1, 4, 4), S(2, 6)])],
+    "Correlation": [({"kernel_size": 3, "max_displacement": 2, "stride2": 2, "pad_size": 2},
+                     [S(1, 2, 5, 4), S(1, 2, 5, 4)]),
+                    ({"is_multiply": False}, [S(2, 1, 4, 4), S(2, 1, 4, 4)])],
+})
 
 
 def default_case(op):
@@ -263,7 +413,8 @@ def _nd_forward(op, attrs, host, ctx):
         attrs["ctx"] = ctx
     arrays = [mx.nd.array(x, ctx=ctx, dtype=x.dtype) for x in host]
     mx.random.seed(7)
-    outs = getattr(mx.nd.op, op.name)(*arrays, **attrs)
+    with ctx:       # operators without inputs or a ctx attribute run on the current context
+        outs = getattr(mx.nd.op, op.name)(*arrays, **attrs)
     outs = outs if isinstance(outs, (list, tuple)) else [outs]
     for o in outs:
         assert o.context == ctx, "%s: output on %s, expected %s" % (op.name, o.context, ctx)
@@ -296,7 +447,7 @@ def test_operator_on_gpu_matches_cpu(name, attrs, inputs):
     heads = [rng.uniform(-1, 1, o.shape).astype(o.dtype) for o in outs_cpu]
     # indices and labels are not differentiable; aux states take no gradient
     aux = set(op.list_aux(p))
-    req = ["null" if arg in aux or (x is not None and x.kind == "index") else "write"
+    req = ["null" if arg in aux or (x is not None and x.kind in ("index", "fixed")) else "write"
            for arg, x in zip(op.list_inputs(p), inputs)]
     grads_cpu = _backward(op, attrs, host, heads, req, "cpu")
     grads_gpu = _backward(op, attrs, host, heads, req, "cuda")

@@ -1,0 +1,350 @@
+"""CPU kernels of the spatial operators; the per-element math is ``kernels/scalar_spatial.py``.
+
+Images are (planes, H, W) views for the per-plane operators (resize, adaptive pooling) and
+(N, C, H, W) for the sampler and Correlation. Gradients that scatter (several outputs read one
+input) loop over independent planes or samples in parallel and add within them; a 'write'
+request zeroes the destination first.
+"""
+from numba import prange
+
+from ..scalar_spatial import (
+    adaptive_window,
+    bilinear_corner,
+    correlation_grads,
+    correlation_value,
+    grid_coordinate,
+    inside,
+    linear_source,
+    normalised,
+    pixel_scale,
+    source_pixel,
+)
+from .jit import parallel_loop
+
+__all__ = ["bilinear_resize", "bilinear_resize_backward", "adaptive_avg_pool",
+           "adaptive_avg_pool_backward", "grid_affine", "grid_affine_backward", "grid_warp",
+           "grid_warp_backward", "bilinear_sample", "bilinear_sample_backward", "correlation",
+           "correlation_backward"]
+
+
+# --- BilinearResize2D ---------------------------------------------------------------------------
+@parallel_loop(cost=4.0)
+def _resize(x, y, align_corners):
+    planes, h, w = x.shape
+    oh, ow = y.shape[1], y.shape[2]
+    for p in prange(planes):
+        for r in range(oh):
+            i0, i1, fy = linear_source(r, h, oh, align_corners)
+            for c in range(ow):
+                j0, j1, fx = linear_source(c, w, ow, align_corners)
+                top = (1.0 - fx) * x[p, i0, j0] + fx * x[p, i0, j1]
+                bottom = (1.0 - fx) * x[p, i1, j0] + fx * x[p, i1, j1]
+                y[p, r, c] = (1.0 - fy) * top + fy * bottom
+
+
+@parallel_loop(cost=4.0)
+def _resize_backward(dy, dx, align_corners):
+    planes, h, w = dx.shape
+    oh, ow = dy.shape[1], dy.shape[2]
+    for p in prange(planes):
+        for r in range(oh):
+            i0, i1, fy = linear_source(r, h, oh, align_corners)
+            for c in range(ow):
+                j0, j1, fx = linear_source(c, w, ow, align_corners)
+                g = dy[p, r, c]
+                dx[p, i0, j0] += (1.0 - fy) * (1.0 - fx) * g
+                dx[p, i0, j1] += (1.0 - fy) * fx * g
+                dx[p, i1, j0] += fy * (1.0 - fx) * g
+                dx[p, i1, j1] += fy * fx * g
+
+
+def bilinear_resize(x, y, align_corners):
+    """y (planes, oh, ow) = x (planes, h, w) resized bilinearly."""
+    _resize(y.size, x, y, bool(align_corners))
+
+
+def bilinear_resize_backward(dy, dx, align_corners, accumulate=False):
+    """dx (planes, h, w) (+)= the resize's gradient for head gradient dy (planes, oh, ow)."""
+    if not accumulate:
+        dx[...] = 0
+    _resize_backward(dy.size, dy, dx, bool(align_corners))
+
+
+# --- AdaptiveAvgPooling2D -----------------------------------------------------------------------
+@parallel_loop(cost=2.0)
+def _adaptive(x, y):
+    planes, h, w = x.shape
+    oh, ow = y.shape[1], y.shape[2]
+    for p in prange(planes):
+        for r in range(oh):
+            r0, r1 = adaptive_window(r, h, oh)
+            for c in range(ow):
+                c0, c1 = adaptive_window(c, w, ow)
+                s = 0.0
+                for i in range(r0, r1):
+                    for j in range(c0, c1):
+                        s += x[p, i, j]
+                y[p, r, c] = s / ((r1 - r0) * (c1 - c0))
+
+
+@parallel_loop(cost=2.0)
+def _adaptive_backward(dy, dx):
+    planes, h, w = dx.shape
+    oh, ow = dy.shape[1], dy.shape[2]
+    for p in prange(planes):
+        for r in range(oh):
+            r0, r1 = adaptive_window(r, h, oh)
+            for c in range(ow):
+                c0, c1 = adaptive_window(c, w, ow)
+                g = dy[p, r, c] / ((r1 - r0) * (c1 - c0))
+                for i in range(r0, r1):
+                    for j in range(c0, c1):
+                        dx[p, i, j] += g
+
+
+def adaptive_avg_pool(x, y):
+    """y (planes, oh, ow) = the mean of every adaptive window of x (planes, h, w)."""
+    _adaptive(x.size, x, y)
+
+
+def adaptive_avg_pool_backward(dy, dx, accumulate=False):
+    if not accumulate:
+        dx[...] = 0
+    _adaptive_backward(dx.size, dy, dx)
+
+
+# --- GridGenerator ------------------------------------------------------------------------------
+@parallel_loop(cost=1.0)
+def _affine(theta, grid):
+    n, _, h, w = grid.shape
+    for s in prange(n):
+        for r in range(h):
+            yt = grid_coordinate(r, h)
+            for c in range(w):
+                xt = grid_coordinate(c, w)
+                grid[s, 0, r, c] = theta[s, 0] * xt + theta[s, 1] * yt + theta[s, 2]
+                grid[s, 1, r, c] = theta[s, 3] * xt + theta[s, 4] * yt + theta[s, 5]
+
+
+@parallel_loop(cost=1.0)
+def _affine_backward(dgrid, dtheta, accumulate):
+    n, _, h, w = dgrid.shape
+    for s in prange(n):
+        for k in range(2):
+            sx = 0.0
+            sy = 0.0
+            s1 = 0.0
+            for r in range(h):
+                yt = grid_coordinate(r, h)
+                for c in range(w):
+                    g = dgrid[s, k, r, c]
+                    sx += g * grid_coordinate(c, w)
+                    sy += g * yt
+                    s1 += g
+            if not accumulate:
+                dtheta[s, 3 * k] = 0
+                dtheta[s, 3 * k + 1] = 0
+                dtheta[s, 3 * k + 2] = 0
+            dtheta[s, 3 * k] += sx
+            dtheta[s, 3 * k + 1] += sy
+            dtheta[s, 3 * k + 2] += s1
+
+
+@parallel_loop(cost=1.0)
+def _warp(flow, grid):
+    n, _, h, w = grid.shape
+    for s in prange(n):
+        for r in range(h):
+            for c in range(w):
+                grid[s, 0, r, c] = normalised(flow[s, 0, r, c] + c, w)
+                grid[s, 1, r, c] = normalised(flow[s, 1, r, c] + r, h)
+
+
+@parallel_loop(cost=1.0)
+def _warp_backward(dgrid, dflow, accumulate):
+    n, _, h, w = dgrid.shape
+    for s in prange(n):
+        for k in range(2):
+            scale = pixel_scale(w if k == 0 else h)
+            for r in range(h):
+                for c in range(w):
+                    g = dgrid[s, k, r, c] * scale
+                    if accumulate:
+                        dflow[s, k, r, c] += g
+                    else:
+                        dflow[s, k, r, c] = g
+
+
+def grid_affine(theta, grid):
+    """grid (N, 2, h, w) = the affine map theta (N, 6) of the normalised target grid."""
+    _affine(grid.size, theta, grid)
+
+
+def grid_affine_backward(dgrid, dtheta, accumulate=False):
+    _affine_backward(dgrid.size, dgrid, dtheta, bool(accumulate))
+
+
+def grid_warp(flow, grid):
+    """grid (N, 2, h, w) = the target pixel positions moved by flow, normalised to -1 .. 1."""
+    _warp(grid.size, flow, grid)
+
+
+def grid_warp_backward(dgrid, dflow, accumulate=False):
+    _warp_backward(dgrid.size, dgrid, dflow, bool(accumulate))
+
+
+# --- BilinearSampler ----------------------------------------------------------------------------
+@parallel_loop(cost=4.0)
+def _sample(x, grid, y):
+    n, channels, h, w = x.shape
+    oh, ow = y.shape[2], y.shape[3]
+    for s in prange(n):
+        for r in range(oh):
+            for c in range(ow):
+                x0, y0, fx, fy = bilinear_corner(source_pixel(grid[s, 0, r, c], w),
+                                                 source_pixel(grid[s, 1, r, c], h))
+                for ch in range(channels):
+                    v = 0.0
+                    for dy_ in range(2):
+                        yy = y0 + dy_
+                        wy = fy if dy_ else 1.0 - fy
+                        for dx_ in range(2):
+                            xx = x0 + dx_
+                            if inside(xx, w) and inside(yy, h):
+                                v += x[s, ch, yy, xx] * wy * (fx if dx_ else 1.0 - fx)
+                    y[s, ch, r, c] = v
+
+
+@parallel_loop(cost=8.0)
+def _sample_backward(x, grid, dy, dx, dgrid, want_dx, want_dgrid, acc_dgrid):
+    n, channels, h, w = x.shape
+    oh, ow = dy.shape[2], dy.shape[3]
+    for s in prange(n):
+        for r in range(oh):
+            for c in range(ow):
+                x0, y0, fx, fy = bilinear_corner(source_pixel(grid[s, 0, r, c], w),
+                                                 source_pixel(grid[s, 1, r, c], h))
+                gx = 0.0
+                gy = 0.0
+                for ch in range(channels):
+                    g = dy[s, ch, r, c]
+                    for dy_ in range(2):
+                        yy = y0 + dy_
+                        wy = fy if dy_ else 1.0 - fy
+                        for dx_ in range(2):
+                            xx = x0 + dx_
+                            if not (inside(xx, w) and inside(yy, h)):
+                                continue
+                            wx = fx if dx_ else 1.0 - fx
+                            if want_dx:
+                                dx[s, ch, yy, xx] += g * wx * wy
+                            v = g * x[s, ch, yy, xx]
+                            gx += v * wy * (1.0 if dx_ else -1.0)
+                            gy += v * wx * (1.0 if dy_ else -1.0)
+                if want_dgrid:
+                    gx *= (w - 1.0) / 2.0
+                    gy *= (h - 1.0) / 2.0
+                    if acc_dgrid:
+                        dgrid[s, 0, r, c] += gx
+                        dgrid[s, 1, r, c] += gy
+                    else:
+                        dgrid[s, 0, r, c] = gx
+                        dgrid[s, 1, r, c] = gy
+
+
+def bilinear_sample(x, grid, y):
+    """y (N, C, oh, ow) = x (N, C, h, w) sampled bilinearly at grid (N, 2, oh, ow) (x then y,
+    -1 .. 1 spanning the image); pixels outside the image read as 0."""
+    _sample(y.size, x, grid, y)
+
+
+def bilinear_sample_backward(x, grid, dy, dx, dgrid, req_dx, req_dgrid):
+    """Gradients of :func:`bilinear_sample` for the requests ('null' / 'write' / 'add')."""
+    want_dx, want_dgrid = req_dx != "null", req_dgrid != "null"
+    if req_dx == "write":
+        dx[...] = 0
+    _sample_backward(dy.size, x, grid, dy, dx if want_dx else x, dgrid if want_dgrid else grid,
+                     want_dx, want_dgrid, req_dgrid == "add")
+
+
+# --- Correlation --------------------------------------------------------------------------------
+@parallel_loop(cost=8.0)
+def _correlation(a, b, out, ksize, max_disp, stride1, stride2, pad, is_multiply):
+    n, channels, h, w = a.shape
+    top_c, top_h, top_w = out.shape[1], out.shape[2], out.shape[3]
+    radius = max_disp // stride2
+    width = 2 * radius + 1
+    norm = 1.0 / (ksize * ksize * channels)
+    for s in prange(n):
+        for tc in range(top_c):
+            oy = (tc // width - radius) * stride2
+            ox = (tc % width - radius) * stride2
+            for i in range(top_h):
+                for j in range(top_w):
+                    y1 = i * stride1 + max_disp - pad
+                    x1 = j * stride1 + max_disp - pad
+                    acc = 0.0
+                    for kh in range(ksize):
+                        ya, yb = y1 + kh, y1 + kh + oy
+                        for kw in range(ksize):
+                            xa, xb = x1 + kw, x1 + kw + ox
+                            in_a = inside(ya, h) and inside(xa, w)
+                            in_b = inside(yb, h) and inside(xb, w)
+                            for ch in range(channels):
+                                va = a[s, ch, ya, xa] if in_a else 0.0
+                                vb = b[s, ch, yb, xb] if in_b else 0.0
+                                acc += correlation_value(va, vb, is_multiply)
+                    out[s, tc, i, j] = acc * norm
+
+
+@parallel_loop(cost=8.0)
+def _correlation_backward(a, b, dy, da, db, ksize, max_disp, stride1, stride2, pad,
+                          is_multiply, want_a, want_b):
+    n, channels, h, w = a.shape
+    top_c, top_h, top_w = dy.shape[1], dy.shape[2], dy.shape[3]
+    radius = max_disp // stride2
+    width = 2 * radius + 1
+    norm = 1.0 / (ksize * ksize * channels)
+    for s in prange(n):
+        for tc in range(top_c):
+            oy = (tc // width - radius) * stride2
+            ox = (tc % width - radius) * stride2
+            for i in range(top_h):
+                for j in range(top_w):
+                    y1 = i * stride1 + max_disp - pad
+                    x1 = j * stride1 + max_disp - pad
+                    g = dy[s, tc, i, j] * norm
+                    for kh in range(ksize):
+                        ya, yb = y1 + kh, y1 + kh + oy
+                        for kw in range(ksize):
+                            xa, xb = x1 + kw, x1 + kw + ox
+                            in_a = inside(ya, h) and inside(xa, w)
+                            in_b = inside(yb, h) and inside(xb, w)
+                            for ch in range(channels):
+                                va = a[s, ch, ya, xa] if in_a else 0.0
+                                vb = b[s, ch, yb, xb] if in_b else 0.0
+                                ga, gb = correlation_grads(va, vb, is_multiply)
+                                if want_a and in_a:
+                                    da[s, ch, ya, xa] += g * ga
+                                if want_b and in_b:
+                                    db[s, ch, yb, xb] += g * gb
+
+
+def correlation(a, b, out, kernel_size, max_displacement, stride1, stride2, pad_size,
+                is_multiply):
+    """out (N, D*D, th, tw) = the correlation of a and b (N, C, h, w) over D*D displacements."""
+    _correlation(out.size * kernel_size * kernel_size * a.shape[1], a, b, out, int(kernel_size),
+                 int(max_displacement), int(stride1), int(stride2), int(pad_size),
+                 bool(is_multiply))
+
+
+def correlation_backward(a, b, dy, da, db, kernel_size, max_displacement, stride1, stride2,
+                         pad_size, is_multiply, req_a, req_b):
+    want_a, want_b = req_a != "null", req_b != "null"
+    for grad, req in ((da, req_a), (db, req_b)):
+        if req == "write":
+            grad[...] = 0
+    _correlation_backward(dy.size * kernel_size * kernel_size * a.shape[1], a, b, dy,
+                          da if want_a else a, db if want_b else b,
+                          int(kernel_size), int(max_displacement), int(stride1), int(stride2),
+                          int(pad_size), bool(is_multiply), want_a, want_b)

@@ -1,0 +1,5 @@
+"""``nd.image``: the operators registered as ``_image_<name>`` (``nd.image.normalize``...)."""
+from ..operator.frontend import namespace_hooks as _namespace_hooks
+from .register import find_function as _find_function
+
+__getattr__, __dir__ = _namespace_hooks(__name__, ("_image_",), _find_function)

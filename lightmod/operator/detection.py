@@ -1,0 +1,425 @@
+"""Region operators of detection networks: ROIPooling, contrib.PSROIPooling,
+contrib.RROIAlign, contrib.DeformableConvolution, and contrib.Proposal / MultiProposal.
+
+``rois`` is (R, 5) -- batch index, x1, y1, x2, y2 in image coordinates -- or (R, 6) for
+RROIAlign: batch index, centre x, centre y, width, height, angle in degrees (counter-clockwise).
+``spatial_scale`` maps image coordinates onto the feature map. Only the feature map gets a
+gradient; the ROIs get zero (as in MXNet).
+
+* ROIPooling: the ROI's corners are rounded to feature cells; each of the pooled_size cells
+  takes the max of its (floor .. ceil) window (0 when the window is empty).
+* PSROIPooling: position-sensitive average pooling: output channel d's cell (i, j) averages
+  input channel (d * G + gi) * G + gj, with (gi, gj) the cell's place in a G x G group grid
+  (G = group_size, or pooled_size when 0).
+* RROIAlign: each cell of the rotated ROI averages bilinear samples on a regular grid
+  (sampling_ratio per axis, or ceil(cell size) when it is not positive).
+* DeformableConvolution: a 2-D convolution whose tap (i, j) at output position (a, b) reads
+  the input at (a * stride - pad + i * dilate + dh, ...) with (dh, dw) taken from the offset
+  input (N, num_deformable_group * 2 * kh * kw, OH, OW), sampled bilinearly (0 outside the
+  map); computed per sample as sampled columns times the weight matrix.
+"""
+import numpy as np
+
+from .conv import _conv_params, _ConvBase, _merge_input, float16_via_float32, scratch
+from .registry import REQUIRED, Bool, Float, FloatTuple, Int, Operator, Shape, merge_shape, register
+
+__all__ = ["ROIPooling", "PSROIPooling", "RROIAlign", "DeformableConvolution", "MultiProposal",
+           "Proposal"]
+
+
+def _pooled_pair(op, value):
+    value = tuple(value)
+    if len(value) == 1:
+        value = value * 2
+    if len(value) != 2 or min(value) <= 0:
+        raise op.error("pooled_size %s must be one or two positive ints", tuple(value))
+    return value
+
+
+class _RegionOp(Operator):
+    inputs = ("data", "rois")
+    roi_width = 5
+
+    def _check(self, data, rois):
+        if len(data) != 4:
+            raise self.error("data has shape %s: expected 4-D (batch, channel, height, width)",
+                             tuple(data))
+        if len(rois) != 2 or rois[1] != self.roi_width:
+            raise self.error("rois has shape %s: expected (num_rois, %d)", tuple(rois),
+                             self.roi_width)
+
+    def infer_type(self, p, in_types):
+        dtype = next((t for t in in_types if t is not None), None)
+        return [dtype, dtype], [dtype] * self.num_outputs(p)
+
+    @staticmethod
+    def _zero_rois_grad(k, in_grads, req):
+        if req[1] == "write":
+            k.fill(in_grads[1], 0.0)
+
+
+@register
+class ROIPooling(_RegionOp):
+    """Max pooling of every region of interest to a fixed pooled_size grid."""
+    name = "ROIPooling"
+    params = {
+        "pooled_size": Shape(REQUIRED, "(height, width) of the pooled output"),
+        "spatial_scale": Float(REQUIRED, "image-to-feature-map scale of the ROI coordinates"),
+    }
+
+    def check_params(self, p):
+        p._pooled = _pooled_pair(self, p.pooled_size)
+        if p.spatial_scale <= 0:
+            raise self.error("spatial_scale must be positive, got %s", p.spatial_scale)
+
+    def num_outputs(self, p):
+        return 2            # the output and the (hidden) position of every maximum
+
+    def num_visible_outputs(self, p):
+        return 1
+
+    def infer_shape(self, p, in_shapes):
+        data, rois = in_shapes
+        if data is None or rois is None:
+            return list(in_shapes), [None, None]
+        self._check(data, rois)
+        out = (rois[0], data[1]) + p._pooled
+        return [tuple(data), tuple(rois)], [out, out]
+
+    def infer_type(self, p, in_types):
+        ins, outs = super().infer_type(p, in_types)
+        return ins, [outs[0], "int32"]
+
+    @float16_via_float32
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        k.roi_pool(inputs[0], inputs[1], p.spatial_scale, outputs[0], outputs[1])
+
+    @float16_via_float32
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if req[0] != "null":
+            k.roi_pool_backward(out_grads[0], inputs[1], outputs[1], in_grads[0],
+                                accumulate=(req[0] == "add"))
+        self._zero_rois_grad(k, in_grads, req)
+
+
+@register
+class PSROIPooling(_RegionOp):
+    """Position-sensitive average pooling of regions of interest (R-FCN)."""
+    name = "_contrib_PSROIPooling"
+    hint = "psroipooling"
+    params = {
+        "spatial_scale": Float(REQUIRED, "image-to-feature-map scale of the ROI coordinates"),
+        "output_dim": Int(REQUIRED, "output channels"),
+        "pooled_size": Int(REQUIRED, "side of the pooled output"),
+        "group_size": Int(0, "side of the group grid (0: pooled_size)"),
+    }
+
+    def check_params(self, p):
+        p._group = p.group_size or p.pooled_size
+        if p.output_dim <= 0 or p.pooled_size <= 0 or p._group <= 0:
+            raise self.error("output_dim (%d), pooled_size (%d) and group_size (%d) must be "
+                             "positive", p.output_dim, p.pooled_size, p.group_size)
+        if p.spatial_scale <= 0:
+            raise self.error("spatial_scale must be positive, got %s", p.spatial_scale)
+
+    def infer_shape(self, p, in_shapes):
+        data, rois = in_shapes
+        if data is None or rois is None:
+            return list(in_shapes), [None]
+        self._check(data, rois)
+        need = p.output_dim * p._group * p._group
+        if data[1] != need:
+            raise self.error("data has %d channels, expected output_dim * group_size^2 = %d "
+                             "(data %s)", data[1], need, tuple(data))
+        return [tuple(data), tuple(rois)], [(rois[0], p.output_dim, p.pooled_size,
+                                             p.pooled_size)]
+
+    @float16_via_float32
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        k.psroi_pool(inputs[0], inputs[1], p.spatial_scale, p._group, outputs[0])
+
+    @float16_via_float32
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if req[0] != "null":
+            k.psroi_pool_backward(out_grads[0], inputs[1], p.spatial_scale, p._group,
+                                  in_grads[0], accumulate=(req[0] == "add"))
+        self._zero_rois_grad(k, in_grads, req)
+
+
+@register
+class RROIAlign(_RegionOp):
+    """ROIAlign over rotated regions of interest."""
+    name = "_contrib_RROIAlign"
+    hint = "rroialign"
+    roi_width = 6
+    params = {
+        "pooled_size": Shape(REQUIRED, "(height, width) of the pooled output"),
+        "spatial_scale": Float(REQUIRED, "image-to-feature-map scale of the ROI coordinates"),
+        "sampling_ratio": Int(-1, "samples per cell and axis (<= 0: ceil(cell size))"),
+    }
+
+    def check_params(self, p):
+        p._pooled = _pooled_pair(self, p.pooled_size)
+        if p.spatial_scale <= 0:
+            raise self.error("spatial_scale must be positive, got %s", p.spatial_scale)
+
+    def infer_shape(self, p, in_shapes):
+        data, rois = in_shapes
+        if data is None or rois is None:
+            return list(in_shapes), [None]
+        self._check(data, rois)
+        return [tuple(data), tuple(rois)], [(rois[0], data[1]) + p._pooled]
+
+    @float16_via_float32
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        k.rroi_align(inputs[0], inputs[1], p.spatial_scale, p.sampling_ratio, outputs[0])
+
+    @float16_via_float32
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if req[0] != "null":
+            k.rroi_align_backward(out_grads[0], inputs[1], p.spatial_scale, p.sampling_ratio,
+                                  in_grads[0], accumulate=(req[0] == "add"))
+        self._zero_rois_grad(k, in_grads, req)
+
+
+@register
+class DeformableConvolution(_ConvBase):
+    """2-D convolution whose taps sample the input at learned offsets (bilinearly)."""
+    name = "_contrib_DeformableConvolution"
+    hint = "deformableconvolution"
+    inputs = ("data", "offset", "weight", "bias")
+    params = {key: decl for key, decl in _conv_params(1024, False).items()
+              if key not in ("cudnn_tune", "cudnn_off")}
+    params["num_deformable_group"] = Int(1, "groups of channels sharing one set of offsets")
+
+    def list_inputs(self, p):
+        return ["data", "offset", "weight"] + ([] if p.no_bias else ["bias"])
+
+    def check_params(self, p):
+        super().check_params(p)
+        if len(p.kernel) != 2:
+            raise self.error("kernel %s: only 2-D deformable convolution is supported",
+                             tuple(p.kernel))
+        if p.num_deformable_group <= 0:
+            raise self.error("num_deformable_group must be positive, got %d",
+                             p.num_deformable_group)
+
+    def infer_shape(self, p, in_shapes):
+        in_shapes = list(in_shapes)
+        data = in_shapes[0]
+        if data is None:
+            return in_shapes, [None]
+        data = tuple(data)
+        self._check_data(p, data)
+        n, c = data[0], data[1]
+        for what, count in (("num_group", p.num_group),
+                            ("num_deformable_group", p.num_deformable_group)):
+            if c % count:
+                raise self.error("data channels %d (data %s) are not divisible by %s %d", c,
+                                 data, what, count)
+        out = [n, p.num_filter]
+        for i in range(2):
+            span = p._dilate[i] * (p.kernel[i] - 1) + 1
+            if span > data[2 + i] + 2 * p._pad[i]:
+                raise self.error("kernel %s (dilate %s) exceeds the padded input: data %s "
+                                 "with pad %s", tuple(p.kernel), p._dilate, data, p._pad)
+            out.append((data[2 + i] + 2 * p._pad[i] - span) // p._stride[i] + 1)
+        taps = p.kernel[0] * p.kernel[1]
+        in_shapes[1] = _merge_input(self, "offset", in_shapes[1],
+                                    (n, p.num_deformable_group * 2 * taps) + tuple(out[2:]))
+        in_shapes[2] = _merge_input(self, "weight", in_shapes[2],
+                                    (p.num_filter, c // p.num_group) + tuple(p.kernel))
+        if not p.no_bias:
+            in_shapes[3] = _merge_input(self, "bias", in_shapes[3], (p.num_filter,))
+        in_shapes[0] = data
+        return in_shapes, [tuple(out)]
+
+    def _plan(self, p, x, y):
+        n, c = x.shape[0], x.shape[1]
+        osize = y.shape[2] * y.shape[3]
+        ck = (c // p.num_group) * p.kernel[0] * p.kernel[1]
+        geometry = (p.kernel[0], p.kernel[1], p._stride[0], p._stride[1], p._pad[0], p._pad[1],
+                    p._dilate[0], p._dilate[1], p.num_deformable_group)
+        return n, osize, ck, p.num_filter // p.num_group, geometry
+
+    def _buffers(self, p, k, state, x, osize):
+        rows = x.shape[1] * p.kernel[0] * p.kernel[1]
+        return (scratch(k, state, "col", (rows, osize), x.dtype),
+                scratch(k, state, "rows", (p.num_filter, osize), x.dtype))
+
+    @float16_via_float32
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        x, offset, w = inputs[:3]
+        b = None if p.no_bias else inputs[3]
+        y = outputs[0]
+        n, osize, ck, fg, geometry = self._plan(p, x, y)
+        col, res = self._buffers(p, k, state, x, osize)
+        w2 = w.reshape(p.num_filter, ck)
+        y3 = y.reshape(n, p.num_filter, osize)
+        for s in range(n):
+            k.deform_im2col(x[s], offset[s], col, geometry)
+            for gi in range(p.num_group):
+                k.conv_gemm(w2[gi * fg:(gi + 1) * fg], col[gi * ck:(gi + 1) * ck],
+                            res[gi * fg:(gi + 1) * fg])
+            k.rows_to_batch(res, y3[s:s + 1], b)
+
+    @float16_via_float32
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        x, offset, w = inputs[:3]
+        req_x, req_off, req_w = req[0], req[1], req[2]
+        req_b = "null" if p.no_bias else req[3]
+        n, osize, ck, fg, geometry = self._plan(p, x, out_grads[0])
+        col, dyt = self._buffers(p, k, state, x, osize)
+        w2 = w.reshape(p.num_filter, ck)
+        dy3 = out_grads[0].reshape(n, p.num_filter, osize)
+        dw2 = in_grads[2].reshape(p.num_filter, ck) if req_w != "null" else None
+        db = in_grads[3] if req_b != "null" else None
+        dw_sum = scratch(k, state, "dw_sum", (p.num_filter, ck), w.dtype) if dw2 is not None \
+            else None
+        if req_x == "write":
+            k.fill(in_grads[0], 0.0)
+        for s in range(n):
+            k.batch_to_rows(dy3[s:s + 1], dyt, db, db_accumulate=(s > 0 or req_b == "add"))
+            if dw2 is not None:
+                k.deform_im2col(x[s], offset[s], col, geometry)
+                direct = s == 0 and req_w == "write"
+                target = dw2 if direct else dw_sum
+                for gi in range(p.num_group):
+                    k.conv_gemm(dyt[gi * fg:(gi + 1) * fg], col[gi * ck:(gi + 1) * ck],
+                                target[gi * fg:(gi + 1) * fg], trans_b=True)
+                if not direct:
+                    k.assign(dw2, dw_sum, "add")
+            if req_x == "null" and req_off == "null":
+                continue
+            dcol = col      # the columns are free once the weight gradient is done
+            for gi in range(p.num_group):
+                k.conv_gemm(w2[gi * fg:(gi + 1) * fg], dyt[gi * fg:(gi + 1) * fg],
+                            dcol[gi * ck:(gi + 1) * ck], trans_a=True)
+            if req_x != "null":
+                k.deform_col2im(dcol, offset[s], in_grads[0][s], geometry)
+            if req_off != "null":
+                k.deform_offset_grad(dcol, x[s], offset[s], in_grads[1][s], geometry,
+                                     accumulate=(req_off == "add"))
+
+
+def _anchors(feature_stride, scales, ratios):
+    """The (A, 4) anchor boxes of one feature cell, ratio-major: the cell's box
+    (0, 0, s - 1, s - 1) reshaped to each aspect ratio at constant area, then scaled."""
+    side = float(feature_stride)
+    centre = 0.5 * (side - 1.0)
+    boxes = []
+    for ratio in ratios:
+        base_w = np.floor(np.sqrt(np.floor(side * side / ratio)) + 0.5)
+        base_h = np.floor(base_w * ratio + 0.5)
+        for scale in scales:
+            w, h = base_w * scale, base_h * scale
+            boxes.append([centre - 0.5 * (w - 1.0), centre - 0.5 * (h - 1.0),
+                          centre + 0.5 * (w - 1.0), centre + 0.5 * (h - 1.0)])
+    return np.array(boxes, dtype=np.float64)
+
+
+@register
+class MultiProposal(Operator):
+    """Region proposals of a region proposal network, for every image of the batch.
+
+    Every anchor (feature_stride apart; one per scale and ratio) at every cell of the score map
+    is moved by its predicted deltas and clipped to the image (im_info rows: height, width,
+    scale); boxes smaller than rpn_min_size * scale, and those of cells past the image's
+    height / feature_stride rows or width / feature_stride columns, get score -1. The rpn_pre_nms_top_n best
+    boxes go through greedy non-maximum suppression (IoU above ``threshold``); the first
+    rpn_post_nms_top_n survivors are the output rows (image index, x1, y1, x2, y2), repeated
+    cyclically when fewer survive, with their scores as a second output if ``output_score``.
+    """
+    name = "_contrib_MultiProposal"
+    hint = "multiproposal"
+    inputs = ("cls_prob", "bbox_pred", "im_info")
+    params = {
+        "rpn_pre_nms_top_n": Int(6000, "boxes kept before suppression (<= 0: all)"),
+        "rpn_post_nms_top_n": Int(300, "boxes output per image"),
+        "threshold": Float(0.7, "IoU above which a box is suppressed"),
+        "rpn_min_size": Int(16, "smallest box side (times the image scale)"),
+        "scales": FloatTuple((4.0, 8.0, 16.0, 32.0), "anchor scales"),
+        "ratios": FloatTuple((0.5, 1.0, 2.0), "anchor aspect ratios (height / width)"),
+        "feature_stride": Int(16, "image pixels per score-map cell"),
+        "output_score": Bool(False, "also output the score of every box"),
+        "iou_loss": Bool(False, "deltas are corner offsets instead of centre/size deltas"),
+    }
+    single_image = False
+    head_grad_unused = True     # the inputs' gradients are zero whatever the outputs' are
+
+    def check_params(self, p):
+        if p.rpn_post_nms_top_n <= 0 or p.feature_stride <= 0:
+            raise self.error("rpn_post_nms_top_n (%d) and feature_stride (%d) must be positive",
+                             p.rpn_post_nms_top_n, p.feature_stride)
+        if not p.scales or not p.ratios or min(p.scales + p.ratios) <= 0:
+            raise self.error("scales %s and ratios %s must be non-empty and positive",
+                             tuple(p.scales or ()), tuple(p.ratios or ()))
+        p._anchors = _anchors(p.feature_stride, p.scales, p.ratios)
+
+    def num_outputs(self, p):
+        return 2
+
+    def num_visible_outputs(self, p):
+        return 2 if p.output_score else 1
+
+    def list_outputs(self, p):
+        return ["output", "score"][:self.num_visible_outputs(p)]
+
+    def infer_shape(self, p, in_shapes):
+        cls, bbox, info = in_shapes
+        if cls is None:
+            return list(in_shapes), [None, None]
+        cls = tuple(cls)
+        anchors = len(p._anchors)
+        if len(cls) != 4 or cls[1] != 2 * anchors:
+            raise self.error("cls_prob has shape %s, expected (batch, 2 * %d anchors, height, "
+                             "width)", cls, anchors)
+        if self.single_image and cls[0] != 1:
+            raise self.error("cls_prob has shape %s: Proposal takes one image (batch size 1); "
+                             "MultiProposal takes a batch", cls)
+        n = cls[0]
+        try:
+            bbox = merge_shape(bbox, (n, 4 * anchors) + cls[2:])
+        except ValueError:
+            raise self.error("bbox_pred has shape %s, expected %s", tuple(bbox),
+                             (n, 4 * anchors) + cls[2:]) from None
+        try:
+            info = merge_shape(info, (n, 3))
+        except ValueError:
+            raise self.error("im_info has shape %s, expected (%d, 3)", tuple(info), n) from None
+        rows = n * p.rpn_post_nms_top_n
+        return [cls, bbox, info], [(rows, 5), (rows, 1)]
+
+    def _check_image_sizes(self, p, k, cls, im_info):
+        cells = k.to_host(im_info)[:, :2] // p.feature_stride
+        for b, (rows, cols) in enumerate(cells):
+            if rows > cls.shape[2] or cols > cls.shape[3]:
+                raise self.error("im_info row %d says the image is %s pixels: %d x %d cells of "
+                                 "feature_stride %d, more than the score map's %d x %d", b,
+                                 tuple(k.to_host(im_info)[b, :2]), rows, cols, p.feature_stride,
+                                 cls.shape[2], cls.shape[3])
+
+    @float16_via_float32
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        cls = inputs[0]
+        self._check_image_sizes(p, k, cls, inputs[2])
+        count = cls.shape[2] * cls.shape[3] * len(p._anchors)
+        work = (scratch(k, state, "boxes", (cls.shape[0], count, 4), cls.dtype),
+                scratch(k, state, "scores", (cls.shape[0], count), cls.dtype))
+        k.proposals(cls, inputs[1], inputs[2], p._anchors, p.feature_stride,
+                    p.rpn_pre_nms_top_n, p.rpn_post_nms_top_n, p.threshold, p.rpn_min_size,
+                    p.iou_loss, outputs[0], outputs[1], work)
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        # proposals are not differentiable: every input gets a zero gradient
+        for grad, r in zip(in_grads, req):
+            if r == "write":
+                k.fill(grad, 0.0)
+
+
+@register
+class Proposal(MultiProposal):
+    """MultiProposal for a single image (batch size 1)."""
+    name = "_contrib_Proposal"
+    hint = "proposal"
+    single_image = True
