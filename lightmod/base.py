@@ -1,14 +1,26 @@
 """Errors and small helpers shared by every part of lightmod."""
+import ctypes
 import numbers
 
 import numpy as np
 
-__all__ = ["MXNetError", "MXNetIndexError", "NotBoundError", "string_types", "numeric_types", "integer_types",
-           "py_str", "check_state"]
+__all__ = ["MXNetError", "MXNetIndexError", "NotBoundError", "NotImplementedForSymbol",
+           "string_types", "numeric_types", "integer_types", "py_str", "check_state",
+           "mx_real_t", "NDArrayHandle", "SymbolHandle", "mx_uint", "mx_float"]
 
 string_types = (str,)
 numeric_types = (float, int, np.generic)
 integer_types = (int, np.integer)
+
+# MXNet's default real type (float32), as user code reads it from mx.base
+mx_real_t = np.float32
+# The ctypes types MXNet's C API uses. lightmod has no C library: an NDArrayHandle holds an id
+# that ``NDArray(handle)`` turns back into the array a monitor callback was given (see
+# ndarray.NDArray), so MXNet's ``NDArray(ctypes.cast(arr, NDArrayHandle))`` idiom works.
+NDArrayHandle = ctypes.c_void_p
+SymbolHandle = ctypes.c_void_p
+mx_uint = ctypes.c_uint
+mx_float = ctypes.c_float
 
 
 class MXNetError(RuntimeError):
@@ -18,6 +30,24 @@ class MXNetError(RuntimeError):
 class MXNetIndexError(MXNetError, IndexError):
     """An index out of bounds: MXNet reports these as ``IndexError`` (its error messages
     starting with "IndexError" become that Python type)."""
+
+
+class NotImplementedForSymbol(MXNetError):
+    """An NDArray-only operation was tried on a Symbol (``bool(sym)``, ``sym += 1``...)."""
+
+    def __init__(self, function, alias, *args):
+        super().__init__()
+        self.function = function.__name__
+        self.alias = alias
+        self.args = [str(type(a)) for a in args]
+
+    def __str__(self):
+        msg = "Function %s" % self.function
+        if self.alias:
+            msg += " (namely operator \"%s\")" % self.alias
+        if self.args:
+            msg += " with arguments (%s)" % ", ".join(self.args)
+        return msg + " is not implemented for Symbol and only available in NDArray."
 
 
 class NotBoundError(MXNetError, AssertionError):

@@ -173,7 +173,7 @@ def simple_bind(symbol, ctx, grad_req="write", type_dict=None, stype_dict=None,
     if isinstance(grad_req, (list, dict)) and not grad_req:
         raise RuntimeError("grad_req in simple_bind cannot be an empty %s"
                            % type(grad_req).__name__)
-    g = _graph.IndexedGraph(symbol._outputs)
+    g = _graph.IndexedGraph(_graph.bind_outputs(symbol._outputs))
     node_ctx = _node_contexts(g, ctx, group2ctx)
     by_name = {}
     for nid in g.var_nids:
@@ -305,7 +305,7 @@ def bind(symbol, ctx, args, args_grad=None, grad_req="write", aux_states=None, g
     """Bind to given arrays (see ``Symbol.bind``)."""
     if not isinstance(ctx, Context):
         raise TypeError("Context type error")
-    g = _graph.IndexedGraph(symbol._outputs)
+    g = _graph.IndexedGraph(_graph.bind_outputs(symbol._outputs))
     arg_names = [g.nodes[n].name for n in g.arg_nids]
     aux_names = [g.nodes[n].name for n in g.aux_nids]
     arg_arrays = _as_list(args, arg_names, "args", False)
@@ -421,9 +421,14 @@ class _Monitoring:
     def before_forward(self, op, nid):
         exe = self._exe
         if op is not None and exe._monitor_all:
-            node = exe._g.nodes[nid]
-            names = op.list_inputs(exe._g.params[nid])
-            for name, arr in zip(names, exe._node_in_nd[nid]):
+            g = exe._g
+            node = g.nodes[nid]
+            names = op.monitor_input_names(g.params[nid])
+            for name, arr, eid in zip(names, exe._node_in_nd[nid], g.node_inputs[nid]):
+                source = g.nodes[g.entry_node[eid]]
+                if source.op is None:
+                    # a variable input is reported under its own name first, as MXNet does
+                    self._cb(source.name, arr)
                 self._cb("%s_%s" % (node.name, name), arr)
 
     def after_forward(self, op, nid, started):
@@ -506,13 +511,20 @@ class Executor:
         self._stypes = _storage.infer_graph_stypes(g, {
             nid: a.stype for nid, a in zip(g.arg_nids + g.aux_nids, arg_arrays + aux_arrays)},
             shapes)
-        self._entry_nd = self._place_entries(base_pool)
+        needs, var_req = self._gradient_entries()
+        order = [nid for nid in reversed(g.op_nids) if self._runs_backward(nid, needs)]
+        # without a backward pass no operator output is read after its last consumer ran,
+        # so intermediate buffers are recycled
+        self._entry_nd = self._place_entries(base_pool, recycle=not order)
         self._fwd, self._node_in_nd = self._plan_forward(entry_ctx, base_pool)
         self._refresh_threads = _thread_policy() if any(
             c.device_typeid != 2 for c in node_ctx) else None
-        needs, var_req = self._gradient_entries()
-        order = [nid for nid in reversed(g.op_nids)
-                 if any(needs[e] for e in g.node_inputs[nid])]
+        # arguments whose gradient is requested but that no gradient reaches (behind
+        # BlockGrad) get zeros, as 'write' promises
+        self._zero_grad_args = [(kernels.for_context(node_ctx[nid]), grad)
+                                for nid, grad, req in zip(g.arg_nids, grad_arrays, reqs)
+                                if req is GradReq.WRITE and grad is not None
+                                and not needs[g.entry_start[nid]]]
         head_reqs, slot_reqs = self._write_order(needs, var_req, order)
         grad_nd = self._gradient_buffers(needs, var_req, head_reqs, slot_reqs, base_pool)
         self._head_steps = [_HeadGrad(i, eid, grad_nd[eid], req,
@@ -526,17 +538,43 @@ class Executor:
         self._watched = [(a, a._data) for a in self.arg_arrays + self.aux_arrays +
                          self.grad_arrays if a is not None]
 
-    def _place_entries(self, base_pool):
+    def _place_entries(self, base_pool, recycle=False):
         """The NDArray of every graph entry: bound arguments / aux states, and one planned
-        buffer per operator output (hidden outputs included)."""
+        buffer per operator output (hidden outputs included). With ``recycle`` an output
+        other than a graph output takes the memory of one whose last reader already ran."""
         g = self._g
         entry_nd = [None] * g.num_entries
         for nid, arr in zip(g.arg_nids + g.aux_nids, self.arg_arrays + self.aux_arrays):
             entry_nd[g.entry_start[nid]] = arr
-        for nid in g.op_nids:
-            for eid in range(g.entry_start[nid], g.entry_start[nid] + g.num_outputs[nid]):
-                entry_nd[eid] = self._buffer(("out", eid), self._shapes[eid], self._types[eid],
-                                             self._node_ctx[nid], base_pool, self._stypes[eid])
+        last_reader = {}
+        for pos, nid in enumerate(g.op_nids):
+            for eid in g.node_inputs[nid]:
+                last_reader[eid] = pos
+        heads = set(g.heads)
+        free = []            # buffers whose entries are no longer read
+        owner = {}           # entry -> the buffer its array views
+        for pos, nid in enumerate(g.op_nids):
+            ctx = self._node_ctx[nid]
+            outs = range(g.entry_start[nid], g.entry_start[nid] + g.num_outputs[nid])
+            for eid in outs:
+                shape, dtype = self._shapes[eid], self._types[eid]
+                reuse = None
+                if recycle and eid not in heads and self._stypes[eid] == "default":
+                    reuse = min((i for i, buf in enumerate(free) if _fits(buf, shape, dtype, ctx)),
+                                key=lambda i: free[i].size, default=None)
+                if reuse is None:
+                    entry_nd[eid] = self._buffer(("out", eid), shape, dtype, ctx, base_pool,
+                                                 self._stypes[eid])
+                    owner[eid] = entry_nd[eid]
+                else:
+                    base = owner[eid] = free.pop(reuse)
+                    entry_nd[eid] = self._pool[("out", eid)] = \
+                        base if base.shape == tuple(shape) else _view(base, shape)
+            if recycle:
+                for eid in list(g.node_inputs[nid]) + list(outs):
+                    if (eid in owner and eid not in heads and last_reader.get(eid, -1) <= pos
+                            and self._stypes[eid] == "default"):
+                        free.append(owner.pop(eid))
         return entry_nd
 
     def _plan_forward(self, entry_ctx, base_pool):
@@ -581,7 +619,32 @@ class Executor:
             if any(needs[e] for e in g.node_inputs[nid]):
                 for j in range(g.num_outputs[nid]):
                     needs[g.entry_start[nid] + j] = True
-        return needs, var_req
+        # ...and that some gradient reaches: from a head taking a head gradient, or from an
+        # operator making its own (a loss), through operators that pass gradients on (not
+        # BlockGrad). Behind BlockGrad every gradient is zero, so nothing is computed there.
+        reached = [False] * g.num_entries
+        for eid in g.heads:
+            nid = g.entry_node[eid]
+            op = g.nodes[nid].op
+            reached[eid] = op is None or not op.ignores_head_grad(g.params[nid])
+        for nid in reversed(g.op_nids):
+            op, p = g.nodes[nid].op, g.params[nid]
+            start = g.entry_start[nid]
+            if op.blocks_gradient or not (op.ignores_head_grad(p) or any(
+                    reached[start:start + g.num_outputs[nid]])):
+                continue
+            for e in g.node_inputs[nid]:
+                reached[e] = True
+        return [n and r for n, r in zip(needs, reached)], var_req
+
+    def _runs_backward(self, nid, needs):
+        """Whether operator ``nid`` has a backward step: an input needs a gradient and one
+        comes out (a gradient reaches an output, or the operator makes its own)."""
+        g = self._g
+        op, start = g.nodes[nid].op, g.entry_start[nid]
+        return (not op.blocks_gradient and any(needs[e] for e in g.node_inputs[nid])
+                and (op.ignores_head_grad(g.params[nid])
+                     or any(needs[start:start + g.num_outputs[nid]])))
 
     def _write_order(self, needs, var_req, order):
         """The request of every write into a gradient buffer, in backward order: head
@@ -790,6 +853,8 @@ class Executor:
     def backward(self, out_grads=None, is_train=True):
         """Back-propagate the head gradients into the gradient arrays (see the module doc)."""
         heads = self._head_gradients(out_grads)
+        for k, grad in self._zero_grad_args:
+            k.fill(grad._data, 0)
         if not self._bwd and not self._head_steps:
             return
         if not self._forward_done:
@@ -943,7 +1008,8 @@ class Executor:
             % (self._symbol.debug_str(), mb, 0)
 
     def get_optimized_symbol(self):
-        return self._symbol.copy()
+        """A copy of the graph this executor runs (after common-subexpression elimination)."""
+        return _symbol.Symbol(self._g.outputs).copy()
 
 
 _symbol.install_hooks(bind=bind, simple_bind=simple_bind)

@@ -166,13 +166,17 @@ def _acc(req):
 # The cheap hot operators get loops of their own that call the tiny per-op functions of
 # scalar.py directly (inlined, so the loop vectorises); everything else shares one loop that
 # dispatches on the code per element. Blocks of BLOCK elements are the prange work unit.
+# Every block loop runs over the views ``a[lo:hi]`` from index 0: numba then knows no index is
+# negative and drops the wrap-around check, which lets LLVM vectorise the loop (indexing
+# ``a[i]`` with ``i`` in ``range(lo, hi)`` made ``x * 0.9`` 8x slower than numpy).
 BLOCK = 1 << 14
 
 
 @njit(inline="always")
 def _map1(fn, x, out, lo, hi):
-    for i in range(lo, hi):
-        out[i] = fn(x[i])
+    xs, os = x[lo:hi], out[lo:hi]
+    for i in range(os.size):
+        os[i] = fn(xs[i])
 
 
 @njit(inline="always", error_model="numpy")
@@ -184,8 +188,9 @@ def _unary_block(code, x, out, lo, hi):
     elif code == S.U_NEGATIVE:
         _map1(S.negative, x, out, lo, hi)
     else:
-        for i in range(lo, hi):
-            out[i] = S.unary(code, x[i])
+        xs, os = x[lo:hi], out[lo:hi]
+        for i in range(os.size):
+            os[i] = S.unary(code, xs[i])
 
 
 @parallel_loop(error_model="numpy")
@@ -197,12 +202,13 @@ def _unary(code, x, out):
 
 @njit(inline="always")
 def _map_grad(fn, x, y, g, dx, acc, lo, hi):
+    xs, ys, gs, ds = x[lo:hi], y[lo:hi], g[lo:hi], dx[lo:hi]
     if acc:
-        for i in range(lo, hi):
-            dx[i] += g[i] * fn(x[i], y[i])
+        for i in range(ds.size):
+            ds[i] += gs[i] * fn(xs[i], ys[i])
     else:
-        for i in range(lo, hi):
-            dx[i] = g[i] * fn(x[i], y[i])
+        for i in range(ds.size):
+            ds[i] = gs[i] * fn(xs[i], ys[i])
 
 
 @njit(inline="always", error_model="numpy")
@@ -216,12 +222,13 @@ def _unary_grad_block(code, x, y, g, dx, acc, lo, hi):
     elif code == S.U_SQUARE:
         _map_grad(S.square_grad, x, y, g, dx, acc, lo, hi)
     else:
-        for i in range(lo, hi):
-            v = g[i] * S.unary_grad(code, x[i], y[i])
+        xs, ys, gs, ds = x[lo:hi], y[lo:hi], g[lo:hi], dx[lo:hi]
+        for i in range(ds.size):
+            v = gs[i] * S.unary_grad(code, xs[i], ys[i])
             if acc:
-                dx[i] += v
+                ds[i] += v
             else:
-                dx[i] = v
+                ds[i] = v
 
 
 @parallel_loop(error_model="numpy")
@@ -233,8 +240,9 @@ def _unary_grad(code, x, y, g, dx, acc):
 
 @njit(inline="always")
 def _map2(fn, a, b, out, lo, hi):
-    for i in range(lo, hi):
-        out[i] = fn(a[i], b[i])
+    as_, bs, os = a[lo:hi], b[lo:hi], out[lo:hi]
+    for i in range(os.size):
+        os[i] = fn(as_[i], bs[i])
 
 
 @njit(inline="always", error_model="numpy")
@@ -248,8 +256,9 @@ def _binary_block(code, a, b, out, lo, hi):
     elif code == S.B_DIV:
         _map2(S.div, a, b, out, lo, hi)
     else:
-        for i in range(lo, hi):
-            out[i] = S.binary(code, a[i], b[i])
+        as_, bs, os = a[lo:hi], b[lo:hi], out[lo:hi]
+        for i in range(os.size):
+            os[i] = S.binary(code, as_[i], bs[i])
 
 
 @parallel_loop(error_model="numpy")
@@ -296,12 +305,13 @@ def _binary_grad(code, which, x, other, g, dx, keep, red, nred, so, sother, acc)
 
 @njit(inline="always")
 def _map_scalar(fn, x, s, out, reverse, lo, hi):
+    xs, os = x[lo:hi], out[lo:hi]
     if reverse:
-        for i in range(lo, hi):
-            out[i] = fn(s, x[i])
+        for i in range(os.size):
+            os[i] = fn(s, xs[i])
     else:
-        for i in range(lo, hi):
-            out[i] = fn(x[i], s)
+        for i in range(os.size):
+            os[i] = fn(xs[i], s)
 
 
 @njit(inline="always", error_model="numpy")
@@ -315,11 +325,12 @@ def _scalar_block(code, x, s, out, reverse, lo, hi):
     elif code == S.B_DIV:
         _map_scalar(S.div, x, s, out, reverse, lo, hi)
     else:
-        for i in range(lo, hi):
+        xs, os = x[lo:hi], out[lo:hi]
+        for i in range(os.size):
             if reverse:
-                out[i] = S.binary(code, s, x[i])
+                os[i] = S.binary(code, s, xs[i])
             else:
-                out[i] = S.binary(code, x[i], s)
+                os[i] = S.binary(code, xs[i], s)
 
 
 @parallel_loop(error_model="numpy")

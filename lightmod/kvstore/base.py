@@ -10,7 +10,6 @@ a CPU-reducing store otherwise, ``type`` reporting the name as given.
 """
 import warnings
 
-from ..base import MXNetError
 from ..ndarray import NDArray
 
 __all__ = ["KVStoreBase"]
@@ -114,11 +113,14 @@ class TestStore(KVStoreBase):
     def num_workers(self):
         return 1
 
+    # A store without the 'optimizer' capability refuses the optimizer methods with
+    # NotImplementedError, as MXNet's TestStore does (its callers update locally instead).
     def set_optimizer(self, optimizer):
-        raise MXNetError("teststore cannot run an optimizer (is_capable('optimizer') is False)")
+        raise NotImplementedError("teststore cannot run an optimizer "
+                                  "(is_capable('optimizer') is False)")
 
     def save_optimizer_states(self, fname, dump_optimizer=False):
-        raise MXNetError("teststore has no optimizer states to save")
+        raise NotImplementedError("teststore has no optimizer states to save")
 
     def load_optimizer_states(self, fname):
-        raise MXNetError("teststore has no optimizer states to load")
+        raise NotImplementedError("teststore has no optimizer states to load")

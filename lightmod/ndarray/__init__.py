@@ -19,8 +19,11 @@ from . import random  # noqa: F401
 from . import utils  # noqa: F401
 from .utils import save, load, load_frombuffer  # noqa: F401
 from . import contrib, _internal, op, linalg, image  # noqa: F401
+from .interop import from_dlpack, from_numpy, to_dlpack_for_read, to_dlpack_for_write  # noqa: F401
 from . import custom_array  # noqa: F401  (installs the custom operators' array wrapper)
+from ..operator import install_array_class as _install_array_class
 from ..operator.frontend import namespace_hooks as _namespace_hooks
 from .register import find_function as _find_function
 
 __getattr__, __dir__ = _namespace_hooks(__name__, ("",), _find_function)
+_install_array_class(NDArray)

@@ -6,12 +6,14 @@ corresponds to a registered operator goes through ``register.invoke`` so it runs
 CPU-only memory management (creation, copies, indexing) uses numpy directly, and GPU memory goes
 through the CUDA kernel set (``k.empty``, ``k.from_host``, ``k.copy`` ...).
 """
+import ctypes
 import numbers
+import weakref
 
 import numpy as np
 
 from .. import engine, kernels
-from ..base import MXNetError, dtype_np, numeric_types
+from ..base import MXNetError, NDArrayHandle, dtype_np, numeric_types
 from ..context import Context, current_context
 from ..operator import registry
 from . import _format
@@ -28,6 +30,22 @@ mx_real_t = np.float32
 
 # stype -> NDArray subclass (filled by sparse.py, which defines CSRNDArray/RowSparseNDArray)
 _STYPE_CLASS = {}
+
+# The arrays whose handle someone took (``ctypes.cast(arr, NDArrayHandle)``, MXNet's monitor
+# idiom): handle value -> array, held weakly, so ``NDArray(handle)`` finds a live array or
+# fails cleanly, never reads freed memory.
+_HANDLES = weakref.WeakValueDictionary()
+
+
+def _array_of_handle(handle):
+    """The NDArray an NDArrayHandle (or its integer value) stands for."""
+    value = handle.value if isinstance(handle, ctypes.c_void_p) else handle
+    found = _HANDLES.get(value) if value else None
+    if found is None:
+        raise MXNetError("NDArray: handle %r does not belong to a live NDArray (lightmod hands "
+                         "out handles only through ctypes.cast(array, NDArrayHandle))"
+                         % (value,))
+    return found
 
 
 def _is_host(data):
@@ -108,18 +126,73 @@ class NDArray:
     __array_priority__ = 1000.0
 
     def __new__(cls, data=None, ctx=None, stype="default", writable=True):
+        if isinstance(data, NDArrayHandle):
+            stype = _array_of_handle(data)._stype
         if cls is NDArray and stype != "default" and stype in _STYPE_CLASS:
             cls = _STYPE_CLASS[stype]
         return object.__new__(cls)
 
     def __init__(self, data, ctx=None, stype="default", writable=True):
+        source = None
+        if isinstance(data, NDArrayHandle):
+            # MXNet's NDArray(handle): a second NDArray on the same memory
+            source = _array_of_handle(data)
+            data, ctx, stype = source._data, source._ctx, source._stype
         self._data = data
         self._ctx = ctx if ctx is not None else current_context()
         if stype not in STYPES:
             raise MXNetError("unknown storage type %r (expected one of %s)" % (stype, STYPES))
         self._stype = stype
         self.writable = writable
-        self._error = None
+        self._error = None if source is None else source._error
+
+    @property
+    def _as_parameter_(self):
+        """What ctypes passes for this array (``ctypes.cast(arr, NDArrayHandle)``): a handle
+        that ``NDArray(handle)`` turns back into an array on the same memory."""
+        _HANDLES[id(self)] = self
+        return id(self)
+
+    # --- DLPack ------------------------------------------------------------------------------
+    def to_dlpack_for_read(self):
+        """A DLPack capsule ('dltensor') on this array's memory, for a reader (lightmod runs
+        every operation before it returns, so nothing is pending)."""
+        return self._dlpack()
+
+    def to_dlpack_for_write(self):
+        """A DLPack capsule ('dltensor') on this array's memory, for a writer."""
+        return self._dlpack()
+
+    def _dlpack(self):
+        if not _is_host(self._data):
+            raise MXNetError("to_dlpack: only CPU arrays can be shared through DLPack in "
+                             "lightmod (this one is on %s); copy it to mx.cpu() first"
+                             % self._ctx)
+        if self._stype != "default":
+            raise MXNetError("to_dlpack: a %s array has no dense DLPack form; convert it "
+                             "with tostype('default') first" % self._stype)
+        return self._data.__dlpack__()
+
+    @staticmethod
+    def _basic_indexing_slice_is_contiguous(slices, shape):
+        """Whether indexing an array of ``shape`` with ``slices`` (one slice per axis) gives
+        a C-contiguous block: at most one element, or, reading the axes from the last, every
+        axis that keeps several elements steps by 1 and lies left of no axis that was cut
+        short."""
+        if len(slices) != len(shape):
+            raise ValueError("need one slice per axis: %d slices for shape %s"
+                             % (len(slices), tuple(shape)))
+        picked = [slc.indices(n) for slc, n in zip(slices, shape)]
+        lengths = [len(range(*p)) for p in picked]
+        if int(np.prod(lengths, dtype=np.int64)) <= 1:
+            return True
+        cut = False
+        for (_, _, step), length, n in zip(reversed(picked), reversed(lengths),
+                                           reversed(shape)):
+            if length > 1 and (step != 1 or cut):
+                return False
+            cut = cut or length < n
+        return True
 
     # --- properties ---------------------------------------------------------------------------
     @property
@@ -242,6 +315,11 @@ class NDArray:
         self._data, self._ctx, self._stype = _to_ctx_buffer(host, ctx), ctx, stype
         self.writable = True
         self._error = None
+
+    def __deepcopy__(self, memo):
+        # what a pickle round trip gives (the same values, context and storage type), without
+        # serialising the values to bytes and back
+        return self.copy()
 
     # --- copies and contexts ------------------------------------------------------------------
     def copy(self):

@@ -259,11 +259,22 @@ class Convolution(_ConvBase):
 
     def infer_shape_backward(self, p, in_shapes, out_shapes):
         # like MXNet: an unknown batch size of the data is taken from the output (ConvRNN
-        # cells' begin states are (0, C, H, W) and meet the data only after this convolution)
+        # cells' begin states are (0, C, H, W) and meet the data only after this convolution),
+        # and so is an unknown spatial size where the stride is 1 (the only stride for which
+        # the output size names one input size)
         in_shapes = list(in_shapes)
         data, out = in_shapes[0], out_shapes[0] if out_shapes else None
-        if data is not None and len(data) > 0 and not data[0] and out and out[0]:
-            in_shapes[0] = (out[0],) + tuple(data[1:])
+        nd = len(p.kernel)
+        if data is None or len(data) != nd + 2 or not out or len(out) != nd + 2:
+            return in_shapes
+        filled = list(data)
+        if not filled[0]:
+            filled[0] = out[0]
+        for i in range(nd):
+            if not filled[2 + i] and out[2 + i] and p._stride[i] == 1:
+                span = p._dilate[i] * (p.kernel[i] - 1) + 1
+                filled[2 + i] = max(0, out[2 + i] + span - 1 - 2 * p._pad[i])
+        in_shapes[0] = tuple(filled)
         return in_shapes
 
     # --- computation -------------------------------------------------------------------------

@@ -324,6 +324,7 @@ class Custom(registry.Operator):
     name = "Custom"
     inputs = ()
     positional_inputs = True
+    stateful = True         # user code: it may keep state or draw random numbers
     params = {"op_type": registry.Str()}
 
     def parse(self, attrs):

@@ -216,6 +216,26 @@ for _name in ("softsign", "reciprocal", "cosh", "arccos", "arccosh", "rcbrt", "e
     _declare(_Unary, _name, fn=_name)
 _declare(_Unary, "_copy", ("identity",), fn="copy")
 
+
+class _IdentityLikeRhs(_ElemwiseBase):
+    """out = lhs; rhs only lends its shape and dtype (both inputs and the output share them,
+    so a shape known on either side reaches the other). rhs receives a zero gradient."""
+    name = "_identity_with_attr_like_rhs"
+    inputs = ("lhs", "rhs")
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        k.assign(outputs[0], inputs[0], "write")
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if out_grads[0] is None:
+            return _zero_grads(k, in_grads, req)
+        if in_grads[0] is not None and req[0] != "null":
+            k.assign(in_grads[0], out_grads[0], req[0])
+        _zero_grads(k, [None, in_grads[1]], req)
+
+
+register(_IdentityLikeRhs)
+
 # piecewise constant: zero gradient
 for _name, _fn in [("sign", "sign"), ("floor", "floor"), ("ceil", "ceil"), ("round", "round"),
                    ("trunc", "trunc"), ("fix", "trunc"), ("rint", "rint")]:

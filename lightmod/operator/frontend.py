@@ -8,13 +8,15 @@ arguments and what it does with them differs between the frontends and stays in
 ``ndarray/register.py`` (run the operator now) and ``symbol/register.py`` (add a graph node).
 """
 import builtins
+import collections
 import sys
 import threading
 
 from ..base import MXNetError
 from . import registry
 
-__all__ = ["FunctionTable", "namespace_hooks", "docstring"]
+__all__ = ["FunctionTable", "namespace_hooks", "docstring", "OperatorArguments",
+           "get_operator_arguments"]
 
 
 class FunctionTable:
@@ -99,3 +101,54 @@ def docstring(op, public_name, array_type, input_note, closing_lines):
         lines.append("%s : %s, %s" % (n, decl.describe(), default))
     lines.extend(closing_lines)
     return "\n".join(lines)
+
+
+OperatorArguments = collections.namedtuple("OperatorArguments", ["narg", "names", "types"])
+
+
+def get_operator_arguments(op_name):
+    """The arguments of operator ``op_name`` (a name or alias) as MXNet describes them: their
+    number, their names (inputs first, then parameters) and their types, e.g.
+    ``"{'relu', 'sigmoid'}, required"`` or ``"int, optional, default=1"``."""
+    op = registry.get(op_name)
+    names, types = [], []
+    if op.variadic is not None or op.positional_inputs:
+        names.append("data")
+        types.append("NDArray-or-Symbol[]")
+    else:
+        for name in tuple(op.inputs) + tuple(op.optional_inputs):
+            names.append(name)
+            types.append("NDArray-or-Symbol")
+    for name, decl in op.params.items():
+        names.append(name)
+        types.append(_type_text(decl))
+    return OperatorArguments(len(names), names, types)
+
+
+def _type_text(decl):
+    """A parameter's type, then 'required' or its default, in MXNet's wording."""
+    if isinstance(decl, (registry.Enum, registry.Dtype)):
+        values = decl.choices if isinstance(decl, registry.Enum) else registry._DTYPE_NAMES
+        choices = ", ".join("'%s'" % c for c in sorted(values))
+        kind = "{None, %s}" % choices if decl.none_ok else "{%s}" % choices
+        if decl.required:
+            return kind + ", required"
+        return kind + ",optional, default='%s'" % (decl.default,)
+    kind = {registry.OptInt: "int or None", registry.OptFloat: "float or None",
+            registry.Int: "int", registry.Float: "float", registry.Bool: "boolean",
+            registry.Shape: "Shape(tuple)", registry.FloatTuple: "tuple of <float>",
+            registry.Str: "string"}.get(type(decl), decl.type_name)
+    if decl.required:
+        return kind + ", required"
+    default = decl.default
+    if isinstance(decl, (registry.OptInt, registry.OptFloat)) and default is None:
+        text = "'None'"
+    elif isinstance(decl, registry.Bool):
+        text = "%d" % bool(default)
+    elif isinstance(decl, (registry.Shape, registry.FloatTuple)):
+        text = "[%s]" % ",".join(str(d) for d in (default or ()))
+    elif isinstance(decl, registry.Str):
+        text = "'%s'" % ("" if default is None else default)
+    else:
+        text = str(default)
+    return kind + ", optional, default=" + text

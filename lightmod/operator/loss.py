@@ -236,6 +236,7 @@ class BlockGrad(ElementwiseOp):
     aliases = ("stop_gradient",)
     params = {}
     head_grad_unused = True
+    blocks_gradient = True
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         k.copy(outputs[0], inputs[0])

@@ -152,6 +152,7 @@ class FullyConnected(Operator):
 @register
 class Activation(ElementwiseOp):
     name = "Activation"
+    unnamed_inputs = True
     params = {"act_type": Enum("relu", "sigmoid", "softrelu", "softsign", "tanh",
                                doc="Activation function to be applied.")}
 
@@ -172,6 +173,7 @@ class Activation(ElementwiseOp):
 @register
 class LeakyReLU(Operator):
     name = "LeakyReLU"
+    stateful = True         # act_type="rrelu" draws its slopes from the random stream
     inputs = ("data", "gamma")
     params = {"act_type": Enum("elu", "gelu", "leaky", "prelu", "rrelu", "selu",
                                default="leaky", doc="Activation function to be applied."),
@@ -282,6 +284,7 @@ class LeakyReLU(Operator):
 @register
 class Dropout(Operator):
     name = "Dropout"
+    stateful = True         # draws its mask from the random stream
     params = {"p": Float(0.5, doc="Fraction of the input that gets dropped out during "
                                   "training time."),
               "mode": Enum("always", "training", default="training",
@@ -518,6 +521,7 @@ class LogSoftmax(_SoftmaxBase):
 @register
 class SoftmaxActivation(ElementwiseOp):
     name = "SoftmaxActivation"
+    unnamed_inputs = True
     params = {"mode": Enum("channel", "instance", default="instance",
                            doc="instance: softmax over the last axis; channel: softmax over "
                                "axis 1.")}

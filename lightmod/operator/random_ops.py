@@ -128,6 +128,7 @@ def _no_gradient(k, in_grads, req):
 class _Sampler(Operator):
     """Shared by the samplers: no inputs' gradient, an output dtype from ``dtype``."""
     default_dtype = "float32"
+    stateful = True         # each node draws its own numbers: identical nodes stay apart
 
     def out_dtype(self, p):
         dtype = p.get("dtype")

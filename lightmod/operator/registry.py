@@ -332,6 +332,11 @@ class Operator:
     head_grad_unused = False    # backward never reads out_grads (BlockGrad): needs no head gradient
     optional_inputs = ()        # inputs some parameter values add (softmax's length): nd/sym take them
     input_init = {}             # input name -> __init__ JSON attached to auto-created variables
+    unnamed_inputs = False      # MXNet registers no input names: monitors see input0, input1...
+    # keeps state between calls or draws random numbers: two identical nodes are two different
+    # computations (common-subexpression elimination leaves them apart)
+    stateful = False
+    blocks_gradient = False     # every input gradient is zero (BlockGrad): none flows through
     # Extra attribute names accepted without being declared (legacy / cudnn / workspace knobs).
     ignored_params = ()
 
@@ -341,6 +346,11 @@ class Operator:
         if self.variadic is not None:
             return ["arg%d" % i for i in range(getattr(p, self.variadic))]
         return list(self.inputs)
+
+    def monitor_input_names(self, p):
+        """How a monitor with ``monitor_all`` names the inputs ('<node>_<this name>')."""
+        names = self.list_inputs(p)
+        return ["input%d" % i for i in range(len(names))] if self.unnamed_inputs else names
 
     def list_aux(self, p):
         return [n for n in self.list_inputs(p) if n in self.aux]

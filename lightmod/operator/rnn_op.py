@@ -98,6 +98,8 @@ def packed_pieces(mode, num_layers, bidirectional, input_size, state_size):
 @register
 class RNN(Operator):
     name = "RNN"
+    stateful = True         # dropout between layers draws from the random stream (as MXNet's
+                            # RNN is a stateful operator, identical RNN nodes stay apart)
     inputs = ("data", "parameters", "state", "state_cell", "sequence_length")
     params = {
         "state_size": Int(doc="size of the state for each layer"),

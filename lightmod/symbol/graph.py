@@ -10,14 +10,17 @@ id. Shape and type inference run over it to a fixed point, forward and backward,
 MXNet's InferShape pass does.
 """
 import ast
+import os
 
 import numpy as np
 
 from ..base import DTYPE_MX_TO_NP, MXNetError
+from ..operator import registry
 from ..operator.registry import merge_shape
 
 __all__ = ["Node", "topo_order", "IndexedGraph", "infer_shapes", "infer_types",
-           "shape_known", "parse_shape_attr", "dtype_attr_name"]
+           "shape_known", "parse_shape_attr", "dtype_attr_name", "eliminate_common_expr",
+           "bind_outputs"]
 
 
 class Node:
@@ -135,6 +138,10 @@ class IndexedGraph:
                 self.entry_node[s + j] = nid
         self.node_inputs = []
         for n in nodes:
+            if n.op is not None and not n.inputs and n.input_names():
+                raise MXNetError("operator %s (node '%s') has not been given its inputs (%s): "
+                                 "call the symbol with them first"
+                                 % (n.op.name, n.name, ", ".join(n.input_names())))
             eids = []
             for src, idx, _ in n.inputs:
                 sid = index[id(src)]
@@ -143,6 +150,7 @@ class IndexedGraph:
                                      % (n.name, idx, src.name, counts[sid]))
                 eids.append(starts[sid] + idx)
             self.node_inputs.append(eids)
+        self.outputs = list(outputs)
         self.heads = [starts[index[id(n)]] + i for n, i, _ in outputs]
         mutable = set()
         for n in nodes:
@@ -166,6 +174,70 @@ class IndexedGraph:
 
 
 # ---------------------------------------------------------------------------------------------
+# common-subexpression elimination
+# ---------------------------------------------------------------------------------------------
+def _mergeable(node):
+    """Whether a node is one computation of its inputs, so an identical node (same operator,
+    attributes and inputs) computes the same values: not a variable, not an operator that
+    mutates an input (auxiliary states) or keeps state or draws random numbers."""
+    return node.op is not None and not node.op.stateful and not node.aux_slots()
+
+
+def eliminate_common_expr(outputs):
+    """The output entries of a copy of the graph under ``outputs`` in which every operator
+    node identical to an earlier one (same operator, same attributes, same inputs after
+    merging) is replaced by that one, so it is computed once.
+
+    The nodes are visited inputs first, so chains of duplicates collapse from the bottom up.
+    When merging makes one entry appear several times among the outputs, each repetition is
+    read through a new ``_copy`` node ('<node>_<n>_copy'), so every output keeps its own
+    array. The given graph is left as it is.
+    """
+    copies = {}          # id(original node) -> node of the new graph
+    first_seen = {}      # (op, attributes, inputs) -> node of the new graph
+    for node in topo_order(outputs):
+        inputs = [(copies[id(src)], i, v) for src, i, v in node.inputs]
+        if _mergeable(node):
+            key = (node.op.name, tuple(sorted(node.attrs.items())),
+                   tuple((id(src), i, v) for src, i, v in inputs))
+            same = first_seen.get(key)
+            if same is not None:
+                copies[id(node)] = same
+                continue
+        new = Node(node.op, node.name, dict(node.attrs))
+        new.version = node.version
+        new._p = node._p
+        new.inputs = inputs
+        new.control_deps = [copies[id(d)] for d in node.control_deps]
+        copies[id(node)] = new
+        if _mergeable(node):
+            first_seen[key] = new
+    result, repeats = [], {}
+    for node, i, v in outputs:
+        entry = (copies[id(node)], i, v)
+        key = (id(entry[0]), i)
+        count = repeats.get(key)
+        if count is None:
+            repeats[key] = 0
+        else:
+            repeats[key] = count + 1
+            copy = Node(registry.get("_copy"), "%s_%d_copy" % (entry[0].name, count))
+            copy.inputs = [entry]
+            entry = (copy, 0, 0)
+        result.append(entry)
+    return result
+
+
+def bind_outputs(outputs):
+    """The output entries an executor plans for a symbol with ``outputs``: the graph after
+    common-subexpression elimination, unless the environment variable
+    MXNET_ELIMINATE_COMMON_EXPR is 0 (as in MXNet, where it is on by default)."""
+    if os.environ.get("MXNET_ELIMINATE_COMMON_EXPR", "1").strip() in ("0", "false", "False"):
+        return list(outputs)
+    return eliminate_common_expr(outputs)
+
+
+# ---------------------------------------------------------------------------------------------
 # shapes
 # ---------------------------------------------------------------------------------------------
 def shape_known(shape):
@@ -185,9 +257,11 @@ def parse_shape_attr(text):
 
 
 def _norm_shape(shape):
+    """A shape with every unknown dim (None, 0 or a negative number, as -1 in ``ones(shape=
+    (-1, 3))``) written as 0; an empty shape (unknown rank) as None."""
     if shape is None:
         return None
-    shape = tuple(int(d) if d is not None else 0 for d in shape)
+    shape = tuple(int(d) if d is not None and d > 0 else 0 for d in shape)
     return shape if shape else None
 
 
@@ -239,7 +313,7 @@ def infer_shapes(g, known):
         else:
             text = node.attrs.get("__shape__")
             if text is not None:
-                shapes[eid] = parse_shape_attr(text)
+                shapes[eid] = _norm_shape(parse_shape_attr(text))
     op_nids = g.op_nids
     score = _score(shapes)
     while True:

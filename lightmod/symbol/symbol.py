@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import attribute as _attribute
 from .. import name as _name
-from ..base import DTYPE_NP_TO_MX, MXNetError, atomic_write, string_types
+from ..base import DTYPE_NP_TO_MX, MXNetError, NotImplementedForSymbol, atomic_write, string_types
 from ..context import current_context
 from ..operator import registry
 from . import _json
@@ -42,24 +42,6 @@ _HOOKS = {}
 def install_hooks(**functions):
     """Install functions ``Symbol`` calls: ``bind``, ``simple_bind``, ``op_function``."""
     _HOOKS.update(functions)
-
-
-class NotImplementedForSymbol(MXNetError):
-    """An NDArray-only operation was tried on a Symbol (``bool(sym)``, ``sym += 1``...)."""
-
-    def __init__(self, function, alias, *args):
-        super().__init__()
-        self.function = function.__name__
-        self.alias = alias
-        self.args = [str(type(a)) for a in args]
-
-    def __str__(self):
-        msg = "Function %s" % self.function
-        if self.alias:
-            msg += " (namely operator \"%s\")" % self.alias
-        if self.args:
-            msg += " with arguments (%s)" % ", ".join(self.args)
-        return msg + " is not implemented for Symbol and only available in NDArray."
 
 
 def _entry_of(sym, what):
@@ -231,6 +213,19 @@ class Symbol:
             raise IndexError("output index %d out of range (%d outputs)" % (index, count))
         return Symbol([self._outputs[index]])
 
+    def _gen_atomic_symbol(self):
+        """A new operator node with this symbol's operator and attributes but no inputs and no
+        name yet; calling it (``atomic(*inputs, name=...)``) attaches inputs as ``sym.<op>``
+        does. Every output must come from one operator node."""
+        node = self._single_node()
+        if node is None:
+            raise MXNetError("Generating atomic symbol from other symbol is not supported!")
+        if node.op is None:
+            raise MXNetError("Generating atomic symbol from a Variable (%s) is not supported"
+                             % node.name)
+        atomic = _graph.Node(node.op, "", dict(node.attrs))
+        return Symbol([(atomic, i, 0) for i in range(atomic.num_visible_outputs())])
+
     def get_internals(self):
         """A group of every visible output of every node, in graph order."""
         entries = []
@@ -294,6 +289,13 @@ class Symbol:
         head = self._outputs[0][0]
         if head.op is None:
             raise MXNetError("Symbol.Compose: a Variable cannot be composed")
+        if _is_atomic(self._outputs):
+            # an operator not yet given inputs (``_gen_atomic_symbol``): inputs by position,
+            # then by input name, the rest become new variables, as sym.<op>(...) does
+            if name:
+                head.name = name
+            _attach_inputs(head, args, kwargs)
+            return
         if args:
             raise MXNetError("Symbol.Compose: general composition only supports keyword "
                              "arguments (got %d positional)" % len(args))
@@ -645,6 +647,13 @@ def _copy_graph(outputs):
     return [(memo[id(n)], i, v) for n, i, v in outputs]
 
 
+def _is_atomic(outputs):
+    """True for the outputs of one operator node that has not been given its inputs."""
+    node = outputs[0][0]
+    return (node.op is not None and not node.inputs and len(node.input_names()) > 0
+            and all(other is node for other, _, _ in outputs))
+
+
 def _update_versions(node):
     """Record variable versions on the node's inputs; mutated (aux) inputs bump the version."""
     for slot, (src, i, _) in enumerate(node.inputs):
@@ -679,11 +688,19 @@ def create_op_symbol(op_name, hint, args=(), params=None, kwargs=None, name=None
                         "either as positional or keyword arguments, not both")
     node_name = _name.current().get(name, hint)
     node = _graph.Node(op, node_name, attrs)
-    p = node.params()
-    names = op.list_inputs(p)
+    _attach_inputs(node, args, kwargs)
+    return Symbol([(node, i, 0) for i in range(op.num_visible_outputs(node.params()))])
+
+
+def _attach_inputs(node, args, kwargs):
+    """Connect an operator node to its inputs: the symbols ``args`` in input order, then the
+    symbols ``kwargs`` by input name; a missing input becomes a variable '<node name>_<input>'
+    (or '<input>' for an unnamed node) that copies the node's attributes."""
+    op = node.op
+    names = op.list_inputs(node.params())
     if len(args) > len(names):
         raise MXNetError("Operator %s (node '%s'): too many inputs, requires %d (%s), provided "
-                         "%d" % (op.name, node_name, len(names), ", ".join(names), len(args)))
+                         "%d" % (op.name, node.name, len(names), ", ".join(names), len(args)))
     inputs = [_entry_of(s, "Argument %s(%d)" % (names[i], i)) for i, s in enumerate(args)]
     matched = 0
     for arg in names[len(args):]:
@@ -692,8 +709,8 @@ def create_op_symbol(op_name, hint, args=(), params=None, kwargs=None, name=None
             inputs.append(_entry_of(given, "Argument %s" % arg))
             matched += 1
         else:
-            var_name = "%s_%s" % (node_name, arg) if node_name else arg
-            inputs.append((_graph.Node(None, var_name, dict(attrs)), 0, 0))
+            var_name = "%s_%s" % (node.name, arg) if node.name else arg
+            inputs.append((_graph.Node(None, var_name, dict(node.attrs)), 0, 0))
     if matched != len(kwargs):
         _keyword_mismatch("Symbol.Compose", kwargs, names[len(args):])
     node.inputs = inputs
@@ -704,11 +721,12 @@ def create_op_symbol(op_name, hint, args=(), params=None, kwargs=None, name=None
             src = inputs[slot][0]
             if init is not None and src.op is None and "__init__" not in src.attrs:
                 src.attrs["__init__"] = init
-    return Symbol([(node, i, 0) for i in range(op.num_visible_outputs(p))])
 
 
 def _attr_text(op, key, value):
-    """An attribute value as MXNet stores it: ``str(value)``, dtype names normalised."""
+    """An attribute value as MXNet stores it: ``str(value)``, dtype names normalised, and
+    numpy numbers written as the Python numbers they hold (numpy 2 would write
+    ``(np.int64(0),)`` for a tuple of them where MXNet wrote ``(0,)``)."""
     if isinstance(value, string_types):
         return value
     decl = op.params.get(key)
@@ -717,6 +735,10 @@ def _attr_text(op, key, value):
             return np.dtype(value).name
         except TypeError:
             return str(value)
+    if isinstance(value, np.generic):
+        return str(value.item())
+    if isinstance(value, (tuple, list)):
+        return str(type(value)(v.item() if isinstance(v, np.generic) else v for v in value))
     return str(value)
 
 
