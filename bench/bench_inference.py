@@ -116,14 +116,14 @@ def time_conv_layer(mx, layer, iters):
         for arr in ex.arg_dict.values():
             arr[:] = rng.uniform(-1, 1, arr.shape)
         if direction == "forward":
-            def step():
+            def step(ex=ex):
                 ex.forward(is_train=False)
                 _sync(ex)
         else:
             head = mx.nd.array(rng.uniform(-1, 1, ex.outputs[0].shape))
             ex.forward(is_train=True)
 
-            def step():
+            def step(ex=ex, head=head):
                 ex.backward(head)
                 _sync(ex)
         result[direction] = flops / best_time(step, iters) / 1e9

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import kernels, profiler
+from . import inference_plan, kernels, profiler
 from .base import MXNetError, string_types
 from .context import Context
 from .grad_req import GradReq
@@ -677,6 +677,9 @@ class Executor:
         if self._refresh_threads is not None:
             self._refresh_threads()
         watch = self._observer()
+        if not is_train and watch is None and inference_plan.run(self, _transfer):
+            self._forward_done = inference_plan.PLANNED     # (see inference_plan.py)
+            return self.outputs
         for op, p, k, ins, outs, state, nid in self._fwd:
             if watch is not None:
                 started = watch.before_forward(op, nid)
@@ -723,6 +726,8 @@ class Executor:
             return
         if not self._forward_done:
             raise MXNetError("Executor.backward: call forward(is_train=True) first")
+        if self._forward_done is inference_plan.PLANNED:
+            inference_plan.replay_plain_forward(self)
         for i, eid, dst, req, k in self._head_steps:
             if i >= len(heads) or heads[i] is None:
                 raise MXNetError(
