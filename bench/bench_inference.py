@@ -3,6 +3,7 @@ lightmod vs MXNet 1.9.1, side by side in one invocation.
 
     python bench/bench_inference.py [--repeats 3] [--iters 30] [--nets mlp,lenet,resnet]
                                     [--mxnet-python /work/mxnet-venv/bin/python] [--no-conv]
+                                    [--threads N]
 
 Networks (each through its symbol executor, ``simple_bind`` then ``forward(is_train=False)``
 for inference and ``forward(is_train=True)`` + ``backward()`` for a training step):
@@ -62,17 +63,18 @@ def _sync(ex):
         arr.wait_to_read()
 
 
-def best_time(step, iters, rounds=3, warmup=3):
-    """Best seconds per call over ``rounds`` rounds of ``iters`` calls."""
+def best_time(step, iters, rounds=3, warmup=3, with_cpu=False):
+    """Best seconds per call over ``rounds`` rounds of ``iters`` calls (with ``with_cpu``:
+    (wall, process CPU seconds) of that round, all threads counted)."""
     for _ in range(warmup):
         step()
-    best = float("inf")
+    best = (float("inf"), float("inf"))
     for _ in range(rounds):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(iters):
             step()
-        best = min(best, (time.perf_counter() - t0) / iters)
-    return best
+        best = min(best, ((time.perf_counter() - t0) / iters, (time.process_time() - c0) / iters))
+    return best if with_cpu else best[0]
 
 
 def time_network(mx, build, batch, iters):
@@ -89,7 +91,12 @@ def time_network(mx, build, batch, iters):
         _sync(ex)
 
     # inference first: a training step changes the moving statistics, not the work
-    return {"inference": batch / best_time(infer, iters), "train": batch / best_time(train, iters)}
+    out = {}
+    for mode, step in (("inference", infer), ("train", train)):
+        wall, cpu = best_time(step, iters, with_cpu=True)
+        out[mode] = batch / wall
+        out[mode + "_cpu_ms"] = cpu * 1e3
+    return out
 
 
 def sgemm_gflops(size=512, iters=20):
@@ -161,6 +168,9 @@ def main():
     ap.add_argument("--nets", default="mlp,lenet,resnet")
     ap.add_argument("--mxnet-python", default=None)
     ap.add_argument("--no-conv", action="store_true")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="threads of both workers (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, "
+                         "LIGHTMOD_NUM_THREADS); default: each library's own choice")
     ap.add_argument("--worker", choices=["lightmod", "mxnet"], help=argparse.SUPPRESS)
     args = ap.parse_args()
     nets = [n for n in args.nets.split(",") if n]
@@ -173,6 +183,10 @@ def main():
 
     env = {k: v for k, v in os.environ.items()
            if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    if args.threads:
+        for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "LIGHTMOD_NUM_THREADS",
+                     "MXNET_CPU_WORKER_NTHREADS"):
+            env[name] = str(args.threads)
 
     def spawn(python, backend):
         cmd = [python, os.path.abspath(__file__), "--worker", backend, "--iters",
@@ -190,19 +204,27 @@ def main():
             runs["mxnet"].append(spawn(args.mxnet_python, "mxnet"))
     load_after = _loadavg()
     both = bool(runs["mxnet"])
-    print("%d repeats x %d timed batches (best of 3 rounds); load average %.2f -> %.2f"
-          % (args.repeats, args.iters, load_before, load_after))
-    print("%-8s %-10s %6s %14s %14s %8s" % ("net", "mode", "batch", "lightmod/s",
-                                           "mxnet/s", "ratio"))
+    print("%d repeats x %d timed batches (best of 3 rounds), threads: %s; load average %.2f "
+          "-> %.2f" % (args.repeats, args.iters, args.threads or "default", load_before,
+                       load_after))
+    print("%-8s %-10s %6s %12s %12s %10s %16s" % ("net", "mode", "batch", "lightmod/s",
+                                                  "mxnet/s", "ratio", "cpu ms lm/mx"))
     for net in nets:
         for mode in ("inference", "train"):
             lm = [r["nets"][net][mode] for r in runs["lightmod"]]
-            line = "%-8s %-10s %6d %14.0f" % (net, mode, NETS[net][1], max(lm))
+            line = "%-8s %-10s %6d %12.0f" % (net, mode, NETS[net][1], max(lm))
             if both:
                 mx_ = [r["nets"][net][mode] for r in runs["mxnet"]]
+                # the median of each repeat's ratio, and the ratio of the best of each side
                 ratio = statistics.median(a / b for a, b in zip(lm, mx_))
-                line += " %14.0f %7.2fx" % (max(mx_), ratio)
+                cpu = [min(r["nets"][net][mode + "_cpu_ms"] for r in runs[b])
+                       for b in ("lightmod", "mxnet")]
+                line += " %12.0f %4.2fx/%4.2fx %7.2f/%-7.2f" % (max(mx_), ratio,
+                                                              max(lm) / max(mx_), *cpu)
             print(line)
+    if both:
+        print("ratio: lightmod/MXNet throughput, median of the repeats' ratios / ratio of the "
+              "best of each side; cpu ms: least process CPU time per batch (all threads)")
     if args.no_conv:
         return
     print("\nconvolution layers, GFLOP/s (best over repeats) and fraction of the same "
