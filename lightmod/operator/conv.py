@@ -334,6 +334,9 @@ class Convolution(_ConvBase):
             return self._forward_cols(k, pl, x, w, scale, shift, act, y, state)
         y3 = y.reshape(pl.n, pl.f, pl.osize)
         xt = self._channel_last(k, state, "x_last", x, pl.c, pl.n)
+        # backward reads the channel-last data of this forward (as the column layout keeps
+        # its column matrix): the executor never changes an input between the two
+        state["x_last_ready"] = True
         wt = self._channel_last(k, state, "w_last", w, pl.c, pl.f).reshape(pl.f, pl.rows)
         rows_flat = scratch(k, state, "rows", (pl.rows * pl.chunk * pl.osize,), x.dtype)
         res_flat = scratch(k, state, "res", (pl.f * pl.chunk * pl.osize,), x.dtype)
@@ -383,7 +386,9 @@ class Convolution(_ConvBase):
         dyt = dyt.reshape(pl.n * pl.osize, pl.f)
         rows_flat = scratch(k, state, "rows", (pl.rows * pl.chunk * pl.osize,), x.dtype)
         if req_w != "null":
-            xt = self._channel_last(k, state, "x_last", x, pl.c, pl.n)
+            xt = state.get("x_last") if state.get("x_last_ready") else None
+            if xt is None or xt.shape != (pl.n, pl.isize, pl.c):
+                xt = self._channel_last(k, state, "x_last", x, pl.c, pl.n)
             # the weight gradient in channel-last order (F, K*C), summed over chunks
             dwt = scratch(k, state, "dw_last", (pl.f, pl.rows), w.dtype)
             part = scratch(k, state, "dw_part", (pl.f, pl.rows), w.dtype) \
