@@ -35,7 +35,6 @@ __all__ = ["PLANNED", "run", "replay_plain_forward"]
 PLANNED = "planned inference"
 
 _FUSABLE = ("Convolution", "FullyConnected")
-_ACT_NAMES = {}         # activation code -> name, filled when the first plan is made
 
 
 class _Step:
@@ -67,14 +66,14 @@ class _FusedLayer:
     __slots__ = ("op", "params", "kernels", "x", "w", "bias", "bn", "act", "act_after", "out",
                  "state", "scale", "shift")
 
-    def __init__(self, op, params, k, x, w, bias, bn, act, out, state):
+    def __init__(self, op, params, k, x, w, bias, bn, act, act_codes, out, state):
         self.op, self.params, self.kernels = op, params, k
         self.x, self.w, self.bias, self.bn = x, w, bias, bn
         # tanh runs after the output pass in place, through the kernel set's activation
         # (a vectorised library tanh is several times faster than a scalar one per element);
         # the others go into the output pass
-        self.act_after = "tanh" if _ACT_NAMES.get(act) == "tanh" else None
-        self.act = -1 if self.act_after else act
+        self.act_after = act if act == "tanh" else None
+        self.act = act_codes[act] if act is not None and act != "tanh" else -1
         self.out, self.state = out, state
         self.scale = self.shift = None
         if bn is not None:
@@ -163,7 +162,7 @@ class InferencePlan:
                 continue
             if name not in _FUSABLE or nid in absorbed or dtype not in (np.float32, np.float64):
                 continue
-            last, bn, act = nid, None, -1
+            last, bn, act = nid, None, None
             bn_nid = only_consumer(out_eid, "BatchNorm")
             out_ndim = len(exe._shapes[out_eid])
             if bn_nid is not None:
@@ -178,7 +177,7 @@ class InferencePlan:
                     last = bn_nid
             act_nid = only_consumer(g.entry_start[last], "Activation")
             if act_nid is not None and g.params[act_nid].act_type in ACTIVATIONS:
-                act = ACTIVATIONS[g.params[act_nid].act_type]
+                act = g.params[act_nid].act_type
                 absorbed.add(act_nid)
                 last = act_nid
             if last == nid:
@@ -187,7 +186,7 @@ class InferencePlan:
             ins = inputs_of(nid)
             bias = None if p.no_bias else ins[2]
             fused[nid] = _FusedLayer(node.op, p, step.kernels, ins[0], ins[1], bias, bn, act,
-                                     entry[g.entry_start[last]]._data, step.state)
+                                     ACTIVATIONS, entry[g.entry_start[last]]._data, step.state)
             self.fused_count += 1
 
         self.steps = []
