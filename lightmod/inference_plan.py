@@ -14,8 +14,8 @@ buffer. For inference a shorter walk gives the same outputs:
 * **Epilogues.** The bias, the folded BatchNorm and a following Activation (its only
   consumer) are applied in the convolution's output pass (``Convolution.forward_epilogue``)
   or in one pass over a fully connected layer's product.
-* **Dropout is the identity**: its consumers read its input directly (unless its output is a
-  graph output, or the dropout applies in inference too, ``mode='always'``).
+* Dropout keeps its own step, which in inference is a copy (the operator decides what
+  inference means for it; a plan that skipped it would hide a Dropout that dropped anyway).
 
 Nothing else changes: no gradient buffer is touched, the outputs are the graph outputs the
 plain walk writes (within float32 rounding: the folded form rounds in another order), and
@@ -130,23 +130,7 @@ class InferencePlan:
             return nid
 
         steps = {step.node_id: step for step in exe._fwd if step.op is not None}
-        # a copy step reads its entry's own buffer: with copies between memory spaces in the
-        # graph, Dropout keeps its (copying) step
-        has_copies = any(step.op is None for step in exe._fwd)
         entry = exe._entry_nd
-        alias = {}          # entry -> entry whose array it reads instead (Dropout)
-
-        def inputs_of(nid):
-            """The node's input arrays, a Dropout's output replaced by the Dropout's input."""
-            arrays = []
-            for eid, arr in zip(g.node_inputs[nid], steps[nid].inputs):
-                if eid in alias:
-                    while eid in alias:
-                        eid = alias[eid]
-                    arr = entry[eid]._data
-                arrays.append(arr)
-            return arrays
-
         absorbed = set()    # nodes run inside a fused layer
         fused = {}          # first node -> _FusedLayer
         self.fused_count = 0
@@ -155,11 +139,6 @@ class InferencePlan:
             name = node.op.name
             out_eid = g.entry_start[nid]
             dtype = np.dtype(self._dtype(entry[out_eid]))
-            if name == "Dropout" and out_eid not in heads and not has_copies and \
-                    not (p.mode == "always" and p.p > 0):
-                alias[out_eid] = g.node_inputs[nid][0]
-                absorbed.add(nid)
-                continue
             if name not in _FUSABLE or nid in absorbed or dtype not in (np.float32, np.float64):
                 continue
             last, bn, act = nid, None, None
@@ -183,7 +162,7 @@ class InferencePlan:
             if last == nid:
                 continue            # nothing to fuse: the operator's own step is as good
             step = steps[nid]
-            ins = inputs_of(nid)
+            ins = step.inputs
             bias = None if p.no_bias else ins[2]
             fused[nid] = _FusedLayer(node.op, p, step.kernels, ins[0], ins[1], bias, bn, act,
                                      ACTIVATIONS, entry[g.entry_start[last]]._data, step.state)
@@ -198,9 +177,9 @@ class InferencePlan:
             elif nid in fused:
                 self.steps.append(fused[nid])
             elif nid not in absorbed:
-                self.steps.append(_Step(step.op, step.params, step.kernels, inputs_of(nid),
+                self.steps.append(_Step(step.op, step.params, step.kernels, step.inputs,
                                         step.outputs, step.state))
-        self.useful = self.fused_count > 0 or bool(alias)
+        self.useful = self.fused_count > 0
 
     @staticmethod
     def _dtype(nd):
