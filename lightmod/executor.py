@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import engine, kernels, profiler
+from . import engine, inference_plan, kernels, profiler
 from .base import MXNetError, string_types
 from .context import Context
 from .grad_req import GradReq
@@ -759,6 +759,14 @@ class Executor:
             self._forward_done = True
             return self.outputs
         watch = self._observer()
+        if not is_train and watch is None:
+            try:
+                planned = inference_plan.run(self, _transfer)
+            except engine.DeferredOperatorError:
+                planned = False     # the plain walk below records where the failure is read
+            if planned:
+                self._forward_done = inference_plan.PLANNED     # (see inference_plan.py)
+                return self.outputs
         step = None
         try:
             for step in self._fwd:
@@ -861,6 +869,8 @@ class Executor:
             # MXNet lets backward run before any forward (ops like repeat need no forward
             # values); running the forward pass first gives every op the values it reads
             self.forward(is_train=True)
+        if self._forward_done is inference_plan.PLANNED:
+            inference_plan.replay_plain_forward(self)
         for i, eid, dst, req, k in self._head_steps:
             if i >= len(heads) or heads[i] is None:
                 raise MXNetError(

@@ -15,13 +15,17 @@ a range of its outer index (column rows, image channels, output planes) so that 
 launcher can split large calls over numba's threads (their count follows lightmod's thread
 policy, kernels/threads.py); small calls run serially.
 """
+import math
+
 import numpy as np
 from numba import njit, prange, uint64
 
+from ..scalar_nn import ACT_RELU, activation_value
 from .jit import task_count
 
 __all__ = ["conv_gemm", "im2col",
-           "col2im", "rows_to_batch", "batch_to_rows", "channel_sum", "add_channel_bias"]
+           "col2im", "rows_to_batch", "batch_to_rows", "channel_sum", "add_channel_bias",
+           "transpose_planes", "im2row", "row2im", "rows_to_nchw", "affine_act_rows", "bn_fold"]
 
 _DUMMIES = {}
 
@@ -218,30 +222,40 @@ def col2im(col, x, g, accumulate=False):
 # bias work that touches the same elements anyway.
 # ---------------------------------------------------------------------------------------------
 @njit(cache=True)
-def _rows_to_batch(rows, out, dims, bias, has_bias, accumulate, q0, q1):
+def _rows_to_batch(rows, out, dims, scale, shift, mode, act, accumulate, q0, q1):
     nb, F, O = dims
     width = nb * O
     for q in range(q0, q1):
         n = q // F
         f = q - n * F
-        b = bias[f] if has_bias else out.dtype.type(0)
+        s = scale[f] if mode == 2 else out.dtype.type(1)
+        b = shift[f] if mode >= 1 else out.dtype.type(0)
         src = uint64(f * width + n * O)
         dst = uint64(q * O)
         if accumulate:
             for o in range(uint64(O)):
                 out[dst + o] += rows[src + o] + b
-        else:
+        elif act < 0 and mode < 2:
             for o in range(uint64(O)):
                 out[dst + o] = rows[src + o] + b
+        else:
+            for o in range(uint64(O)):
+                v = rows[src + o] * s + b
+                if act == ACT_RELU:
+                    v = v if v > 0 else out.dtype.type(0)
+                elif act >= 0:
+                    v = activation_value(v, act)
+                out[dst + o] = v
 
 
-def rows_to_batch(rows, out, bias=None, accumulate=False):
-    """out (n, F, O) = (or +=) rows (F, n*O) rearranged, plus bias[f] when bias is given."""
-    has_bias = bias is not None
-    if not has_bias:
-        bias = _dummy(out.dtype)
+def rows_to_batch(rows, out, bias=None, accumulate=False, scale=None, act=-1):
+    """out (n, F, O) = (or +=) rows (F, n*O) rearranged, plus bias[f] when bias is given; a
+    write may also scale each channel first and apply an activation (code, -1 for none)."""
+    if accumulate and (scale is not None or act >= 0):
+        raise ValueError("rows_to_batch: scale and activation apply to writes only")
+    scale, bias, mode = _epilogue_args(out.dtype, scale, bias)
     planes = out.shape[0] * out.shape[1]
-    args = (rows.reshape(-1), out.reshape(-1), out.shape, bias, has_bias, accumulate)
+    args = (rows.reshape(-1), out.reshape(-1), out.shape, scale, bias, mode, act, accumulate)
     parts = task_count(out.size, planes)
     if parts > 1:
         _rows_to_batch_parallel(*args, planes, parts)
@@ -250,10 +264,10 @@ def rows_to_batch(rows, out, bias=None, accumulate=False):
 
 
 @njit(cache=True, parallel=True)
-def _rows_to_batch_parallel(rows, out, dims, bias, has_bias, accumulate, planes, parts):
+def _rows_to_batch_parallel(rows, out, dims, scale, shift, mode, act, accumulate, planes, parts):
     for i in prange(parts):
-        _rows_to_batch(rows, out, dims, bias, has_bias, accumulate, i * planes // parts,
-                       (i + 1) * planes // parts)
+        _rows_to_batch(rows, out, dims, scale, shift, mode, act, accumulate,
+                       i * planes // parts, (i + 1) * planes // parts)
 
 
 @njit(cache=True)
@@ -335,3 +349,268 @@ def _add_channel_bias(out, dims, bias):
 def add_channel_bias(out, bias):
     """out (n, F, O) += bias[f]."""
     _add_channel_bias(out.reshape(-1), out.shape, bias)
+
+
+# ---------------------------------------------------------------------------------------------
+# The row (patch-per-output-pixel) layout of the CPU convolution.
+#
+# Data moved to channel-last order (n, D, H, W, C) makes the patch of one output pixel a few
+# contiguous runs of KW*C (or C) elements, so a patch matrix with one ROW per (sample, output
+# pixel) and columns ordered (kd, kh, kw, c) is cheap to build; BLAS then multiplies the tall
+# matrix rows (m*O, K*C) by the weights (F, K*C)^T at close to its peak (measured on this
+# machine: ~2x the rate of the (F, C*K) @ (C*K, m*O) product for F = 20..64). The result
+# (m*O, F) goes back to NCHW in one pass that also applies the epilogue: a per-channel scale
+# and shift (bias, or BatchNorm folded in) and an activation.
+# ---------------------------------------------------------------------------------------------
+@njit(cache=True)
+def _transpose_planes(src, dst, dims, accumulate, p0, p1):
+    _, A, B = dims
+    for q in range(p0, p1):
+        base = uint64(q * A * B)
+        for a0 in range(0, A, 16):        # 16 x 16 tiles keep both sides in L1
+            a1 = min(A, a0 + 16)
+            for b in range(B):
+                s = base + uint64(a0 * B + b)
+                d = base + uint64(b * A + a0)
+                if accumulate:
+                    for a in range(uint64(a1 - a0)):
+                        dst[d + a] += src[s + a * uint64(B)]
+                else:
+                    for a in range(uint64(a1 - a0)):
+                        dst[d + a] = src[s + a * uint64(B)]
+
+
+@njit(cache=True, parallel=True)
+def _transpose_planes_parallel(src, dst, dims, accumulate, parts):
+    m = dims[0]
+    for i in prange(parts):
+        _transpose_planes(src, dst, dims, accumulate, i * m // parts, (i + 1) * m // parts)
+
+
+def transpose_planes(src, dst, accumulate=False):
+    """dst (m, B, A) = (or +=) src (m, A, B) with its last two axes swapped."""
+    m = src.shape[0]
+    args = (src.reshape(-1), dst.reshape(-1), src.shape, accumulate)
+    parts = task_count(src.size, m)
+    if parts > 1:
+        _transpose_planes_parallel(*args, parts)
+    else:
+        _transpose_planes(*args, 0, m)
+
+
+@njit(cache=True)
+def _im2row(xt, rows, dims, g, q0, q1):
+    nb, C, D, H, W = dims
+    KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, OD, OH, OW = g
+    O = OD * OH * OW
+    width = KD * KH * KW * C
+    run = KW * C
+    zero = rows.dtype.type(0)
+    for q in range(q0, q1):            # q = n*O + o: one output pixel, one row
+        n = q // O
+        o = q - n * O
+        ow = o % OW
+        t = o // OW
+        oh = t % OH
+        od = t // OH
+        iw0 = ow * SW - PW
+        whole = DW == 1 and iw0 >= 0 and iw0 + KW <= W
+        dst = q * width
+        for kd in range(KD):
+            idd = od * SD - PD + kd * DD
+            for kh in range(KH):
+                ih = oh * SH - PH + kh * DH
+                if idd < 0 or idd >= D or ih < 0 or ih >= H:
+                    fill_run(rows, dst, zero, run)
+                    dst += run
+                    continue
+                src = (((n * D + idd) * H + ih) * W) * C
+                if whole:
+                    copy_run(rows, dst, xt, src + iw0 * C, run)
+                    dst += run
+                    continue
+                for kw in range(KW):
+                    iw = iw0 + kw * DW
+                    if iw < 0 or iw >= W:
+                        fill_run(rows, dst, zero, C)
+                    else:
+                        copy_run(rows, dst, xt, src + iw * C, C)
+                    dst += C
+
+
+@njit(cache=True, parallel=True)
+def _im2row_parallel(xt, rows, dims, g, count, parts):
+    for i in prange(parts):
+        _im2row(xt, rows, dims, g, i * count // parts, (i + 1) * count // parts)
+
+
+def im2row(xt, rows, dims, g):
+    """Fill rows (n*O, KD*KH*KW*C) from channel-last data xt (n, D, H, W, C); ``dims`` is the
+    channel-first shape (n, C, D, H, W) and g the geometry (see the module docstring)."""
+    count = rows.shape[0]
+    parts = task_count(rows.size, count, per_thread=2)
+    if parts > 1:
+        _im2row_parallel(xt.reshape(-1), rows.reshape(-1), dims, g, count, parts)
+    else:
+        _im2row(xt.reshape(-1), rows.reshape(-1), dims, g, 0, count)
+
+
+@njit(cache=True)
+def _row2im(rows, xt, dims, g, n0, n1):
+    """Images [n0, n1) of xt (channel-last) += the patch rows; tasks own whole images."""
+    nb, C, D, H, W = dims
+    KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, OD, OH, OW = g
+    O = OD * OH * OW
+    width = KD * KH * KW * C
+    for n in range(n0, n1):
+        for o in range(O):
+            ow = o % OW
+            t = o // OW
+            oh = t % OH
+            od = t // OH
+            iw0 = ow * SW - PW
+            whole = DW == 1 and iw0 >= 0 and iw0 + KW <= W
+            src = (n * O + o) * width
+            for kd in range(KD):
+                idd = od * SD - PD + kd * DD
+                for kh in range(KH):
+                    ih = oh * SH - PH + kh * DH
+                    if idd < 0 or idd >= D or ih < 0 or ih >= H:
+                        src += KW * C
+                        continue
+                    dst = (((n * D + idd) * H + ih) * W) * C
+                    if whole:
+                        add_run(xt, dst + iw0 * C, rows, src, KW * C)
+                        src += KW * C
+                        continue
+                    for kw in range(KW):
+                        iw = iw0 + kw * DW
+                        if iw >= 0 and iw < W:
+                            add_run(xt, dst + iw * C, rows, src, C)
+                        src += C
+
+
+@njit(cache=True, parallel=True)
+def _row2im_parallel(rows, xt, dims, g, parts):
+    nb = dims[0]
+    for i in prange(parts):
+        _row2im(rows, xt, dims, g, i * nb // parts, (i + 1) * nb // parts)
+
+
+def row2im(rows, xt, dims, g):
+    """xt (n, D, H, W, C) += the patch rows (n*O, KD*KH*KW*C) summed over overlapping windows
+    (the adjoint of im2row; xt is not cleared first)."""
+    nb = dims[0]
+    parts = task_count(rows.size, nb)
+    if parts > 1:
+        _row2im_parallel(rows.reshape(-1), xt.reshape(-1), dims, g, parts)
+    else:
+        _row2im(rows.reshape(-1), xt.reshape(-1), dims, g, 0, nb)
+
+
+@njit(cache=True)
+def _rows_to_nchw(res, out, dims, scale, shift, mode, act, q0, q1):
+    """out[n, f, o] = act(res[n*O + o, f] * scale[f] + shift[f]) for planes q = n*F + f."""
+    nb, F, O = dims
+    for q in range(q0, q1):
+        n = q // F
+        f = q - n * F
+        s = scale[f] if mode == 2 else out.dtype.type(1)
+        b = shift[f] if mode >= 1 else out.dtype.type(0)
+        src = uint64(n * O * F + f)
+        dst = uint64(q * O)
+        F_ = uint64(F)
+        if act < 0:
+            for o in range(uint64(O)):
+                out[dst + o] = res[src + o * F_] * s + b
+        elif act == ACT_RELU:
+            for o in range(uint64(O)):
+                v = res[src + o * F_] * s + b
+                out[dst + o] = v if v > 0 else out.dtype.type(0)
+        else:
+            for o in range(uint64(O)):
+                out[dst + o] = activation_value(res[src + o * F_] * s + b, act)
+
+
+@njit(cache=True, parallel=True)
+def _rows_to_nchw_parallel(res, out, dims, scale, shift, mode, act, planes, parts):
+    for i in prange(parts):
+        _rows_to_nchw(res, out, dims, scale, shift, mode, act, i * planes // parts,
+                      (i + 1) * planes // parts)
+
+
+def _epilogue_args(dtype, scale, shift):
+    mode = 2 if scale is not None else (1 if shift is not None else 0)
+    dummy = _dummy(dtype)
+    return (dummy if scale is None else scale.reshape(-1),
+            dummy if shift is None else shift.reshape(-1), mode)
+
+
+def rows_to_nchw(res, out, scale=None, shift=None, act=-1):
+    """out (n, F, O) = act(res (n*O, F) * scale[f] + shift[f]): the transpose back to
+    channel-first with the epilogue fused. scale / shift may be None (1 / 0); act is an
+    activation code of ``kernels.scalar_nn.ACTIVATIONS`` or -1 for none."""
+    scale, shift, mode = _epilogue_args(out.dtype, scale, shift)
+    planes = out.shape[0] * out.shape[1]
+    args = (res.reshape(-1), out.reshape(-1), out.shape, scale, shift, mode, act)
+    parts = task_count(out.size, planes, cost=2.0)
+    if parts > 1:
+        _rows_to_nchw_parallel(*args, planes, parts)
+    else:
+        _rows_to_nchw(*args, 0, planes)
+
+
+@njit(cache=True)
+def _affine_act_rows(out, dims, scale, shift, mode, act, r0, r1):
+    _, F = dims
+    for r in range(r0, r1):
+        base = uint64(r * F)
+        for f in range(uint64(F)):
+            v = out[base + f]
+            if mode == 2:
+                v = v * scale[f]
+            if mode >= 1:
+                v = v + shift[f]
+            if act == ACT_RELU:
+                v = v if v > 0 else out.dtype.type(0)
+            elif act >= 0:
+                v = activation_value(v, act)
+            out[base + f] = v
+
+
+@njit(cache=True, parallel=True)
+def _affine_act_rows_parallel(out, dims, scale, shift, mode, act, count, parts):
+    for i in prange(parts):
+        _affine_act_rows(out, dims, scale, shift, mode, act, i * count // parts,
+                         (i + 1) * count // parts)
+
+
+def affine_act_rows(out, scale=None, shift=None, act=-1):
+    """In place on out (N, F): out = act(out * scale[f] + shift[f]) (the epilogue of a fully
+    connected layer; scale / shift may be None, act -1 means none)."""
+    scale, shift, mode = _epilogue_args(out.dtype, scale, shift)
+    count = out.shape[0]
+    args = (out.reshape(-1), out.shape, scale, shift, mode, act)
+    parts = task_count(out.size, count, cost=2.0)
+    if parts > 1:
+        _affine_act_rows_parallel(*args, count, parts)
+    else:
+        _affine_act_rows(*args, 0, count)
+
+
+@njit(cache=True)
+def _bn_fold(gamma, beta, mean, var, bias, scale, shift, eps, fix_gamma, has_bias):
+    for f in range(scale.size):
+        g = 1.0 if fix_gamma else gamma[f]
+        s = g / math.sqrt(var[f] + eps)
+        b = bias[f] if has_bias else 0.0
+        scale[f] = s
+        shift[f] = beta[f] + (b - mean[f]) * s
+
+
+def bn_fold(gamma, beta, mean, var, bias, scale, shift, eps, fix_gamma):
+    """Per-channel scale and shift of BatchNorm with moving statistics applied to a layer's
+    output with bias ``bias`` (None: no bias): BN(y + bias) = y * scale + shift."""
+    has_bias = bias is not None
+    _bn_fold(gamma, beta, mean, var, bias.reshape(-1) if has_bias else _dummy(scale.dtype),
+             scale, shift, float(eps), bool(fix_gamma), has_bias)

@@ -161,10 +161,50 @@ def _windows_full(dims, geo):
             and (OW - 1) * SW + KW <= W)
 
 
+@njit(cache=True)
+def _pool_whole_planes(x, y, size, ptype, pval, q0, q1):
+    """One window covering each whole plane (global pooling): a contiguous reduction."""
+    for q in range(q0, q1):
+        base = uint64(q * size)
+        if ptype == POOL_MAX:
+            best = x[base]
+            for i in range(uint64(1), uint64(size)):
+                v = x[base + i]
+                best = v if v > best else best
+            y[q] = best
+            continue
+        s = 0.0
+        if ptype == POOL_LP:
+            for i in range(uint64(size)):
+                s += lp_power(x[base + i], pval)
+            y[q] = lp_root(s, pval)
+            continue
+        for i in range(uint64(size)):
+            s += x[base + i]
+        y[q] = s / size if ptype == POOL_AVG else s
+
+
+@njit(cache=True, parallel=True)
+def _pool_whole_planes_parallel(x, y, size, ptype, pval, planes, parts):
+    for i in prange(parts):
+        _pool_whole_planes(x, y, size, ptype, pval, i * planes // parts,
+                           (i + 1) * planes // parts)
+
+
 def pool_forward(x, y, mask, dims, geo, ptype, include_pad, pval):
     """y (P, OD*OH*OW) = pool(x (P, D*H*W)); mask (int32, y's shape), when given, may receive
     the flat index of each maximum. Returns True when it did (pass it to pool_backward then)."""
     full = _windows_full(dims, geo)
+    if full and y.shape[1] == 1 and dims[:3] == geo[:3]:
+        # one window over the whole plane (global pooling): max keeps no mask here either
+        planes, size = x.shape
+        args = (x.reshape(-1), y.reshape(-1), size, ptype, pval)
+        parts = task_count(x.size, planes, _COST, 8)
+        if parts > 1:
+            _pool_whole_planes_parallel(*args, planes, parts)
+        else:
+            _pool_whole_planes(*args, 0, planes)
+        return False
     save_mask = mask is not None and not full and ptype == POOL_MAX
     mask = mask.reshape(-1) if save_mask else _NO_MASK
     lowest = x.dtype.type(np.finfo(x.dtype).min)

@@ -23,6 +23,12 @@ __all__ = ["Convolution", "Deconvolution", "scratch", "float16_via_float32", "sp
 # one BLAS thread the chunk size barely matters; with two, each product pays the threads'
 # hand-over, so chunks far smaller than this lose up to 2x; far larger ones only cost memory.
 COL_BUDGET = 1 << 20
+# Patch-row elements per chunk of the row layout (2 MB in float32): a chunk's patches and its
+# product stay in the caches between im2row, the product and the output pass.
+ROW_BUDGET = 1 << 19
+# Fewer input channels than this: the column layout (a patch row would be runs of a few
+# elements, measured 5-10x slower to build than the column matrix's image-row runs).
+ROW_MIN_CHANNELS = 8
 
 _NC_LAYOUTS = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
 _LAYOUT_CHOICES = ("NCW", "NCHW", "NCDHW", "NWC", "NHWC", "NDHWC")
@@ -292,26 +298,74 @@ class Convolution(_ConvBase):
         ksize = _prod(p.kernel)
         osize = _prod(out_sp)
         rows = c * ksize
-        chunk = max(1, min(n, COL_BUDGET // max(1, rows * osize)))
+        # the patch-row layout (channel-last patches, see kernels/cpu/conv.py) for ungrouped
+        # convolutions with enough channels to give long runs; grouped ones multiply per
+        # group, and few-channel inputs (1-3 channel images) copy long image rows, in the
+        # column layout
+        by_rows = groups == 1 and c >= ROW_MIN_CHANNELS
+        budget = ROW_BUDGET if by_rows else COL_BUDGET
+        chunk = max(1, min(n, budget // max(1, rows * osize)))
         plan = _Plan(xshape=tuple(xshape), n=n, c=c, f=f, groups=groups, cg=c // groups,
                      fg=f // groups, ck=(c // groups) * ksize, rows=rows, osize=osize,
-                     chunk=chunk, x5=shape5(xshape),
+                     ksize=ksize, isize=_prod(xshape[2:]), chunk=chunk, x5=shape5(xshape),
+                     by_rows=by_rows,
                      g=geometry3(p.kernel, p._stride, p._pad, p._dilate, out_sp))
         state["plan"] = plan
         state["col_ready"] = False
         return plan
 
+    def supports_epilogue(self, p):
+        """Whether ``forward_epilogue`` takes a scale, shift and activation (the inference
+        plan folds BatchNorm and Activation into such convolutions)."""
+        return p.num_group == 1
+
     @float16_via_float32
     def forward(self, p, k, inputs, outputs, is_train, state):
-        x, w = inputs[0], inputs[1]
         b = None if p.no_bias else inputs[2]
-        y = outputs[0]
+        self._forward(p, k, inputs[0], inputs[1], None, b, -1, outputs[0], state)
+
+    def forward_epilogue(self, p, k, x, w, scale, shift, act, y, state):
+        """y = act(conv(x, w) * scale[f] + shift[f]) in one output pass (scale / shift may be
+        None; act is an activation code, -1 for none); float32 and float64 only."""
+        self._forward(p, k, x, w, scale, shift, act, y, state)
+
+    def _channel_last(self, k, state, key, src, channels, count):
+        """src (count, channels, inner) as (count, inner, channels): a scratch copy, or src
+        itself when channels or inner is 1 (the same memory order)."""
+        inner = src.size // (count * channels)
+        if channels == 1 or inner == 1:
+            return src.reshape(count, inner, channels)
+        out = scratch(k, state, key, (count, inner, channels), src.dtype)
+        k.transpose_planes(src.reshape(count, channels, inner), out)
+        return out
+
+    def _forward(self, p, k, x, w, scale, shift, act, y, state):
         pl = self._plan(p, x.shape, state)
+        if not pl.by_rows:
+            return self._forward_cols(k, pl, x, w, scale, shift, act, y, state)
+        y3 = y.reshape(pl.n, pl.f, pl.osize)
+        xt = self._channel_last(k, state, "x_last", x, pl.c, pl.n)
+        # backward reads the channel-last data of this forward (as the column layout keeps
+        # its column matrix): the executor never changes an input between the two
+        state["x_last_ready"] = True
+        wt = self._channel_last(k, state, "w_last", w, pl.c, pl.f).reshape(pl.f, pl.rows)
+        rows_flat = scratch(k, state, "rows", (pl.rows * pl.chunk * pl.osize,), x.dtype)
+        res_flat = scratch(k, state, "res", (pl.f * pl.chunk * pl.osize,), x.dtype)
+        for n0 in range(0, pl.n, pl.chunk):
+            m = min(pl.chunk, pl.n - n0)
+            height = m * pl.osize
+            rows = rows_flat[:height * pl.rows].reshape(height, pl.rows)
+            res = res_flat[:height * pl.f].reshape(height, pl.f)
+            k.im2row(xt[n0:n0 + m], rows, (m,) + pl.x5[1:], pl.g)
+            k.conv_gemm(rows, wt, res, trans_b=True)
+            k.rows_to_nchw(res, y3[n0:n0 + m], scale, shift, act)
+
+    def _forward_cols(self, k, pl, x, w, scale, shift, act, y, state):
         x5 = x.reshape(pl.x5)
         y3 = y.reshape(pl.n, pl.f, pl.osize)
         w2 = w.reshape(pl.f, pl.ck)
         col_flat = scratch(k, state, "col", (pl.rows * pl.chunk * pl.osize,), x.dtype)
-        rows_flat = scratch(k, state, "rows", (pl.f * pl.chunk * pl.osize,), x.dtype)
+        rows_flat = scratch(k, state, "res", (pl.f * pl.chunk * pl.osize,), x.dtype)
         for n0 in range(0, pl.n, pl.chunk):
             m = min(pl.chunk, pl.n - n0)
             width = m * pl.osize
@@ -321,7 +375,7 @@ class Convolution(_ConvBase):
             for gi in range(pl.groups):
                 k.conv_gemm(w2[gi * pl.fg:(gi + 1) * pl.fg], col[gi * pl.ck:(gi + 1) * pl.ck],
                             res[gi * pl.fg:(gi + 1) * pl.fg])
-            k.rows_to_batch(res, y3[n0:n0 + m], b)
+            k.rows_to_batch(res, y3[n0:n0 + m], shift, scale=scale, act=act)
         # the column matrix of the whole batch is still in place for the weight gradient
         state["col_ready"] = pl.chunk >= pl.n
 
@@ -329,6 +383,68 @@ class Convolution(_ConvBase):
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
         x, w = inputs[0], inputs[1]
         pl = self._plan(p, x.shape, state)
+        if not pl.by_rows:
+            return self._backward_cols(p, k, pl, out_grads, inputs, in_grads, req, state)
+        req_x, req_w = req[0], req[1]
+        req_b = "null" if p.no_bias else req[2]
+        dy3 = out_grads[0].reshape(pl.n, pl.f, pl.osize)
+        if req_b != "null":
+            k.channel_sum(dy3, in_grads[2], accumulate=(req_b == "add"))
+        if req_x == "null" and req_w == "null":
+            return
+        # dy as rows (n*O, F): the output gradient in the layout of the forward's result
+        dyt = self._channel_last(k, state, "dy_last", dy3, pl.f, pl.n)
+        dyt = dyt.reshape(pl.n * pl.osize, pl.f)
+        rows_flat = scratch(k, state, "rows", (pl.rows * pl.chunk * pl.osize,), x.dtype)
+        if req_w != "null":
+            xt = state.get("x_last") if state.get("x_last_ready") else None
+            if xt is None or xt.shape != (pl.n, pl.isize, pl.c):
+                xt = self._channel_last(k, state, "x_last", x, pl.c, pl.n)
+            # the weight gradient in channel-last order (F, K*C), summed over chunks
+            dwt = scratch(k, state, "dw_last", (pl.f, pl.rows), w.dtype)
+            part = scratch(k, state, "dw_part", (pl.f, pl.rows), w.dtype) \
+                if pl.chunk < pl.n else dwt
+            for n0 in range(0, pl.n, pl.chunk):
+                m = min(pl.chunk, pl.n - n0)
+                height = m * pl.osize
+                rows = rows_flat[:height * pl.rows].reshape(height, pl.rows)
+                k.im2row(xt[n0:n0 + m], rows, (m,) + pl.x5[1:], pl.g)
+                target = dwt if n0 == 0 else part
+                k.conv_gemm(dyt[n0 * pl.osize:n0 * pl.osize + height], rows, target,
+                            trans_a=True)
+                if n0 > 0:
+                    k.assign(dwt, part, "add")
+            dw3 = in_grads[1].reshape(pl.f, pl.c, pl.ksize)
+            if pl.c == 1 or pl.ksize == 1:
+                k.assign(dw3, dwt.reshape(dw3.shape), req_w)
+            else:
+                if req_w == "write":
+                    k.transpose_planes(dwt.reshape(pl.f, pl.ksize, pl.c), dw3)
+                else:
+                    k.transpose_planes(dwt.reshape(pl.f, pl.ksize, pl.c), dw3, accumulate=True)
+        if req_x != "null":
+            wt = self._channel_last(k, state, "w_last", w, pl.c, pl.f).reshape(pl.f, pl.rows)
+            dx = in_grads[0]
+            # channel-last data is the same memory as dx when C or the image size is 1
+            in_place = pl.c == 1 or pl.isize == 1
+            if in_place:
+                dxt = dx.reshape(pl.n, pl.isize, pl.c)
+            else:
+                dxt = scratch(k, state, "dx_last", (pl.n, pl.isize, pl.c), dx.dtype)
+            if not (in_place and req_x == "add"):
+                k.fill(dxt, 0.0)
+            for n0 in range(0, pl.n, pl.chunk):
+                m = min(pl.chunk, pl.n - n0)
+                height = m * pl.osize
+                rows = rows_flat[:height * pl.rows].reshape(height, pl.rows)
+                k.conv_gemm(dyt[n0 * pl.osize:n0 * pl.osize + height], wt, rows)
+                k.row2im(rows, dxt[n0:n0 + m], (m,) + pl.x5[1:], pl.g)
+            if not in_place:
+                k.transpose_planes(dxt, dx.reshape(pl.n, pl.c, pl.isize),
+                                   accumulate=(req_x == "add"))
+
+    def _backward_cols(self, p, k, pl, out_grads, inputs, in_grads, req, state):
+        x, w = inputs[0], inputs[1]
         req_x, req_w = req[0], req[1]
         req_b = "null" if p.no_bias else req[2]
         x5 = x.reshape(pl.x5)
@@ -338,7 +454,7 @@ class Convolution(_ConvBase):
         dw2 = in_grads[1].reshape(pl.f, pl.ck) if req_w != "null" else None
         db = in_grads[2] if req_b != "null" else None
         col_flat = scratch(k, state, "col", (pl.rows * pl.chunk * pl.osize,), x.dtype)
-        rows_flat = scratch(k, state, "rows", (pl.f * pl.chunk * pl.osize,), x.dtype)
+        rows_flat = scratch(k, state, "res", (pl.f * pl.chunk * pl.osize,), x.dtype)
         # the weight gradient is summed over chunks; 'add' needs a separate product buffer
         dw_sum = None
         if dw2 is not None and (req_w == "add" or pl.chunk < pl.n):

@@ -1,0 +1,215 @@
+"""The executor's plan for inference: ``forward(is_train=False)`` with layers fused.
+
+An executor's forward steps call one operator after another, each writing its own output
+buffer. For inference a shorter walk gives the same outputs:
+
+* **BatchNorm folded into the layer before it.** A Convolution or FullyConnected whose only
+  consumer is a BatchNorm over its channel axis runs with BatchNorm's moving statistics as a
+  per-channel scale and shift of its output (``BN(y + b) = y * s + t`` with
+  ``s = gamma / sqrt(var + eps)`` and ``t = beta + (b - mean) * s``). ``s`` and ``t`` are
+  computed from the live parameter and auxiliary arrays at every call (a few operations per
+  channel), so ``set_params``, ``update``, ``load`` or any write into the arrays is seen at
+  once and nothing can go stale; the arrays themselves are only read (``fix_gamma`` writes 1
+  into gamma, as BatchNorm's own forward does).
+* **Epilogues.** The bias, the folded BatchNorm and a following Activation (its only
+  consumer) are applied in the convolution's output pass (``Convolution.forward_epilogue``)
+  or in one pass over a fully connected layer's product.
+* Dropout keeps its own step, which in inference is a copy (the operator decides what
+  inference means for it; a plan that skipped it would hide a Dropout that dropped anyway).
+
+Nothing else changes: no gradient buffer is touched, the outputs are the graph outputs the
+plain walk writes (within float32 rounding: the folded form rounds in another order), and
+intermediate results the plan skips are internal buffers nobody sees. The plan is not used
+while a monitor or the profiler watches the steps (they want every operator's output), nor
+for float16 layers. ``backward`` after a planned forward first re-runs the plain walk, so the
+saved-for-backward buffers it reads are the ones the plain inference forward writes.
+"""
+import numpy as np
+
+from . import profiler
+from .grad_req import GradReq
+
+__all__ = ["PLANNED", "run", "replay_plain_forward"]
+
+# the executor's _forward_done after a planned forward: backward re-runs the plain walk
+PLANNED = "planned inference"
+
+_FUSABLE = ("Convolution", "FullyConnected")
+
+
+class _Step:
+    """One operator call of the plan (an unfused step with its inputs resolved)."""
+    __slots__ = ("op", "params", "kernels", "inputs", "outputs", "state")
+
+    def __init__(self, op, params, k, inputs, outputs, state):
+        self.op, self.params, self.kernels = op, params, k
+        self.inputs, self.outputs, self.state = inputs, outputs, state
+
+    def __call__(self):
+        self.op.forward(self.params, self.kernels, self.inputs, self.outputs, False, self.state)
+
+
+class _Copy:
+    """A copy between memory spaces (the executor's own transfer step)."""
+    __slots__ = ("transfer", "src", "dst", "kernels")
+
+    def __init__(self, transfer, src, dst, k):
+        self.transfer, self.src, self.dst, self.kernels = transfer, src, dst, k
+
+    def __call__(self):
+        self.transfer(self.dst, self.kernels, self.src, GradReq.WRITE)
+
+
+class _FusedLayer:
+    """Convolution / FullyConnected + optional BatchNorm (moving statistics) + optional
+    Activation, written into the last one's output buffer."""
+    __slots__ = ("op", "params", "kernels", "x", "w", "bias", "bn", "act", "act_after", "out",
+                 "state", "scale", "shift")
+
+    def __init__(self, op, params, k, x, w, bias, bn, act, act_codes, out, state):
+        self.op, self.params, self.kernels = op, params, k
+        self.x, self.w, self.bias, self.bn = x, w, bias, bn
+        # tanh runs after the output pass in place, through the kernel set's activation
+        # (a vectorised library tanh is several times faster than a scalar one per element);
+        # the others go into the output pass
+        self.act_after = act if act == "tanh" else None
+        self.act = act_codes[act] if act is not None and act != "tanh" else -1
+        self.out, self.state = out, state
+        self.scale = self.shift = None
+        if bn is not None:
+            channels = w.shape[0]
+            self.scale = k.empty((channels,), w.dtype)
+            self.shift = k.empty((channels,), w.dtype)
+
+    def __call__(self):
+        k = self.kernels
+        scale, shift = None, self.bias
+        if self.bn is not None:
+            gamma, beta, mean, var, eps, fix_gamma = self.bn
+            if fix_gamma:
+                k.fill(gamma, 1.0)
+            k.bn_fold(gamma, beta, mean, var, self.bias, self.scale, self.shift, eps, fix_gamma)
+            scale, shift = self.scale, self.shift
+        if self.op.name == "Convolution":
+            self.op.forward_epilogue(self.params, k, self.x, self.w, scale, shift, self.act,
+                                     self.out, self.state)
+        else:
+            hidden = self.w.shape[0]
+            rows = self.out.size // hidden
+            out2 = self.out.reshape(rows, hidden)
+            k.fc_forward(self.x.reshape(rows, self.x.size // rows), self.w, None, out2,
+                         self.state)
+            k.affine_act_rows(out2, scale, shift, self.act)
+        if self.act_after is not None:
+            k.activation_forward(self.out, self.out, self.act_after)
+
+
+class InferencePlan:
+    """The fused steps of one executor plan (rebuilt when the executor re-plans)."""
+
+    def __init__(self, exe, transfer):
+        from .kernels.scalar_nn import ACTIVATIONS  # (imports numba: only when planning)
+        g = exe._g
+        self.source = exe._fwd
+        uses = [0] * g.num_entries
+        consumers = [[] for _ in range(g.num_entries)]
+        for nid in g.op_nids:
+            for slot, eid in enumerate(g.node_inputs[nid]):
+                uses[eid] += 1
+                consumers[eid].append((nid, slot))
+        heads = set(g.heads)
+
+        def only_consumer(eid, op_name):
+            """The node that alone consumes entry eid (at slot 0) when it is an op_name."""
+            if uses[eid] != 1 or eid in heads:
+                return None
+            nid, slot = consumers[eid][0]
+            node = g.nodes[nid]
+            if slot != 0 or node.op is None or node.op.name != op_name:
+                return None
+            return nid
+
+        steps = {step.node_id: step for step in exe._fwd if step.op is not None}
+        entry = exe._entry_nd
+        absorbed = set()    # nodes run inside a fused layer
+        fused = {}          # first node -> _FusedLayer
+        self.fused_count = 0
+        for nid in g.op_nids:
+            node, p = g.nodes[nid], g.params[nid]
+            name = node.op.name
+            out_eid = g.entry_start[nid]
+            dtype = np.dtype(self._dtype(entry[out_eid]))
+            if name not in _FUSABLE or nid in absorbed or dtype not in (np.float32, np.float64):
+                continue
+            last, bn, act = nid, None, None
+            bn_nid = only_consumer(out_eid, "BatchNorm")
+            out_ndim = len(exe._shapes[out_eid])
+            if bn_nid is not None:
+                bp = g.params[bn_nid]
+                axis = bp.axis + out_ndim if bp.axis < 0 else bp.axis
+                channel_axis = 1 if name == "Convolution" else out_ndim - 1
+                hidden_used = any(uses[g.entry_start[bn_nid] + j] for j in (1, 2))
+                if axis == channel_axis and not bp.output_mean_var and not hidden_used:
+                    ins = [entry[e]._data for e in g.node_inputs[bn_nid]]
+                    bn = (ins[1], ins[2], ins[3], ins[4], bp.eps, bp.fix_gamma)
+                    absorbed.add(bn_nid)
+                    last = bn_nid
+            act_nid = only_consumer(g.entry_start[last], "Activation")
+            if act_nid is not None and g.params[act_nid].act_type in ACTIVATIONS:
+                act = g.params[act_nid].act_type
+                absorbed.add(act_nid)
+                last = act_nid
+            if last == nid:
+                continue            # nothing to fuse: the operator's own step is as good
+            step = steps[nid]
+            ins = step.inputs
+            bias = None if p.no_bias else ins[2]
+            fused[nid] = _FusedLayer(node.op, p, step.kernels, ins[0], ins[1], bias, bn, act,
+                                     ACTIVATIONS, entry[g.entry_start[last]]._data, step.state)
+            self.fused_count += 1
+
+        self.steps = []
+        for step in exe._fwd:
+            nid = step.node_id
+            if step.op is None:
+                self.steps.append(_Copy(transfer, step.inputs._data, step.outputs._data,
+                                        step.kernels))
+            elif nid in fused:
+                self.steps.append(fused[nid])
+            elif nid not in absorbed:
+                self.steps.append(_Step(step.op, step.params, step.kernels, step.inputs,
+                                        step.outputs, step.state))
+        self.useful = self.fused_count > 0
+
+    @staticmethod
+    def _dtype(nd):
+        return nd.dtype
+
+    def run(self):
+        for step in self.steps:
+            step()
+
+
+def run(exe, transfer):
+    """Run ``exe``'s inference plan; False when the plain walk should run instead (a monitor
+    or the profiler is watching, a replay for backward, or the plan would change nothing)."""
+    if exe._monitor_callback is not None or profiler.is_running() or \
+            getattr(exe, "_plain_forward", False):
+        return False
+    plan = getattr(exe, "_inference_plan", None)
+    if plan is None or plan.source is not exe._fwd:
+        plan = exe._inference_plan = InferencePlan(exe, transfer)
+    if not plan.useful:
+        return False
+    plan.run()
+    return True
+
+
+def replay_plain_forward(exe):
+    """Re-run the plain ``forward(is_train=False)`` walk (before a backward that follows a
+    planned forward: backward reads the intermediate outputs the plan skipped)."""
+    exe._plain_forward = True
+    try:
+        exe.forward(is_train=False)
+    finally:
+        exe._plain_forward = False

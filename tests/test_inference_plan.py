@@ -1,0 +1,160 @@
+"""The executor's inference plan (lightmod/inference_plan.py): BatchNorm folded into the layer
+before it, bias and activation in the layer's output pass, Dropout as the identity. It must give
+the outputs of the plain ``forward(is_train=False)`` walk, never change a parameter, and follow
+parameter changes at once."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from inference_plan_cases import build, compare, fill, stacks
+
+import lightmod as mx
+from lightmod import inference_plan
+
+
+@settings(max_examples=40, deadline=None)
+@given(case=stacks(), seed=st.integers(0, 2 ** 16))
+def test_plan_matches_plain_inference_forward(case, seed):
+    layers, fc, shape = case
+    planned, plain, plan = compare(build(layers, fc, shape[1]), shape, mx.cpu(), seed)
+    np.testing.assert_allclose(planned, plain, rtol=2e-5, atol=2e-5)
+    fusable = any(layer["bn"] or layer["act"] for layer in layers) or fc["bn"] or fc["act"]
+    assert plan is not None and (plan.fused_count > 0) == bool(fusable)
+
+
+def _conv_bn_net():
+    net = mx.sym.var("data")
+    net = mx.sym.Convolution(net, kernel=(3, 3), pad=(1, 1), num_filter=8, name="conv")
+    net = mx.sym.BatchNorm(net, fix_gamma=False, name="bn")
+    net = mx.sym.Activation(net, act_type="relu", name="relu")
+    net = mx.sym.Dropout(net, p=0.5, name="drop")
+    net = mx.sym.FullyConnected(net, num_hidden=4, name="fc")
+    return mx.sym.SoftmaxOutput(net, name="softmax")
+
+
+def _module(for_training=True):
+    mod = mx.mod.Module(_conv_bn_net(), context=mx.cpu())
+    mod.bind(data_shapes=[("data", (5, 3, 6, 6))], label_shapes=[("softmax_label", (5,))],
+             for_training=for_training)
+    mx.random.seed(0)
+    mod.init_params(mx.init.Uniform(0.5))
+    args, aux = mod.get_params()
+    rng = np.random.RandomState(1)
+    aux = {k: mx.nd.array(rng.uniform(0.3, 2.0, v.shape)) for k, v in aux.items()}
+    args["bn_gamma"] = mx.nd.array(rng.uniform(0.5, 2.0, args["bn_gamma"].shape))
+    mod.set_params(args, aux)
+    return mod
+
+
+def _data(seed=2):
+    rng = np.random.RandomState(seed)
+    return mx.io.NDArrayIter(rng.uniform(-1, 1, (10, 3, 6, 6)).astype(np.float32),
+                             rng.randint(0, 4, 10).astype(np.float32), batch_size=5)
+
+
+def _reference_predict(mod, it):
+    """predict through the plain walk (a monitor makes the executor skip the plan)."""
+    exe = mod._exec_group.execs[0]
+    exe.set_monitor_callback(lambda name, arr: None)
+    try:
+        return mod.predict(it).asnumpy()
+    finally:
+        exe._monitor_callback = None
+
+
+@pytest.mark.parametrize("for_training", [True, False])
+def test_predict_leaves_params_bit_identical_and_matches_plain(for_training):
+    mod = _module(for_training)
+    before_args, before_aux = [{k: v.asnumpy().copy() for k, v in d.items()}
+                               for d in mod.get_params()]
+    out = mod.predict(_data()).asnumpy()
+    assert mod._exec_group.execs[0]._inference_plan.fused_count == 1   # conv + bn + relu
+    after_args, after_aux = mod.get_params()
+    for before, after in ((before_args, after_args), (before_aux, after_aux)):
+        assert set(before) == set(after)
+        for name in before:
+            assert before[name].tobytes() == after[name].asnumpy().tobytes(), name
+    np.testing.assert_allclose(out, _reference_predict(mod, _data()), rtol=1e-5, atol=1e-6)
+
+
+def test_plan_follows_set_params():
+    mod = _module()
+    first = mod.predict(_data()).asnumpy()
+    args, aux = mod.get_params()
+    aux["bn_moving_mean"] = aux["bn_moving_mean"] + 0.7
+    args["bn_beta"] = args["bn_beta"] - 0.3
+    args["conv_weight"] = args["conv_weight"] * 1.5
+    mod.set_params(args, aux)
+    second = mod.predict(_data()).asnumpy()
+    assert not np.allclose(first, second, atol=1e-3)
+    np.testing.assert_allclose(second, _reference_predict(mod, _data()), rtol=1e-5, atol=1e-6)
+
+
+def test_plan_follows_writes_into_the_arrays_and_updates():
+    mod = _module()
+    mod.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": 0.5})
+    exe = mod._exec_group.execs[0]
+    mod.predict(_data())
+    # a direct write into the executor's arrays
+    exe.aux_dict["bn_moving_var"][:] = 0.05
+    np.testing.assert_allclose(mod.predict(_data()).asnumpy(), _reference_predict(mod, _data()),
+                               rtol=1e-5, atol=1e-6)
+    # a training step: update writes new weights, backward new moving statistics
+    batch = next(iter(_data(5)))
+    mod.forward_backward(batch)
+    mod.update()
+    np.testing.assert_allclose(mod.predict(_data()).asnumpy(), _reference_predict(mod, _data()),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_backward_after_planned_forward_matches_plain():
+    sym = _conv_bn_net()
+    grads = []
+    for planned in (True, False):
+        exe = sym.simple_bind(mx.cpu(), data=(5, 3, 6, 6), softmax_label=(5,))
+        fill(exe, 3)
+        exe.arg_dict["softmax_label"][:] = np.array([0, 1, 2, 3, 0])
+        if planned:
+            exe.forward(is_train=False)
+            assert exe._forward_done is inference_plan.PLANNED
+        else:
+            inference_plan.replay_plain_forward(exe)
+        exe.backward()
+        grads.append({k: v.asnumpy() for k, v in exe.grad_dict.items() if v is not None})
+    for name in grads[0]:
+        np.testing.assert_array_equal(grads[0][name], grads[1][name])
+
+
+def test_dropout_always_and_monitored_runs_stay_plain():
+    net = mx.sym.Dropout(mx.sym.var("data"), p=0.5, mode="always", name="drop")
+    net = mx.sym.FullyConnected(net, num_hidden=3, name="fc")
+    net = mx.sym.Activation(net, act_type="tanh", name="act")
+    exe = net.simple_bind(mx.cpu(), data=(4, 6), grad_req="null")
+    fill(exe, 4)
+    out = exe.forward(is_train=False)[0].asnumpy()
+    # dropout still drops in inference with mode='always': some inputs were zeroed, so the
+    # result differs from the un-dropped product
+    x, w, b = (exe.arg_dict[k].asnumpy() for k in ("data", "fc_weight", "fc_bias"))
+    assert not np.allclose(out, np.tanh(x @ w.T + b), atol=1e-4)
+    assert exe._inference_plan.fused_count == 1
+    seen = []
+    exe.set_monitor_callback(lambda name, arr: seen.append(name))
+    exe.forward(is_train=False)
+    assert "fc_output" in seen and "act_output" in seen
+
+
+def test_fold_equals_batchnorm_of_numpy():
+    """The planned conv + BN + relu against numpy's formula (not only the plain walk)."""
+    net = mx.sym.Convolution(mx.sym.var("data"), kernel=(1, 1), num_filter=2, name="conv")
+    net = mx.sym.BatchNorm(net, fix_gamma=False, eps=1e-3, name="bn")
+    net = mx.sym.Activation(net, act_type="relu")
+    exe = net.simple_bind(mx.cpu(), data=(2, 3, 2, 2), grad_req="null")
+    fill(exe, 6)
+    out = exe.forward(is_train=False)[0].asnumpy()
+    a = {k: v.asnumpy() for k, v in list(exe.arg_dict.items()) + list(exe.aux_dict.items())}
+    y = np.einsum("fc,nchw->nfhw", a["conv_weight"][:, :, 0, 0], a["data"]) \
+        + a["conv_bias"][None, :, None, None]
+    c = (slice(None), None, None)
+    y = (y - a["bn_moving_mean"][c]) / np.sqrt(a["bn_moving_var"][c] + 1e-3) \
+        * a["bn_gamma"][c] + a["bn_beta"][c]
+    np.testing.assert_allclose(out, np.maximum(y, 0), rtol=1e-5, atol=1e-6)
