@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import kernels, profiler
+from . import fusion, kernels, profiler
 from .base import MXNetError, string_types
 from .context import Context
 from .grad_req import GradReq
@@ -464,6 +464,8 @@ class Executor:
         self._monitor_callback = None
         self._monitor_all = False
         self._total_exec_bytes = 0
+        self._unfused = False   # set when a bound array is one the fused kernels cannot view
+        self._fused = False     # whether the current plan fuses anything
 
         self._forward_done = False
 
@@ -484,6 +486,18 @@ class Executor:
                base_pool=None):
         """Plan every buffer and the forward / backward steps (a training step then only runs
         them)."""
+        total = self._total_exec_bytes
+        try:
+            self._plan(g, node_ctx, shapes, types, arg_arrays, grad_arrays, reqs, aux_arrays,
+                       base_pool)
+        except fusion.NotFusible:
+            self._unfused = True
+            self._total_exec_bytes = total
+            self._plan(g, node_ctx, shapes, types, arg_arrays, grad_arrays, reqs, aux_arrays,
+                       base_pool)
+
+    def _plan(self, g, node_ctx, shapes, types, arg_arrays, grad_arrays, reqs, aux_arrays,
+              base_pool):
         self._g = g
         self._node_ctx = node_ctx
         self._shapes = shapes
@@ -495,20 +509,26 @@ class Executor:
         self.aux_arrays = list(aux_arrays)
         entry_ctx = [node_ctx[g.entry_node[eid]] for eid in range(g.num_entries)]
         self._entry_nd = self._place_entries(base_pool)
-        self._fwd, self._node_in_nd = self._plan_forward(entry_ctx, base_pool)
+        groups = self._fusion_groups()
+        node_order = fusion.unit_order(g, groups) if groups else list(g.op_nids)
+        self._fwd, self._node_in_nd = self._plan_forward(entry_ctx, base_pool, node_order)
+        fwd_of = {step.node_id: step for step in self._fwd if step.op is not None}
+        fused = self._fused_groups(groups)
+        self._fused = bool(fused)
         self._refresh_threads = _thread_policy() if any(
             c.device_typeid != 2 for c in node_ctx) else None
         needs, var_req = self._gradient_entries()
-        order = [nid for nid in reversed(g.op_nids)
+        order = [nid for nid in reversed(node_order)
                  if any(needs[e] for e in g.node_inputs[nid])]
         head_reqs, slot_reqs = self._write_order(needs, var_req, order)
         grad_nd = self._gradient_buffers(needs, var_req, head_reqs, slot_reqs, base_pool)
         self._head_steps = [_HeadGrad(i, eid, grad_nd[eid], req,
                                       kernels.for_context(entry_ctx[eid]))
                             for (i, eid), req in head_reqs.items()]
-        fwd_of = {step.node_id: step for step in self._fwd if step.op is not None}
         self._bwd = [self._plan_backward_step(nid, fwd_of[nid], slot_reqs[nid], grad_nd,
                                               entry_ctx, base_pool) for nid in order]
+        if fused:
+            self._fuse_steps(fused, grad_nd, slot_reqs, head_reqs)
         self.outputs = [self._entry_nd[eid] for eid in g.heads]
         self._dicts = {}
         self._watched = [(a, a._data) for a in self.arg_arrays + self.aux_arrays +
@@ -527,12 +547,12 @@ class Executor:
                                              self._node_ctx[nid], base_pool)
         return entry_nd
 
-    def _plan_forward(self, entry_ctx, base_pool):
-        """One step per operator in topological order, preceded by a copy step for each input
-        that lives in another memory space (made once, shared by every consumer)."""
+    def _plan_forward(self, entry_ctx, base_pool, node_order):
+        """One step per operator in ``node_order`` (topological), preceded by a copy step for
+        each input that lives in another memory space (made once, shared by every consumer)."""
         g, entry_nd = self._g, self._entry_nd
         steps, copies, node_in_nd = [], {}, {}
-        for nid in g.op_nids:
+        for nid in node_order:
             ctx = self._node_ctx[nid]
             k = kernels.for_context(ctx)
             ins = []
@@ -553,6 +573,67 @@ class Executor:
                                       [o._data for o in entry_nd[start:start + count]],
                                       {"context": ctx}, nid))
         return steps, node_in_nd
+
+    # --- element-wise fusion (lightmod/fusion.py) -----------------------------------------------
+    def _fusion_groups(self):
+        """The groups to fuse: none when fusion is off, a monitor watches, or any operator
+        runs off the CPU."""
+        if not fusion.enabled() or self._monitor_callback is not None or self._unfused:
+            return []
+        if any(c.device_typeid == 2 for c in self._node_ctx):
+            return []
+        return fusion.find_groups(self._g, self._shapes, self._types)
+
+    def _fused_groups(self, groups):
+        """A FusedGroup per group whose arrays allow it; forward steps replaced where forward
+        fusion pays."""
+        g, fused = self._g, []
+        for members in groups:
+            k = kernels.for_context(self._node_ctx[members[0]])
+            try:
+                group = fusion.FusedGroup(g, members, self._entry_nd, k)
+            except fusion.NotFusible:
+                continue
+            fused.append(group)
+            if not group.plan_forward(on_gpu=False):
+                continue
+            keep = set(group.slice_steps_needed(g))
+            drop = group.member_set - keep
+            steps, placed = [], False
+            last = members[-1]
+            for step in self._fwd:
+                if step.node_id in drop and step.op is not None:
+                    if step.node_id == last and not placed:
+                        steps.append(_ForwardStep(group, None, k, None, None, None, last))
+                        placed = True
+                    continue
+                steps.append(step)
+            self._fwd = steps
+        return fused
+
+    def _fuse_steps(self, fused, grad_nd, slot_reqs, head_reqs):
+        """Replace each group's backward steps (adjacent in backward order) by one fused step."""
+        g = self._g
+        writers = {}
+        for nid, reqs in slot_reqs.items():
+            for e, r in zip(g.node_inputs[nid], reqs):
+                if r is not GradReq.NULL:
+                    writers.setdefault(e, set()).add(nid)
+        head_written = {eid for _, eid in head_reqs}
+        for group in fused:
+            def external_writes(eid, members=group.member_set):
+                return eid in head_written or bool(writers.get(eid, set()) - members)
+            runs = group.plan_backward(g, grad_nd, slot_reqs, external_writes)
+            steps, placed = [], False
+            for step in self._bwd:
+                if step.node_id in group.member_set:
+                    if runs and not placed:
+                        steps.append(_BackwardStep(group, None, group.k, None, None, None, None,
+                                                   None, None, [], group.members[-1], []))
+                        placed = True
+                    continue
+                steps.append(step)
+            self._bwd = steps
 
     def _gradient_entries(self):
         """(needs, var_req): whether each entry needs a gradient (it is computed from an
@@ -762,6 +843,8 @@ class Executor:
         (``monitor_all`` adds every operator's inputs in forward)."""
         self._monitor_callback = callback
         self._monitor_all = bool(monitor_all)
+        if self._fused and callback is not None:
+            self._replan()      # the monitor reports every operator: plan without fusion
 
     # --- dictionaries ---------------------------------------------------------------------------
     def _by_name(self, kind):

@@ -33,6 +33,7 @@ from .tensor import *  # noqa: F401,F403,E402
 from .reduce import *  # noqa: F401,F403,E402
 from .rnn import *  # noqa: F401,F403,E402
 from .svm import *  # noqa: F401,F403,E402
+from .fused import *  # noqa: F401,F403,E402
 
 
 # --- float16 staging (kernels/float16.py): every kernel of the set takes float16 arrays ---
