@@ -4,10 +4,12 @@ Each direction is compiled twice from one generated source, serial and with ``pr
 rows; a call picks by the elements it touches (``jit.PARALLEL_MIN``, with the group's node count
 as the cost weight). Compiled code is cached in-process per spec and on disk by numba.
 """
-from .. import fused as _fused
-from .jit import PARALLEL_MIN
+from numba import prange
 
-__all__ = ["fused_elemwise"]
+from .. import fused as _fused
+from .jit import PARALLEL_MIN, parallel_loop
+
+__all__ = ["fused_elemwise", "add_row_bias"]
 
 _TEMPLATE = '''
 @njit(cache=_CACHE, error_model="numpy", parallel={parallel})
@@ -56,3 +58,20 @@ def fused_elemwise(spec):
         found = _launchers[spec] = (FusedLoop(mod.forward_serial, mod.forward_parallel, cost),
                                     FusedLoop(mod.backward_serial, mod.backward_parallel, cost))
     return found
+
+
+# ---------------------------------------------------------------------------------------------
+# GEMM epilogue: the bias of a FullyConnected output in one pass over it
+# ---------------------------------------------------------------------------------------------
+@parallel_loop()
+def _add_row_bias(out, b):
+    for i in prange(out.shape[0]):
+        row = out[i]
+        for j in range(row.shape[0]):
+            row[j] += b[j]
+
+
+def add_row_bias(out, b):
+    """out (rows, n) += b (n,) in place. numpy's broadcasting add allocates an iteration
+    buffer per call (8192 elements), which a planned training step must not do."""
+    _add_row_bias(out.size, out, b)
