@@ -576,11 +576,11 @@ class Executor:
 
     # --- element-wise fusion (lightmod/fusion.py) -----------------------------------------------
     def _fusion_groups(self):
-        """The groups to fuse: none when fusion is off, a monitor watches, or any operator
-        runs off the CPU."""
+        """The groups to fuse: none when fusion is off, a monitor watches, or the graph spans
+        several devices (groups then need no copies between memory spaces)."""
         if not fusion.enabled() or self._monitor_callback is not None or self._unfused:
             return []
-        if any(c.device_typeid == 2 for c in self._node_ctx):
+        if len({(c.device_typeid, c.device_id) for c in self._node_ctx}) > 1:
             return []
         return fusion.find_groups(self._g, self._shapes, self._types)
 
@@ -595,7 +595,7 @@ class Executor:
             except fusion.NotFusible:
                 continue
             fused.append(group)
-            if not group.plan_forward(on_gpu=False):
+            if not group.plan_forward(on_gpu=self._node_ctx[members[0]].device_typeid == 2):
                 continue
             keep = set(group.slice_steps_needed(g))
             drop = group.member_set - keep

@@ -179,8 +179,12 @@ class NotFusible(Exception):
 
 
 def _as_2d(arr, rows):
-    """A (rows, size // rows) view of a C-contiguous host array."""
-    if not isinstance(arr, np.ndarray) or not arr.flags.c_contiguous:
+    """A (rows, size // rows) view of a C-contiguous host or device array."""
+    if isinstance(arr, np.ndarray):
+        contiguous = arr.flags.c_contiguous
+    else:
+        contiguous = getattr(arr, "is_c_contiguous", lambda: False)()
+    if not contiguous:
         raise NotFusible()
     return arr.reshape(rows, arr.size // rows)
 

@@ -31,9 +31,9 @@ SCALAR = [lambda v: v * 0.5, lambda v: v + 0.25, lambda v: 1.0 - v, lambda v: v 
           lambda v: mx.sym.maximum(v, 0.1)]
 
 
-def _bind(sym, shapes, fused, monkeypatch, grad_req="write"):
+def _bind(sym, shapes, fused, monkeypatch, grad_req="write", ctx=None):
     monkeypatch.setenv("LIGHTMOD_FUSION", "1" if fused else "0")
-    return sym.simple_bind(mx.cpu(), grad_req=grad_req, **shapes)
+    return sym.simple_bind(ctx or mx.cpu(), grad_req=grad_req, **shapes)
 
 
 def _fused_steps(ex):
@@ -56,10 +56,10 @@ def _run(ex, args, heads, backward_twice=False):
 
 
 def check_fused_matches(sym, shapes, monkeypatch, seed=0, grad_req="write", low=-1.5,
-                        high=1.5, expect_fused=True):
+                        high=1.5, expect_fused=True, ctx=None):
     rng = np.random.RandomState(seed)
-    plain = _bind(sym, shapes, False, monkeypatch, grad_req)
-    fused = _bind(sym, shapes, True, monkeypatch, grad_req)
+    plain = _bind(sym, shapes, False, monkeypatch, grad_req, ctx)
+    fused = _bind(sym, shapes, True, monkeypatch, grad_req, ctx)
     assert _fused_steps(plain) == 0
     if expect_fused:
         assert _fused_steps(fused) > 0, "nothing was fused"
@@ -175,18 +175,22 @@ def test_switch_off_and_monitor(monkeypatch):
 # ---------------------------------------------------------------------------------------------
 # RNN cells
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("cell_type", ["lstm", "gru", "rnn"])
-def test_rnn_cells_fused_equal_unfused(monkeypatch, cell_type):
-    steps, batch, width, hidden = 3, 4, 5, 6
+def rnn_stack_symbol(cell_type, steps, hidden):
+    """Two unrolled layers of LSTM, GRU or Elman cells, and a sum of squares as the loss."""
     make = {"lstm": lambda p: mx.rnn.LSTMCell(hidden, prefix=p),
             "gru": lambda p: mx.rnn.GRUCell(hidden, prefix=p),
             "rnn": lambda p: mx.rnn.RNNCell(hidden, prefix=p)}[cell_type]
     stack = mx.rnn.SequentialRNNCell()
     stack.add(make("l0_"))
     stack.add(make("l1_"))
-    data = mx.sym.Variable("data")
-    outputs, _ = stack.unroll(steps, inputs=data, merge_outputs=True)
-    sym = mx.sym.MakeLoss(mx.sym.sum(outputs * outputs))
+    outputs, _ = stack.unroll(steps, inputs=mx.sym.Variable("data"), merge_outputs=True)
+    return mx.sym.MakeLoss(mx.sym.sum(outputs * outputs))
+
+
+@pytest.mark.parametrize("cell_type", ["lstm", "gru", "rnn"])
+def test_rnn_cells_fused_equal_unfused(monkeypatch, cell_type):
+    steps, batch, width, hidden = 3, 4, 5, 6
+    sym = rnn_stack_symbol(cell_type, steps, hidden)
     ex = check_fused_matches(sym, {"data": (batch, steps, width)}, monkeypatch, low=-0.5,
                              high=0.5, expect_fused=cell_type != "rnn")
     if cell_type == "lstm":

@@ -16,3 +16,4 @@ from .conv import *  # noqa: F401,F403,E402
 from .pooling import *  # noqa: F401,F403,E402
 from .norm import *  # noqa: F401,F403,E402
 from .svm import *  # noqa: F401,F403,E402
+from .fused import *  # noqa: F401,F403,E402
