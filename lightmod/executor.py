@@ -585,29 +585,41 @@ class Executor:
         return fusion.find_groups(self._g, self._shapes, self._types)
 
     def _fused_groups(self, groups):
-        """A FusedGroup per group whose arrays allow it; forward steps replaced where forward
-        fusion pays."""
-        g, fused = self._g, []
-        for members in groups:
-            k = kernels.for_context(self._node_ctx[members[0]])
+        """A FusedGroup per group whose arrays allow it; each group's forward steps replaced
+        by one fused step where forward fusion pays (one pass over the steps)."""
+        g, fused, replaced = self._g, [], {}
+        readers = set(g.heads)      # entries something reads, per reading group (None: outside)
+        reader_groups = {}
+        member_of = {nid: i for i, members in enumerate(groups) for nid in members}
+        for nid in g.op_nids:
+            for e in g.node_inputs[nid]:
+                reader_groups.setdefault(e, set()).add(member_of.get(nid))
+        for i, members in enumerate(groups):
+            ctx = self._node_ctx[members[0]]
+            k = kernels.for_context(ctx)
             try:
                 group = fusion.FusedGroup(g, members, self._entry_nd, k)
             except fusion.NotFusible:
                 continue
             fused.append(group)
-            if not group.plan_forward(on_gpu=self._node_ctx[members[0]].device_typeid == 2):
+            if not group.plan_forward(on_gpu=ctx.device_typeid == 2):
                 continue
-            keep = set(group.slice_steps_needed(g))
-            drop = group.member_set - keep
-            steps, placed = [], False
-            last = members[-1]
-            for step in self._fwd:
-                if step.node_id in drop and step.op is not None:
-                    if step.node_id == last and not placed:
-                        steps.append(_ForwardStep(group, None, k, None, None, None, last))
-                        placed = True
+            # a SliceChannel member still runs when something outside the group reads its output
+            for nid in members:
+                outs = range(g.entry_start[nid], g.entry_start[nid] + g.num_outputs[nid])
+                if nid in group.slices and any(e in readers or reader_groups.get(e, set()) - {i}
+                                               for e in outs):
                     continue
-                steps.append(step)
+                replaced[nid] = (group, members[-1], k)
+        if replaced:
+            steps = []
+            for step in self._fwd:
+                found = replaced.get(step.node_id) if step.op is not None else None
+                if found is None:
+                    steps.append(step)
+                elif step.node_id == found[1]:
+                    steps.append(_ForwardStep(found[0], None, found[2], None, None, None,
+                                              step.node_id))
             self._fwd = steps
         return fused
 
@@ -620,20 +632,24 @@ class Executor:
                 if r is not GradReq.NULL:
                     writers.setdefault(e, set()).add(nid)
         head_written = {eid for _, eid in head_reqs}
+        group_of = {}
         for group in fused:
             def external_writes(eid, members=group.member_set):
                 return eid in head_written or bool(writers.get(eid, set()) - members)
             runs = group.plan_backward(g, grad_nd, slot_reqs, external_writes)
-            steps, placed = [], False
-            for step in self._bwd:
-                if step.node_id in group.member_set:
-                    if runs and not placed:
-                        steps.append(_BackwardStep(group, None, group.k, None, None, None, None,
-                                                   None, None, [], group.members[-1], []))
-                        placed = True
-                    continue
+            for nid in group.members:
+                group_of[nid] = group if runs else None
+        steps, placed = [], set()
+        for step in self._bwd:
+            if step.node_id not in group_of:
                 steps.append(step)
-            self._bwd = steps
+                continue
+            group = group_of[step.node_id]
+            if group is not None and id(group) not in placed:
+                steps.append(_BackwardStep(group, None, group.k, None, None, None, None, None,
+                                           None, [], group.members[-1], []))
+                placed.add(id(group))
+        self._bwd = steps
 
     def _gradient_entries(self):
         """(needs, var_req): whether each entry needs a gradient (it is computed from an

@@ -96,9 +96,27 @@ class _Group:
         self.gid, self.members, self.shape, self.dtype, self.axis = gid, [], shape, dtype, axis
 
 
+def _reaches(group_deps, sources, target):
+    """Whether ``target`` is among ``sources`` or upstream of one of them (group edges)."""
+    stack, seen = list(sources), set()
+    while stack:
+        gid = stack.pop()
+        if gid == target:
+            return True
+        if gid not in seen:
+            seen.add(gid)
+            stack.extend(group_deps[gid])
+    return False
+
+
 def find_groups(g, shapes, types):
-    """Groups (lists of node ids in topological order, two members at least) to fuse."""
-    group_of, deps, groups = {}, {}, []
+    """Groups (lists of node ids in topological order, two members at least) to fuse.
+
+    Nodes are visited in topological order; a fusible node joins the group of one of its
+    producers when the graph with every group contracted to one node stays acyclic: the
+    groups the node's inputs come from or depend on (``deps``: per node, the groups upstream
+    of it) must not be, or depend on (``group_deps``, the contracted edges), that group."""
+    group_of, deps, groups, group_deps = {}, {}, [], []
     for nid in g.op_nids:
         ins = g.node_inputs[nid]
         upstream = set()
@@ -118,16 +136,23 @@ def find_groups(g, shapes, types):
                 cand = group_of.get(g.entry_node[e])
                 if cand is None or cand.shape != shape or cand.dtype != dtype:
                     continue
-                # convex: no other input may depend on the candidate group
-                if all(g.entry_node[o] in cand.members or
-                       cand.gid not in deps.get(g.entry_node[o], ()) for o in ins):
+                outside = set()
+                for o in ins:
+                    src = g.entry_node[o]
+                    if src not in cand.members:
+                        outside |= deps.get(src, frozenset())
+                        if src in group_of:
+                            outside.add(group_of[src].gid)
+                if not _reaches(group_deps, outside, cand.gid):
                     joined = cand
+                    group_deps[cand.gid] |= outside
                     break
         if joined is None:
             axis = _split_axis(g, nid, shapes) if desc[0] == "slice" else \
                 (1 if len(shape) >= 2 else 0)
             joined = _Group(len(groups), shape, dtype, axis)
             groups.append(joined)
+            group_deps.append(set(upstream))
         joined.members.append(nid)
         group_of[nid] = joined
     return [grp.members for grp in groups
@@ -282,21 +307,6 @@ class FusedGroup:
             self._forward_args = tuple(self.value_arrays)
         self.forward_fused = pays
         return pays
-
-    def slice_steps_needed(self, g):
-        """SliceChannel members whose outputs something outside the group reads (their own
-        forward still runs when forward is fused)."""
-        needed = []
-        for nid in self.slices:
-            start = g.entry_start[nid]
-            if any(self._read_outside(g, e) for e in range(start, start + g.num_outputs[nid])):
-                needed.append(nid)
-        return needed
-
-    def _read_outside(self, g, eid):
-        if eid in set(g.heads):
-            return True
-        return any(eid in g.node_inputs[c] for c in g.op_nids if c not in self.member_set)
 
     def plan_backward(self, g, grad_nd, slot_reqs, external_writes):
         """Compile the backward kernel for these gradient requests and buffers; False when no

@@ -215,3 +215,23 @@ def test_new_bucket_length_compiles_nothing(monkeypatch):
     ex = bind(5)
     assert _fused_steps(ex) > 0
     assert dict(cpu_fused._launchers) == compiled
+
+
+def test_two_groups_reading_each_other_stay_acyclic(monkeypatch):
+    """a and b start two chains; c = a * b extends a's, d = b + a would extend b's and make
+    the two groups depend on each other: the planner must refuse one of the joins."""
+    x = mx.sym.Variable("x")
+    a, b = mx.sym.tanh(x), mx.sym.sigmoid(x)
+    c, d = a * b, b + a
+    groups = fusion.find_groups(*_graph_shapes(mx.sym.Group([c, d]), x=(3, 4)))
+    assert len(groups) == 1
+    check_fused_matches(mx.sym.Group([c, d]), {"x": (3, 4)}, monkeypatch)
+
+
+def _graph_shapes(sym, **shapes):
+    from lightmod.symbol import graph as _graph
+    g = _graph.IndexedGraph(sym._outputs)
+    known = {nid: shapes[g.nodes[nid].name] for nid in g.var_nids}
+    entry_shapes = [tuple(s) for s in _graph.infer_shapes(g, known)]
+    types = _graph.infer_types(g, {nid: "float32" for nid in g.var_nids})
+    return g, entry_shapes, types
