@@ -22,12 +22,14 @@ its forward calls) by one call of a kernel generated from the group's per-elemen
 ``LIGHTMOD_FUSION=0`` turns fusion off (read at every bind). A monitor turns it off for the
 executor it watches (it reports every operator's output).
 """
+import contextlib
 import heapq
 import os
+import threading
 
 import numpy as np
 
-__all__ = ["enabled", "find_groups", "unit_order", "FusedGroup", "NotFusible"]
+__all__ = ["enabled", "disabled", "find_groups", "unit_order", "FusedGroup", "NotFusible"]
 
 _FLOAT_TYPES = ("float32", "float64")
 # element-wise functions that cost about as much as an add (the rest call libm per element)
@@ -41,9 +43,26 @@ _CHEAP_ACT = {"relu", "softsign"}
 _FORWARD_ELEMENTS_PER_CALL = 300
 
 
+_off = threading.local()
+
+
 def enabled():
-    """Whether binding fuses (``LIGHTMOD_FUSION=0`` turns it off)."""
+    """Whether binding fuses (``LIGHTMOD_FUSION=0`` turns it off, and so does
+    :func:`disabled` in its thread)."""
+    if getattr(_off, "depth", 0):
+        return False
     return os.environ.get("LIGHTMOD_FUSION", "1").strip() not in ("0", "false", "False", "")
+
+
+@contextlib.contextmanager
+def disabled():
+    """Bind without fusion inside the block (this thread): checks of one operator's declared
+    backward use it, since a fused group runs the generated kernel instead."""
+    _off.depth = getattr(_off, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _off.depth -= 1
 
 
 def _expensive(desc):

@@ -235,3 +235,14 @@ def _graph_shapes(sym, **shapes):
     entry_shapes = [tuple(s) for s in _graph.infer_shapes(g, known)]
     types = _graph.infer_types(g, {nid: "float32" for nid in g.var_nids})
     return g, entry_shapes, types
+
+
+def test_disabled_block_binds_unfused(monkeypatch):
+    x = mx.sym.Variable("x")
+    sym = mx.sym.MakeLoss(mx.sym.relu(x * 2.0) + 1.0)
+    monkeypatch.setenv("LIGHTMOD_FUSION", "1")
+    with fusion.disabled():
+        assert not fusion.enabled()
+        assert _fused_steps(sym.simple_bind(mx.cpu(), x=(2, 2))) == 0
+    assert fusion.enabled()
+    assert _fused_steps(sym.simple_bind(mx.cpu(), x=(2, 2))) > 0
