@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import engine, inference_plan, kernels, profiler
+from . import engine, fusion, inference_plan, kernels, profiler
 from .base import MXNetError, string_types
 from .context import Context
 from .grad_req import GradReq
@@ -475,6 +475,8 @@ class Executor:
         self._monitor_callback = None
         self._monitor_all = False
         self._total_exec_bytes = 0
+        self._unfused = False   # set when a bound array is one the fused kernels cannot view
+        self._fused = False     # whether the current plan fuses anything
 
         self._forward_done = False
         self._failure = None        # the PendingError of the last forward or backward, if any
@@ -497,6 +499,18 @@ class Executor:
                base_pool=None):
         """Plan every buffer and the forward / backward steps (a training step then only runs
         them)."""
+        total = self._total_exec_bytes
+        try:
+            self._plan(g, node_ctx, shapes, types, arg_arrays, grad_arrays, reqs, aux_arrays,
+                       base_pool)
+        except fusion.NotFusible:
+            self._unfused = True
+            self._total_exec_bytes = total
+            self._plan(g, node_ctx, shapes, types, arg_arrays, grad_arrays, reqs, aux_arrays,
+                       base_pool)
+
+    def _plan(self, g, node_ctx, shapes, types, arg_arrays, grad_arrays, reqs, aux_arrays,
+              base_pool):
         self._g = g
         self._node_ctx = node_ctx
         self._shapes = shapes
@@ -512,11 +526,18 @@ class Executor:
             nid: a.stype for nid, a in zip(g.arg_nids + g.aux_nids, arg_arrays + aux_arrays)},
             shapes)
         needs, var_req = self._gradient_entries()
-        order = [nid for nid in reversed(g.op_nids) if self._runs_backward(nid, needs)]
+        groups = self._fusion_groups()
+        node_order = fusion.unit_order(g, groups) if groups else list(g.op_nids)
+        order = [nid for nid in reversed(node_order) if self._runs_backward(nid, needs)]
         # without a backward pass no operator output is read after its last consumer ran,
-        # so intermediate buffers are recycled
-        self._entry_nd = self._place_entries(base_pool, recycle=not order)
-        self._fwd, self._node_in_nd = self._plan_forward(entry_ctx, base_pool)
+        # so intermediate buffers are recycled (not under fusion: a fused kernel reads and
+        # writes its members' buffers in one pass, so they must not alias)
+        self._entry_nd = self._place_entries(base_pool, node_order,
+                                             recycle=not order and not groups)
+        self._fwd, self._node_in_nd = self._plan_forward(entry_ctx, base_pool, node_order)
+        fwd_of = {step.node_id: step for step in self._fwd if step.op is not None}
+        fused = self._fused_groups(groups)
+        self._fused = bool(fused)
         self._refresh_threads = _thread_policy() if any(
             c.device_typeid != 2 for c in node_ctx) else None
         # arguments whose gradient is requested but that no gradient reaches (behind
@@ -530,30 +551,32 @@ class Executor:
         self._head_steps = [_HeadGrad(i, eid, grad_nd[eid], req,
                                       kernels.for_context(entry_ctx[eid]))
                             for (i, eid), req in head_reqs.items()]
-        fwd_of = {step.node_id: step for step in self._fwd if step.op is not None}
         self._bwd = [self._plan_backward_step(nid, fwd_of[nid], slot_reqs[nid], grad_nd,
                                               entry_ctx, base_pool) for nid in order]
+        if fused:
+            self._fuse_steps(fused, grad_nd, slot_reqs, head_reqs)
         self.outputs = [self._entry_nd[eid] for eid in g.heads]
         self._dicts = {}
         self._watched = [(a, a._data) for a in self.arg_arrays + self.aux_arrays +
                          self.grad_arrays if a is not None]
 
-    def _place_entries(self, base_pool, recycle=False):
+    def _place_entries(self, base_pool, node_order, recycle=False):
         """The NDArray of every graph entry: bound arguments / aux states, and one planned
         buffer per operator output (hidden outputs included). With ``recycle`` an output
-        other than a graph output takes the memory of one whose last reader already ran."""
+        other than a graph output takes the memory of one whose last reader already ran
+        (``node_order`` is the order the forward steps run in)."""
         g = self._g
         entry_nd = [None] * g.num_entries
         for nid, arr in zip(g.arg_nids + g.aux_nids, self.arg_arrays + self.aux_arrays):
             entry_nd[g.entry_start[nid]] = arr
         last_reader = {}
-        for pos, nid in enumerate(g.op_nids):
+        for pos, nid in enumerate(node_order):
             for eid in g.node_inputs[nid]:
                 last_reader[eid] = pos
         heads = set(g.heads)
         free = []            # buffers whose entries are no longer read
         owner = {}           # entry -> the buffer its array views
-        for pos, nid in enumerate(g.op_nids):
+        for pos, nid in enumerate(node_order):
             ctx = self._node_ctx[nid]
             outs = range(g.entry_start[nid], g.entry_start[nid] + g.num_outputs[nid])
             for eid in outs:
@@ -577,12 +600,12 @@ class Executor:
                         free.append(owner.pop(eid))
         return entry_nd
 
-    def _plan_forward(self, entry_ctx, base_pool):
-        """One step per operator in topological order, preceded by a copy step for each input
-        that lives in another memory space (made once, shared by every consumer)."""
+    def _plan_forward(self, entry_ctx, base_pool, node_order):
+        """One step per operator in ``node_order`` (topological), preceded by a copy step for
+        each input that lives in another memory space (made once, shared by every consumer)."""
         g, entry_nd = self._g, self._entry_nd
         steps, copies, node_in_nd = [], {}, {}
-        for nid in g.op_nids:
+        for nid in node_order:
             ctx = self._node_ctx[nid]
             k = kernels.for_context(ctx)
             ins = []
@@ -604,6 +627,83 @@ class Executor:
                                       {"context": ctx, "in_stypes": [
                                           self._stypes[e] for e in g.node_inputs[nid]]}, nid))
         return steps, node_in_nd
+
+    # --- element-wise fusion (lightmod/fusion.py) -----------------------------------------------
+    def _fusion_groups(self):
+        """The groups to fuse: none when fusion is off, a monitor watches, or the graph spans
+        several devices (groups then need no copies between memory spaces)."""
+        if not fusion.enabled() or self._monitor_callback is not None or self._unfused:
+            return []
+        if len({(c.device_typeid, c.device_id) for c in self._node_ctx}) > 1:
+            return []
+        return fusion.find_groups(self._g, self._shapes, self._types)
+
+    def _fused_groups(self, groups):
+        """A FusedGroup per group whose arrays allow it; each group's forward steps replaced
+        by one fused step where forward fusion pays (one pass over the steps)."""
+        g, fused, replaced = self._g, [], {}
+        readers = set(g.heads)      # entries something reads, per reading group (None: outside)
+        reader_groups = {}
+        member_of = {nid: i for i, members in enumerate(groups) for nid in members}
+        for nid in g.op_nids:
+            for e in g.node_inputs[nid]:
+                reader_groups.setdefault(e, set()).add(member_of.get(nid))
+        for i, members in enumerate(groups):
+            ctx = self._node_ctx[members[0]]
+            k = kernels.for_context(ctx)
+            try:
+                group = fusion.FusedGroup(g, members, self._entry_nd, k)
+            except fusion.NotFusible:
+                continue
+            fused.append(group)
+            if not group.plan_forward(on_gpu=ctx.device_typeid == 2):
+                continue
+            # a SliceChannel member still runs when something outside the group reads its output
+            for nid in members:
+                outs = range(g.entry_start[nid], g.entry_start[nid] + g.num_outputs[nid])
+                if nid in group.slices and any(e in readers or reader_groups.get(e, set()) - {i}
+                                               for e in outs):
+                    continue
+                replaced[nid] = (group, members[-1], k)
+        if replaced:
+            steps = []
+            for step in self._fwd:
+                found = replaced.get(step.node_id) if step.op is not None else None
+                if found is None:
+                    steps.append(step)
+                elif step.node_id == found[1]:
+                    steps.append(_ForwardStep(found[0], None, found[2], None, None, None,
+                                              step.node_id))
+            self._fwd = steps
+        return fused
+
+    def _fuse_steps(self, fused, grad_nd, slot_reqs, head_reqs):
+        """Replace each group's backward steps (adjacent in backward order) by one fused step."""
+        g = self._g
+        writers = {}
+        for nid, reqs in slot_reqs.items():
+            for e, r in zip(g.node_inputs[nid], reqs):
+                if r is not GradReq.NULL:
+                    writers.setdefault(e, set()).add(nid)
+        head_written = {eid for _, eid in head_reqs}
+        group_of = {}
+        for group in fused:
+            def external_writes(eid, members=group.member_set):
+                return eid in head_written or bool(writers.get(eid, set()) - members)
+            runs = group.plan_backward(g, grad_nd, slot_reqs, external_writes)
+            for nid in group.members:
+                group_of[nid] = group if runs else None
+        steps, placed = [], set()
+        for step in self._bwd:
+            if step.node_id not in group_of:
+                steps.append(step)
+                continue
+            group = group_of[step.node_id]
+            if group is not None and id(group) not in placed:
+                steps.append(_BackwardStep(group, None, group.k, None, None, None, None, None,
+                                           None, [], group.members[-1], []))
+                placed.add(id(group))
+        self._bwd = steps
 
     def _gradient_entries(self):
         """(needs, var_req): whether each entry needs a gradient (it is computed from an
@@ -918,6 +1018,8 @@ class Executor:
         (``monitor_all`` adds every operator's inputs in forward)."""
         self._monitor_callback = callback
         self._monitor_all = bool(monitor_all)
+        if self._fused and callback is not None:
+            self._replan()      # the monitor reports every operator: plan without fusion
 
     # --- dictionaries ---------------------------------------------------------------------------
     def _by_name(self, kind):

@@ -39,6 +39,7 @@ from .ctc import *  # noqa: F401,F403,E402
 from .sequence import *  # noqa: F401,F403,E402
 from .spatial import *  # noqa: F401,F403,E402
 from .detection import *  # noqa: F401,F403,E402
+from .fused import *  # noqa: F401,F403,E402
 
 
 # --- float16 staging (kernels/float16.py): every kernel of the set takes float16 arrays ---

@@ -39,6 +39,7 @@ from ..scalar_nn import (
     smooth_l1_slope,
     smooth_l1_value,
 )
+from .fused import add_row_bias
 from .jit import task_count
 
 __all__ = ["ACTIVATIONS", "LEAKY_TYPES", "REGRESSION_KINDS",
@@ -107,7 +108,7 @@ def fc_forward(x, w, b, out, scratch):
     _threads.refresh()          # BLAS threads follow the machine's load
     np.matmul(x, w.T, out=out)
     if b is not None:
-        out += b.reshape(-1)
+        add_row_bias(out, b.reshape(-1))
 
 
 def fc_backward(x, w, dy, dx, dw, db, req_x, req_w, req_b, scratch):

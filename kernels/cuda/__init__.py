@@ -22,3 +22,4 @@ from .ctc import *  # noqa: F401,F403,E402
 from .sequence import *  # noqa: F401,F403,E402
 from .spatial import *  # noqa: F401,F403,E402
 from .detection import *  # noqa: F401,F403,E402
+from .fused import *  # noqa: F401,F403,E402

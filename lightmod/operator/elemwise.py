@@ -57,6 +57,9 @@ class _Unary(_ElemwiseBase):
     def forward(self, p, k, inputs, outputs, is_train, state):
         k.elemwise_unary(self.fn, inputs[0], outputs[0])
 
+    def pointwise(self, p):
+        return ("unary", self.fn, False)
+
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
         if out_grads[0] is None:
             return _zero_grads(k, in_grads, req)
@@ -69,12 +72,18 @@ class _ConstantGrad(_Unary):
     needs no head gradient."""
     head_grad_unused = True
 
+    def pointwise(self, p):
+        return ("unary", self.fn, True)
+
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
         _zero_grads(k, in_grads, req)
 
 
 class _Fill(_ConstantGrad):
     value = 0
+
+    def pointwise(self, p):
+        return None
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         k.fill(outputs[0], self.value)
@@ -126,6 +135,9 @@ class _Binary(_ElemwiseBase):
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         k.elemwise_binary(self.fn, inputs[0], inputs[1], outputs[0])
+
+    def pointwise(self, p):
+        return ("binary", self.fn, self.zero_grad)   # the executor checks the shapes agree
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
         if out_grads[0] is None or self.zero_grad or _integer_mod(self.fn, outputs[0]):
@@ -183,6 +195,9 @@ class _Scalar(_ElemwiseBase):
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         k.elemwise_scalar(self.fn, inputs[0], p.scalar, outputs[0], self.reverse)
+
+    def pointwise(self, p):
+        return ("scalar", (self.fn, p.scalar, self.reverse), self.zero_grad)
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
         if out_grads[0] is None or self.zero_grad or _integer_mod(self.fn, outputs[0]):

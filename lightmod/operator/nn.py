@@ -159,6 +159,9 @@ class Activation(ElementwiseOp):
     def forward(self, p, k, inputs, outputs, is_train, state):
         k.activation_forward(inputs[0], outputs[0], p.act_type)
 
+    def pointwise(self, p):
+        return ("act", p.act_type, False)
+
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
         if out_grads[0] is None:
             zero_grads(k, in_grads, req)

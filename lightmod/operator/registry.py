@@ -452,6 +452,11 @@ class Operator:
     def has_backward(self, p):
         return True
 
+    def pointwise(self, p):
+        """How the executor may fuse this operator into an element-wise group, or None: a
+        tuple naming its per-element math (see lightmod/fusion.py)."""
+        return None
+
     def ignores_head_grad(self, p):
         """Whether backward ignores the gradient of the outputs, so a head made by this
         operator needs none (loss heads; BlockGrad)."""

@@ -739,6 +739,9 @@ class SliceChannel(_TensorOp):
             whole = part[:a] + (part[a] * n,) + part[a + 1:]
         return [self.merge(s, whole, "input 'data' vs its outputs")]
 
+    def pointwise(self, p):
+        return ("slice", (p.axis, p.num_outputs, p.squeeze_axis), False)
+
     def _chunk(self, p, shape):
         a = self.axis(p.axis, len(shape), shape=tuple(shape))
         size = shape[a] // p.num_outputs

@@ -1,0 +1,200 @@
+"""Bucketing LSTM language-model training: lightmod vs MXNet 1.9.1, side by side.
+
+    python bench/bench_lstm.py [--batch 32] [--cycles 5] [--repeats 3]
+                               [--mxnet-python /work/mxnet-venv/bin/python] [--profile]
+
+The model of MXNet's example/rnn/bucketing: vocabulary 1000, embedding 200, two LSTM layers of
+200 units built from ``mx.rnn.LSTMCell`` and unrolled per bucket, FullyConnected to the
+vocabulary, SoftmaxOutput; buckets of 10, 20, 30 and 40 steps, batch 32, SGD with momentum 0.9,
+through ``mx.mod.BucketingModule`` (default bucket 40). Synthetic token ids.
+
+Two figures per backend, each from a fresh subprocess, the backends alternating so they see
+the same machine load (medians over repeats, the load average printed):
+
+* ``first pass``: wall seconds from constructing the module through binding, parameter and
+  optimizer set-up and one training step (forward, backward, update) in each of the four
+  buckets, the compile caches warm (a first untimed subprocess warms lightmod's disk cache);
+* ``train``: milliseconds per training step averaged over ``--cycles`` passes through the
+  four buckets, after the first pass (tokens per second are batch x bucket / time).
+
+``--profile`` prints lightmod's cProfile of the steady state (functions by own time).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+VOCAB, EMBED, HIDDEN, LAYERS = 1000, 200, 200, 2
+BUCKETS = (10, 20, 30, 40)
+
+
+def make_module(mx, batch):
+    stack = mx.rnn.SequentialRNNCell()
+    for i in range(LAYERS):
+        stack.add(mx.rnn.LSTMCell(num_hidden=HIDDEN, prefix="lstm_l%d_" % i))
+
+    def sym_gen(seq_len):
+        data = mx.sym.Variable("data")
+        label = mx.sym.Variable("softmax_label")
+        embed = mx.sym.Embedding(data=data, input_dim=VOCAB, output_dim=EMBED, name="embed")
+        stack.reset()
+        outputs = stack.unroll(seq_len, inputs=embed, merge_outputs=True)[0]
+        pred = mx.sym.Reshape(outputs, shape=(-1, HIDDEN))
+        pred = mx.sym.FullyConnected(data=pred, num_hidden=VOCAB, name="pred")
+        label = mx.sym.Reshape(label, shape=(-1,))
+        pred = mx.sym.SoftmaxOutput(data=pred, label=label, name="softmax")
+        return pred, ("data",), ("softmax_label",)
+
+    return mx.mod.BucketingModule(sym_gen, default_bucket_key=max(BUCKETS), context=mx.cpu())
+
+
+def make_batches(mx, batch):
+    rng = np.random.RandomState(0)
+    batches = {}
+    for length in BUCKETS:
+        data = mx.nd.array(rng.randint(0, VOCAB, (batch, length)))
+        label = mx.nd.array(rng.randint(0, VOCAB, (batch, length)))
+        batches[length] = mx.io.DataBatch(
+            [data], [label], bucket_key=length,
+            provide_data=[mx.io.DataDesc("data", (batch, length))],
+            provide_label=[mx.io.DataDesc("softmax_label", (batch, length))])
+    return batches
+
+
+def train_step(mod, batch):
+    mod.forward_backward(batch)
+    mod.update()
+
+
+def sync(mod):
+    for out in mod.get_outputs():
+        out.wait_to_read()
+
+
+def run_worker(backend, batch, cycles, profile):
+    if backend == "mxnet":
+        import mxnet as mx
+    else:
+        import lightmod as mx
+    batches = make_batches(mx, batch)
+    t0, c0 = time.perf_counter(), time.process_time()
+    mod = make_module(mx, batch)
+    default = batches[max(BUCKETS)]
+    mod.bind(data_shapes=default.provide_data, label_shapes=default.provide_label)
+    mod.init_params(initializer=mx.init.Xavier(factor_type="in", magnitude=2.34))
+    mod.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": 0.01,
+                                                          "momentum": 0.9, "wd": 1e-5})
+    for length in (40, 10, 20, 30):
+        train_step(mod, batches[length])
+        sync(mod)
+    first_pass, first_pass_cpu = time.perf_counter() - t0, time.process_time() - c0
+
+    order = [batches[length] for length in BUCKETS] * cycles
+    train_step(mod, order[0])
+    sync(mod)
+    t0, c0 = time.perf_counter(), time.process_time()
+    for b in order:
+        train_step(mod, b)
+    sync(mod)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    tokens = batch * sum(BUCKETS) * cycles
+    result = {"backend": backend, "first_pass_s": first_pass, "first_pass_cpu_s": first_pass_cpu,
+              "ms_per_step": 1e3 * wall / len(order), "cpu_ms_per_step": 1e3 * cpu / len(order),
+              "tokens_per_s": tokens / wall}
+    if profile and backend == "lightmod":
+        result["profile"] = profile_steps(mx, mod, order)
+    return result
+
+
+def profile_steps(mx, mod, order):
+    """The top functions by own time over the steps (cProfile), as text rows."""
+    import cProfile
+    import io
+    import pstats
+    prof = cProfile.Profile()
+    prof.enable()
+    for b in order:
+        train_step(mod, b)
+    sync(mod)
+    prof.disable()
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(25)
+    return text.getvalue()
+
+
+def _loadavg():
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--cycles", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--mxnet-python", default=None)
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--worker", choices=["lightmod", "mxnet"], help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        print(json.dumps(run_worker(args.worker, args.batch, args.cycles, args.profile)))
+        return
+
+    def spawn(python, backend, profile=False):
+        cmd = [python, os.path.abspath(__file__), "--worker", backend, "--batch",
+               str(args.batch), "--cycles", str(args.cycles)] + (["--profile"] if profile else [])
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            sys.exit("%s worker failed:\n%s" % (backend, proc.stderr[-3000:]))
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    spawn(sys.executable, "lightmod")  # warms numba's disk cache; not timed
+    load_before = _loadavg()
+    runs = {"lightmod": [], "mxnet": []}
+    profile = None
+    for _ in range(args.repeats):
+        runs["lightmod"].append(spawn(sys.executable, "lightmod"))
+        if args.mxnet_python:
+            runs["mxnet"].append(spawn(args.mxnet_python, "mxnet"))
+    if args.profile:
+        profile = spawn(sys.executable, "lightmod", profile=True)["profile"]
+    load_after = _loadavg()
+
+    print("bucketing LSTM LM (V%d E%d %dx LSTM %d, buckets %s), batch %d, %d cycles x %d "
+          "repeats (load average %.1f -> %.1f)" % (VOCAB, EMBED, LAYERS, HIDDEN,
+                                                   "/".join(map(str, BUCKETS)), args.batch,
+                                                   args.cycles, args.repeats, load_before,
+                                                   load_after))
+    print("%-10s %13s %13s %12s %14s %14s" % ("backend", "first pass s", "(cpu s)", "ms/step",
+                                              "cpu ms/step", "tokens/s"))
+    for backend, rs in runs.items():
+        if rs:
+            print("%-10s %13.3f %13.3f %12.2f %14.2f %14.0f" % (
+                backend, statistics.median(r["first_pass_s"] for r in rs),
+                statistics.median(r["first_pass_cpu_s"] for r in rs),
+                statistics.median(r["ms_per_step"] for r in rs),
+                statistics.median(r["cpu_ms_per_step"] for r in rs),
+                statistics.median(r["tokens_per_s"] for r in rs)))
+    if runs["mxnet"]:
+        ratio = statistics.median(a["tokens_per_s"] / b["tokens_per_s"]
+                                  for a, b in zip(runs["lightmod"], runs["mxnet"]))
+        first = statistics.median(b["first_pass_s"] / a["first_pass_s"]
+                                  for a, b in zip(runs["lightmod"], runs["mxnet"]))
+        cpu = statistics.median(b["cpu_ms_per_step"] / a["cpu_ms_per_step"]
+                                for a, b in zip(runs["lightmod"], runs["mxnet"]))
+        print("train: lightmod throughput = %.2fx mxnet (CPU time per step: %.2fx); first pass: "
+              "lightmod speed = %.2fx mxnet" % (ratio, cpu, first))
+    if profile:
+        print("lightmod steady state, cProfile by own time (%d steps):" % (4 * args.cycles))
+        print(profile)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,204 @@
+"""Fused element-wise kernels: the source of one loop body per fused group, shared by both halves.
+
+A fused group is a small graph of element-wise operators over arrays of one shape, described by
+a *spec* (plain tuples, hashable)::
+
+    (dtype, n_leaves, nodes, out_grads, leaf_reqs)
+
+* values are numbered: ``0 .. n_leaves-1`` are the leaves (arrays computed outside the group),
+  node ``i`` produces value ``n_leaves + i``;
+* ``nodes``: ``(kind, args, inputs, zero_grad)`` in topological order, with ``kind`` one of
+  ``"unary"`` (args: a code of ``scalar.UNARY_CODES``), ``"act"`` (a code of
+  ``scalar_nn.ACTIVATIONS``), ``"binary"`` (a code of ``scalar.BINARY_CODES``) or ``"scalar"``
+  (args: ``(code, value, reverse)``); ``zero_grad``: the operator passes no gradient back;
+* ``out_grads``: the values whose gradient arrives from outside the group (in argument order);
+* ``leaf_reqs``: per leaf, 0 (no gradient), 1 (write) or 2 (add).
+
+Every kernel sees its arrays as 2-d ``(rows, cols)`` views (a slice of a wider array along its
+columns is such a view), so one index pair addresses every operand.
+
+The forward body computes each node from its inputs with the per-element functions of
+``scalar.py`` / ``scalar_nn.py`` (the math the unfused kernels run), rounding every node's
+value to the dtype as the unfused kernels do by storing it, and stores every node's value. The
+backward body reads the stored values, walks the nodes in reverse accumulating each value's
+gradient in a local, and writes (or adds) the leaves' gradients: one pass, no temporaries.
+
+:func:`body_lines` writes the body once; ``cpu/fused.py`` wraps it in a row loop (``prange``)
+and ``cuda/fused.py`` in a grid-stride loop. :func:`load_module` turns a generated source into
+a module: written once under the cache directory (``LIGHTMOD_CACHE_DIR``, else
+``$XDG_CACHE_HOME/lightmod`` or ``~/.cache/lightmod``) so numba's ``cache=True`` keeps the
+compiled code across processes, keyed by a digest of the source and of the shared math files
+(a new bucket length or a new bind compiles nothing; an edit of the math makes new files).
+"""
+import hashlib
+import importlib.util
+import os
+import sys
+import threading
+
+from . import scalar, scalar_nn
+
+__all__ = ["body_lines", "load_module", "spec_arrays", "source_digest"]
+
+_lock = threading.Lock()
+_modules = {}   # source digest -> loaded module (the in-process cache)
+
+
+def _math_digest():
+    h = hashlib.sha256()
+    for mod in (scalar, scalar_nn):
+        with open(mod.__file__, "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()[:16]
+
+
+_MATH_DIGEST = None
+
+
+def spec_arrays(spec):
+    """(forward argument count, backward argument count) of the spec's kernels."""
+    _, n_leaves, nodes, out_grads, leaf_reqs = spec
+    n_values = n_leaves + len(nodes)
+    n_written = sum(1 for r in leaf_reqs if r)
+    return n_leaves + len(nodes), n_values + len(out_grads) + n_written
+
+
+def _node_expr(kind, args, inputs):
+    """The forward value of one node as an expression of its inputs' locals."""
+    xs = ["x%d" % i for i in inputs]
+    if kind == "unary":
+        return "S.unary(%d, %s)" % (args, xs[0])
+    if kind == "act":
+        return "N.activation_value(%s, %d)" % (xs[0], args)
+    if kind == "binary":
+        return "S.binary(%d, %s, %s)" % (args, xs[0], xs[1])
+    code, value, reverse = args
+    const = "_dt(%r)" % float(value)
+    return "S.binary(%d, %s, %s)" % ((code, const, xs[0]) if reverse else (code, xs[0], const))
+
+
+def _grad_terms(kind, args, inputs, out):
+    """(input value, d node / d input expression) pairs of one node."""
+    xs = ["x%d" % i for i in inputs]
+    y = "x%d" % out
+    if kind == "unary":
+        return [(inputs[0], "S.unary_grad(%d, %s, %s)" % (args, xs[0], y))]
+    if kind == "act":
+        return [(inputs[0], "N.activation_slope(%s, %s, %d)" % (xs[0], y, args))]
+    if kind == "binary":
+        return [(inputs[0], "S.binary_grad_lhs(%d, %s, %s)" % (args, xs[0], xs[1])),
+                (inputs[1], "S.binary_grad_rhs(%d, %s, %s)" % (args, xs[0], xs[1]))]
+    code, value, reverse = args
+    const = "_dt(%r)" % float(value)
+    if reverse:
+        return [(inputs[0], "S.binary_grad_rhs(%d, %s, %s)" % (code, const, xs[0]))]
+    return [(inputs[0], "S.binary_grad_lhs(%d, %s, %s)" % (code, xs[0], const))]
+
+
+def body_lines(spec, direction):
+    """The per-element statements of the forward or backward kernel, indexing ``[r, c]``.
+
+    Forward arguments: ``v0 .. v{L-1}`` (leaves), then ``o0 ..`` (one per node). Backward
+    arguments: ``v0 .. v{n-1}`` (every value), ``go0 ..`` (per ``out_grads``), ``d0 ..``
+    (per leaf with a gradient)."""
+    _, n_leaves, nodes, out_grads, leaf_reqs = spec
+    lines = []
+    if direction == "forward":
+        for i in range(n_leaves):
+            lines.append("x%d = v%d[r, c]" % (i, i))
+        for j, (kind, args, inputs, _) in enumerate(nodes):
+            out = n_leaves + j
+            lines.append("x%d = _dt(%s)" % (out, _node_expr(kind, args, inputs)))
+            lines.append("o%d[r, c] = x%d" % (j, out))
+        return lines
+    n_values = n_leaves + len(nodes)
+    for i in range(n_values):
+        lines.append("x%d = v%d[r, c]" % (i, i))
+    incoming = {v: "go%d[r, c]" % j for j, v in enumerate(out_grads)}
+    for v in range(n_values):
+        lines.append("g%d = %s" % (v, incoming.get(v, "_zero")))
+    for j in range(len(nodes) - 1, -1, -1):
+        kind, args, inputs, zero_grad = nodes[j]
+        if zero_grad:
+            continue
+        out = n_leaves + j
+        for src, slope in _grad_terms(kind, args, inputs, out):
+            lines.append("g%d += g%d * %s" % (src, out, slope))
+    d = 0
+    for leaf, req in enumerate(leaf_reqs):
+        if req == 1:
+            lines.append("d%d[r, c] = g%d" % (d, leaf))
+        elif req == 2:
+            lines.append("d%d[r, c] += g%d" % (d, leaf))
+        d += 1 if req else 0
+    return lines
+
+
+def arg_names(spec, direction):
+    _, n_leaves, nodes, out_grads, leaf_reqs = spec
+    if direction == "forward":
+        return ["v%d" % i for i in range(n_leaves)] + ["o%d" % j for j in range(len(nodes))]
+    n_written = sum(1 for r in leaf_reqs if r)
+    return (["v%d" % i for i in range(n_leaves + len(nodes))] +
+            ["go%d" % j for j in range(len(out_grads))] + ["d%d" % j for j in range(n_written)])
+
+
+def header(spec):
+    """The imports and constants every generated module starts with."""
+    dtype = spec[0]
+    return ["import numpy as np",
+            "from %s import scalar as S" % scalar.__name__.rpartition(".")[0],
+            "from %s import scalar_nn as N" % scalar.__name__.rpartition(".")[0],
+            "_dt = np.%s" % dtype,
+            "_zero = _dt(0)"]
+
+
+def source_digest(source):
+    global _MATH_DIGEST
+    if _MATH_DIGEST is None:
+        _MATH_DIGEST = _math_digest()
+    return hashlib.sha256((_MATH_DIGEST + source).encode()).hexdigest()[:24]
+
+
+def _cache_dir():
+    base = os.environ.get("LIGHTMOD_CACHE_DIR")
+    if not base:
+        base = os.path.join(os.environ.get("XDG_CACHE_HOME") or
+                            os.path.join(os.path.expanduser("~"), ".cache"), "lightmod")
+    return os.path.join(base, "fused")
+
+
+def load_module(prefix, source):
+    """The module of a generated source (loaded once per process; written under the cache
+    directory when it is writable, so numba's disk cache applies; else executed in memory).
+    The source reads the global ``_CACHE`` (whether ``cache=True`` can work) set here."""
+    digest = source_digest(source)
+    with _lock:
+        mod = _modules.get(digest)
+        if mod is not None:
+            return mod
+        name = "lightmod_%s_%s" % (prefix, digest)
+        path = None
+        try:
+            folder = _cache_dir()
+            os.makedirs(folder, exist_ok=True)
+            path = os.path.join(folder, name + ".py")
+            if not os.path.exists(path):
+                tmp = "%s.%d.tmp" % (path, os.getpid())
+                with open(tmp, "w") as f:
+                    f.write(source)
+                os.replace(tmp, path)
+        except OSError:
+            path = None
+        if path is not None:
+            spec = importlib.util.spec_from_file_location(name, path)
+            mod = importlib.util.module_from_spec(spec)
+            mod._CACHE = True
+            sys.modules[name] = mod
+            spec.loader.exec_module(mod)
+        else:
+            mod = type(sys)(name)
+            mod._CACHE = False      # numba caches only functions that live in a file
+            exec(compile(source, "<%s>" % name, "exec"), mod.__dict__)
+        _modules[digest] = mod
+        return mod
