@@ -141,3 +141,23 @@ def test_bulk_scope_sets_and_restores_the_size():
     np.testing.assert_array_equal(x.asnumpy(), [2, 2, 2])
     with pytest.raises(TypeError):
         mx.engine.set_bulk_size(2.5)
+
+
+def test_a_failure_inside_the_inference_plan_is_reported_where_the_output_is_read():
+    """forward(is_train=False) runs the inference plan; a sampler failing inside it still
+    returns, and the first read of the output raises, as in the plain walk."""
+    data = mx.sym.Variable("data")
+    noise = mx.sym.random.normal(loc=0, scale=-1, shape=(4, 3))
+    net = mx.sym.Activation(mx.sym.FullyConnected(data + noise, num_hidden=2, name="fc"),
+                            act_type="relu")
+    exe = net.simple_bind(mx.cpu(), data=(4, 3), grad_req="null")
+    for arr in exe.arg_dict.values():
+        arr[:] = 0.5
+    out = exe.forward(is_train=False)[0]
+    with pytest.raises(MXNetError, match="scale"):
+        out.asnumpy()
+    clean = mx.sym.Activation(mx.sym.FullyConnected(data, num_hidden=2, name="fc"),
+                              act_type="relu").simple_bind(mx.cpu(), data=(4, 3), grad_req="null")
+    for arr in clean.arg_dict.values():
+        arr[:] = 0.5
+    np.testing.assert_allclose(clean.forward(is_train=False)[0].asnumpy(), np.full((4, 2), 1.25))
