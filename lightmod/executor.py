@@ -526,14 +526,15 @@ class Executor:
             nid: a.stype for nid, a in zip(g.arg_nids + g.aux_nids, arg_arrays + aux_arrays)},
             shapes)
         needs, var_req = self._gradient_entries()
-        groups = self._fusion_groups()
+        # Without a backward pass no operator output is read after its last consumer ran, so
+        # intermediate buffers are recycled. Such an executor is not fused: a fused kernel
+        # reads and writes its members' buffers in one pass (they must not alias), and
+        # fusion's gain is in the backward pass.
+        forward_only = not any(self._runs_backward(nid, needs) for nid in g.op_nids)
+        groups = [] if forward_only else self._fusion_groups()
         node_order = fusion.unit_order(g, groups) if groups else list(g.op_nids)
         order = [nid for nid in reversed(node_order) if self._runs_backward(nid, needs)]
-        # without a backward pass no operator output is read after its last consumer ran,
-        # so intermediate buffers are recycled (not under fusion: a fused kernel reads and
-        # writes its members' buffers in one pass, so they must not alias)
-        self._entry_nd = self._place_entries(base_pool, node_order,
-                                             recycle=not order and not groups)
+        self._entry_nd = self._place_entries(base_pool, node_order, recycle=forward_only)
         self._fwd, self._node_in_nd = self._plan_forward(entry_ctx, base_pool, node_order)
         fwd_of = {step.node_id: step for step in self._fwd if step.op is not None}
         fused = self._fused_groups(groups)

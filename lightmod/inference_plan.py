@@ -129,7 +129,10 @@ class InferencePlan:
                 return None
             return nid
 
-        steps = {step.node_id: step for step in exe._fwd if step.op is not None}
+        # nodes with a step of their own: a node run inside a fused element-wise group (see
+        # fusion.py) is left to its group
+        steps = {step.node_id: step for step in exe._fwd
+                 if step.op is not None and step.op is g.nodes[step.node_id].op}
         entry = exe._entry_nd
         absorbed = set()    # nodes run inside a fused layer
         fused = {}          # first node -> _FusedLayer
@@ -139,10 +142,12 @@ class InferencePlan:
             name = node.op.name
             out_eid = g.entry_start[nid]
             dtype = np.dtype(self._dtype(entry[out_eid]))
-            if name not in _FUSABLE or nid in absorbed or dtype not in (np.float32, np.float64):
+            if (name not in _FUSABLE or nid in absorbed or nid not in steps
+                    or dtype not in (np.float32, np.float64)):
                 continue
             last, bn, act = nid, None, None
             bn_nid = only_consumer(out_eid, "BatchNorm")
+            bn_nid = bn_nid if bn_nid in steps else None
             out_ndim = len(exe._shapes[out_eid])
             if bn_nid is not None:
                 bp = g.params[bn_nid]
@@ -155,7 +160,7 @@ class InferencePlan:
                     absorbed.add(bn_nid)
                     last = bn_nid
             act_nid = only_consumer(g.entry_start[last], "Activation")
-            if act_nid is not None and g.params[act_nid].act_type in ACTIVATIONS:
+            if act_nid in steps and g.params[act_nid].act_type in ACTIVATIONS:
                 act = g.params[act_nid].act_type
                 absorbed.add(act_nid)
                 last = act_nid

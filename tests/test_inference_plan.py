@@ -158,3 +158,30 @@ def test_fold_equals_batchnorm_of_numpy():
     y = (y - a["bn_moving_mean"][c]) / np.sqrt(a["bn_moving_var"][c] + 1e-3) \
         * a["bn_gamma"][c] + a["bn_beta"][c]
     np.testing.assert_allclose(out, np.maximum(y, 0), rtol=1e-5, atol=1e-6)
+
+
+def test_the_plan_leaves_nodes_of_a_fused_group_to_their_group(monkeypatch):
+    """In a training bind, tanh and the sum after it run as one fused element-wise step; the
+    inference plan must not also take the tanh into FullyConnected + BatchNorm's output pass
+    (it then computed tanh from a BatchNorm output nobody wrote)."""
+    data = mx.sym.Variable("data")
+    net = mx.sym.FullyConnected(data, num_hidden=2, name="fc1")
+    net = mx.sym.BatchNorm(net, fix_gamma=False, name="bn")
+    net = mx.sym.Activation(net, act_type="tanh", name="act1")
+    net = net + mx.sym.BlockGrad(mx.sym.FullyConnected(data, num_hidden=2, name="side"))
+    net = mx.sym.LinearRegressionOutput(mx.sym.FullyConnected(net, num_hidden=1, name="head"),
+                                        name="lro")
+    rng = np.random.RandomState(3)
+    batch = mx.io.DataBatch([mx.nd.array(rng.uniform(-1, 1, (2, 1)))],
+                            [mx.nd.array(rng.uniform(-1, 1, (2, 1)))])
+
+    def predict(fusion_switch):
+        monkeypatch.setenv("LIGHTMOD_FUSION", fusion_switch)
+        mx.random.seed(0)
+        mod = mx.mod.Module(net, data_names=["data"], label_names=["lro_label"])
+        mod.bind([("data", (2, 1))], [("lro_label", (2, 1))], for_training=True)
+        mod.init_params(mx.init.Uniform(0.5))
+        mod.forward(batch, is_train=False)
+        return mod.get_outputs()[0].asnumpy()
+
+    np.testing.assert_allclose(predict("1"), predict("0"), rtol=1e-5, atol=1e-6)
