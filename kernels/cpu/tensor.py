@@ -11,7 +11,8 @@ import numpy as np
 from numba import njit, prange
 from numpy.lib.stride_tricks import as_strided
 
-from ..scalar_tensor import resolve_index, uniform_bin
+from ..scalar_lookup import histogram_bin, picked_offset
+from ..scalar_tensor import resolve_index
 from .jit import ParallelLoop
 
 __all__ = ["strided_gather", "strided_scatter", "indices_in_range", "take_forward",
@@ -184,16 +185,12 @@ def take_backward(grad, gout, idx, outer, n, inner, wrap, req):
 # ---------------------------------------------------------------------------------------------
 def _pick_impl(out, data, idx, n, inner, wrap):
     for r in prange(out.size):
-        o = r // inner
-        t = r - o * inner
-        out[r] = data[(o * n + resolve_index(idx[r], n, wrap)) * inner + t]
+        out[r] = data[picked_offset(r, idx[r], n, inner, wrap)]
 
 
 def _pick_grad_impl(grad, gout, idx, n, inner, wrap):
     for r in prange(gout.size):
-        o = r // inner
-        t = r - o * inner
-        grad[(o * n + resolve_index(idx[r], n, wrap)) * inner + t] += gout[r]
+        grad[picked_offset(r, idx[r], n, inner, wrap)] += gout[r]
 
 
 _pick = ParallelLoop(_pick_impl, cost=_COST)
@@ -224,9 +221,7 @@ def pick_backward(grad, gout, idx, outer, n, inner, wrap, req):
 
 def _pick_assign_impl(out, values, idx, n, inner, wrap):
     for r in prange(values.size):
-        o = r // inner
-        t = r - o * inner
-        out[(o * n + resolve_index(idx[r], n, wrap)) * inner + t] = values[r]
+        out[picked_offset(r, idx[r], n, inner, wrap)] = values[r]
 
 
 _pick_assign = ParallelLoop(_pick_assign_impl, cost=_COST)
@@ -547,19 +542,7 @@ def _histogram_impl(counts, data, edges, uniform, lo, hi):
     nbins = counts.size
     for i in range(data.size):
         x = data[i]
-        if uniform:
-            b = uniform_bin(x, lo, hi, nbins)
-        else:
-            b = -1
-            if edges[0] <= x <= edges[nbins]:
-                lo_i, hi_i = 0, nbins          # the last edge <= x, the last bin closed
-                while hi_i - lo_i > 1:
-                    mid = (lo_i + hi_i) // 2
-                    if edges[mid] <= x:
-                        lo_i = mid
-                    else:
-                        hi_i = mid
-                b = lo_i
+        b = histogram_bin(x, edges, uniform, lo, hi, nbins)
         if b >= 0:
             counts[b] += 1
 
