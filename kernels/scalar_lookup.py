@@ -1,12 +1,13 @@
-"""Per-element lookups of the tensor family (pick and histogram), shared by both halves.
+"""Per-element index math of pick, shared by both halves.
 
-Plain ``@njit`` functions like ``kernels/scalar_tensor.py``'s: the CPU launchers call them from
-(p)range loops and the CUDA kernels from grid-stride loops, so the position pick reads and the
-bin a histogram counts are each written once.
+A plain ``@njit`` function like ``kernels/scalar_tensor.py``'s: the CPU launchers call it from
+(p)range loops and the CUDA kernels from grid-stride loops, so the position pick reads is written
+once. It takes scalars only: numba's CUDA simulator cannot hand its device arrays to a
+CPU-compiled function, so array-taking helpers (histogram's search of the bin edges) stay per half.
 """
 from numba import njit
 
-from .scalar_tensor import resolve_index, uniform_bin
+from .scalar_tensor import resolve_index
 
 
 @njit(cache=True)
@@ -17,20 +18,3 @@ def picked_offset(r, value, n, inner, wrap):
     t = r - o * inner
     return (o * n + resolve_index(value, n, wrap)) * inner + t
 
-
-@njit(cache=True)
-def histogram_bin(x, edges, uniform, lo, hi, nbins):
-    """The bin of x: among nbins equal bins over [lo, hi] when ``uniform``, otherwise the last
-    of ``edges`` (nbins + 1 ascending values) at or below x, the last bin closed; -1 outside."""
-    if uniform:
-        return uniform_bin(x, lo, hi, nbins)
-    if not (edges[0] <= x <= edges[nbins]):
-        return -1
-    lo_i, hi_i = 0, nbins
-    while hi_i - lo_i > 1:           # binary search keeping edges[lo_i] <= x
-        mid = (lo_i + hi_i) // 2
-        if edges[mid] <= x:
-            lo_i = mid
-        else:
-            hi_i = mid
-    return lo_i

@@ -11,8 +11,8 @@ import numpy as np
 from numba import njit, prange
 from numpy.lib.stride_tricks import as_strided
 
-from ..scalar_lookup import histogram_bin, picked_offset
-from ..scalar_tensor import resolve_index
+from ..scalar_lookup import picked_offset
+from ..scalar_tensor import resolve_index, uniform_bin
 from .jit import ParallelLoop
 
 __all__ = ["strided_gather", "strided_scatter", "indices_in_range", "take_forward",
@@ -542,7 +542,19 @@ def _histogram_impl(counts, data, edges, uniform, lo, hi):
     nbins = counts.size
     for i in range(data.size):
         x = data[i]
-        b = histogram_bin(x, edges, uniform, lo, hi, nbins)
+        if uniform:
+            b = uniform_bin(x, lo, hi, nbins)
+        else:
+            b = -1
+            if edges[0] <= x <= edges[nbins]:
+                lo_i, hi_i = 0, nbins          # the last edge <= x, the last bin closed
+                while hi_i - lo_i > 1:
+                    mid = (lo_i + hi_i) // 2
+                    if edges[mid] <= x:
+                        lo_i = mid
+                    else:
+                        hi_i = mid
+                b = lo_i
         if b >= 0:
             counts[b] += 1
 

@@ -11,8 +11,8 @@ import numpy as np
 from numba import cuda
 
 from ..scalar import strided_offset
-from ..scalar_lookup import histogram_bin, picked_offset
-from ..scalar_tensor import resolve_index
+from ..scalar_lookup import picked_offset
+from ..scalar_tensor import resolve_index, uniform_bin
 from .memory import assign, fill, flat
 from .memory import launch_config as launch
 
@@ -502,7 +502,19 @@ def _histogram_kernel(counts, data, edges, uniform, lo, hi):
     nbins = counts.size
     for i in range(cuda.grid(1), data.size, cuda.gridsize(1)):
         x = data[i]
-        b = histogram_bin(x, edges, uniform, lo, hi, nbins)
+        if uniform:
+            b = uniform_bin(x, lo, hi, nbins)
+        else:
+            b = -1
+            if edges[0] <= x <= edges[nbins]:
+                lo_i, hi_i = 0, nbins
+                while hi_i - lo_i > 1:
+                    mid = (lo_i + hi_i) // 2
+                    if edges[mid] <= x:
+                        lo_i = mid
+                    else:
+                        hi_i = mid
+                b = lo_i
         if b >= 0:
             cuda.atomic.add(counts, b, 1)
 
