@@ -68,45 +68,43 @@ def _is_space(c):
 
 
 @njit(cache=True)
+def _sign(buf, pos, end):
+    """(+1.0 or -1.0, position after the optional '+' or '-' at ``pos``)."""
+    if pos < end and (buf[pos] == 45 or buf[pos] == 43):
+        return (-1.0 if buf[pos] == 45 else 1.0), pos + 1
+    return 1.0, pos
+
+
+@njit(cache=True)
+def _digits(buf, pos, end, value):
+    """(``value`` with the decimal digits at ``pos`` appended, position after them, how many
+    digits); ``value``'s type (float mantissa or integer exponent) is kept."""
+    count = 0
+    while pos < end and 48 <= buf[pos] <= 57:
+        value = value * 10 + (buf[pos] - 48)
+        pos += 1
+        count += 1
+    return value, pos, count
+
+
+@njit(cache=True)
 def _number(buf, pos, end):
     """(value, position after it, ok) of the decimal number starting at ``pos``."""
-    sign = 1.0
-    if pos < end and (buf[pos] == 45 or buf[pos] == 43):
-        if buf[pos] == 45:
-            sign = -1.0
-        pos += 1
-    mantissa = 0.0
-    digits = 0
+    sign, pos = _sign(buf, pos, end)
+    mantissa, pos, digits = _digits(buf, pos, end, 0.0)
     exp10 = 0
-    while pos < end and 48 <= buf[pos] <= 57:
-        mantissa = mantissa * 10.0 + (buf[pos] - 48)
-        pos += 1
-        digits += 1
     if pos < end and buf[pos] == 46:
-        pos += 1
-        while pos < end and 48 <= buf[pos] <= 57:
-            mantissa = mantissa * 10.0 + (buf[pos] - 48)
-            exp10 -= 1
-            pos += 1
-            digits += 1
+        mantissa, pos, decimals = _digits(buf, pos + 1, end, mantissa)
+        exp10 -= decimals
+        digits += decimals
     if digits == 0:
         return 0.0, pos, False
     if pos < end and (buf[pos] == 101 or buf[pos] == 69):
-        pos += 1
-        esign = 1
-        if pos < end and (buf[pos] == 45 or buf[pos] == 43):
-            if buf[pos] == 45:
-                esign = -1
-            pos += 1
-        e = 0
-        edigits = 0
-        while pos < end and 48 <= buf[pos] <= 57:
-            e = e * 10 + (buf[pos] - 48)
-            pos += 1
-            edigits += 1
+        esign, pos = _sign(buf, pos + 1, end)
+        e, pos, edigits = _digits(buf, pos, end, 0)
         if edigits == 0:
             return 0.0, pos, False
-        exp10 += esign * e
+        exp10 += e if esign > 0 else -e
     if exp10 >= 0:
         value = mantissa * 10.0 ** exp10
     else:

@@ -10,6 +10,8 @@ import math
 
 from numba import njit
 
+from .scalar_tensor import resolve_index
+
 # Activation codes (the launchers map act_type strings to these).
 ACT_RELU = 0
 ACT_SIGMOID = 1
@@ -133,13 +135,9 @@ def regression_diff(out, label, kind):
 
 @njit(cache=True)
 def clip_index(value, size):
-    """MXNet's index rule for Embedding/take(mode='clip'): truncate toward 0, clip to [0, size)."""
-    j = int(value)
-    if j < 0:
-        return 0
-    if j >= size:
-        return size - 1
-    return j
+    """MXNet's index rule for Embedding/take(mode='clip'): truncate toward 0, clip to [0, size)
+    (``resolve_index`` without wrapping)."""
+    return resolve_index(value, size, False)
 
 
 @njit(cache=True)
@@ -175,3 +173,20 @@ def broadcast_strides(full_shape, part_shape):
             strides[d] = acc
         acc *= part_shape[d]
     return tuple(strides)
+
+
+@njit(cache=True)
+def softmax_grad_term(dy, y, use_log):
+    """A row element's share of the sum a softmax gradient subtracts: the head gradient ``dy``
+    for log_softmax (``use_log``), ``dy * y`` for softmax (``y`` the element's output)."""
+    return dy if use_log else dy * y
+
+
+@njit(cache=True)
+def softmax_grad_value(dy, y, s, inv_t, use_log):
+    """Gradient at one row element of softmax (log_softmax when ``use_log``) with output ``y``,
+    head gradient ``dy``, the row's sum ``s`` of ``softmax_grad_term`` and 1/temperature
+    ``inv_t``."""
+    if use_log:
+        return (dy - math.exp(y) * s) * inv_t
+    return (dy - s) * y * inv_t

@@ -285,28 +285,29 @@ class Mixed:
                          "pattern at the and with default Initializer." % name)
 
 
-@register
-@alias("zeros")
-class Zero(Initializer):
-    """Fill with 0."""
+class _FillWith(Initializer):
+    """Fill every weight with the class's ``fill_value``; takes no arguments."""
+    fill_value = 0
 
     def __init__(self):
         super().__init__()
 
     def _init_weight(self, _, arr):
-        arr[:] = 0
+        arr[:] = self.fill_value
+
+
+@register
+@alias("zeros")
+class Zero(_FillWith):
+    """Fill with 0."""
+    fill_value = 0
 
 
 @register
 @alias("ones")
-class One(Initializer):
+class One(_FillWith):
     """Fill with 1."""
-
-    def __init__(self):
-        super().__init__()
-
-    def _init_weight(self, _, arr):
-        arr[:] = 1
+    fill_value = 1
 
 
 @register

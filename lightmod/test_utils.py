@@ -576,6 +576,13 @@ def _nd_from(v, ctx, dtype):
     return v
 
 
+def _check_same_names(given, names, message):
+    """ValueError ``message % (names, given keys)`` (as sets) unless the dict ``given`` has
+    exactly the keys ``names``."""
+    if set(given) != set(names):
+        raise ValueError(message % (str(set(names)), str(set(given))))
+
+
 def _parse_location(sym, location, ctx, dtype=default_dtype()):
     """``location`` (a list in ``list_arguments()`` order, or a complete dict) as an
     OrderedDict name -> NDArray, sorted by name; numpy values are converted to ``dtype``
@@ -586,10 +593,8 @@ def _parse_location(sym, location, ctx, dtype=default_dtype()):
     _check_dtype_arg(dtype)
     arg_names = sym.list_arguments()
     if isinstance(location, dict):
-        if set(location) != set(arg_names):
-            raise ValueError("Symbol arguments and keys of the given location do not match."
-                             "symbol args:%s, location.keys():%s"
-                             % (str(set(arg_names)), str(set(location))))
+        _check_same_names(location, arg_names, "Symbol arguments and keys of the given location do "
+                          "not match.symbol args:%s, location.keys():%s")
     else:
         location = dict(zip(arg_names, location))
     return _sorted_dict({k: _nd_from(v, ctx, dtype) for k, v in location.items()})
@@ -603,10 +608,8 @@ def _parse_aux_states(sym, aux_states, ctx, dtype=default_dtype()):
         return None
     aux_names = sym.list_auxiliary_states()
     if isinstance(aux_states, dict):
-        if set(aux_states) != set(aux_names):
-            raise ValueError("Symbol aux_states names and given aux_states do not match."
-                             "symbol aux_names:%s, aux_states.keys:%s"
-                             % (str(set(aux_names)), str(set(aux_states))))
+        _check_same_names(aux_states, aux_names, "Symbol aux_states names and given aux_states do "
+                          "not match.symbol aux_names:%s, aux_states.keys:%s")
     elif isinstance(aux_states, (list, tuple)):
         aux_states = dict(zip(aux_names, aux_states))
     return {k: _nd_from(v, ctx, dtype) for k, v in aux_states.items()}

@@ -38,6 +38,8 @@ from ..scalar_nn import (
     row_length,
     smooth_l1_slope,
     smooth_l1_value,
+    softmax_grad_term,
+    softmax_grad_value,
 )
 from .fused import add_row_bias
 from .jit import task_count
@@ -510,14 +512,9 @@ def _softmax_grad_rows(y, dy, dx, inv_t, use_log, accumulate, length, has_length
         n = row_length(length[r if has_length else 0], has_length, y.shape[1])
         s = 0.0
         for k in range(n):
-            s += dy[o, k, j] if use_log else dy[o, k, j] * y[o, k, j]
+            s += softmax_grad_term(dy[o, k, j], y[o, k, j], use_log)
         for k in range(y.shape[1]):
-            if k >= n:
-                g = 0.0
-            elif use_log:
-                g = (dy[o, k, j] - math.exp(y[o, k, j]) * s) * inv_t
-            else:
-                g = (dy[o, k, j] - s) * y[o, k, j] * inv_t
+            g = 0.0 if k >= n else softmax_grad_value(dy[o, k, j], y[o, k, j], s, inv_t, use_log)
             if accumulate:
                 dx[o, k, j] += g
             else:

@@ -11,6 +11,7 @@ import numpy as np
 from numba import njit, prange
 from numpy.lib.stride_tricks import as_strided
 
+from ..scalar_lookup import picked_offset
 from ..scalar_tensor import resolve_index, uniform_bin
 from .jit import ParallelLoop
 
@@ -184,16 +185,12 @@ def take_backward(grad, gout, idx, outer, n, inner, wrap, req):
 # ---------------------------------------------------------------------------------------------
 def _pick_impl(out, data, idx, n, inner, wrap):
     for r in prange(out.size):
-        o = r // inner
-        t = r - o * inner
-        out[r] = data[(o * n + resolve_index(idx[r], n, wrap)) * inner + t]
+        out[r] = data[picked_offset(r, idx[r], n, inner, wrap)]
 
 
 def _pick_grad_impl(grad, gout, idx, n, inner, wrap):
     for r in prange(gout.size):
-        o = r // inner
-        t = r - o * inner
-        grad[(o * n + resolve_index(idx[r], n, wrap)) * inner + t] += gout[r]
+        grad[picked_offset(r, idx[r], n, inner, wrap)] += gout[r]
 
 
 _pick = ParallelLoop(_pick_impl, cost=_COST)
@@ -224,9 +221,7 @@ def pick_backward(grad, gout, idx, outer, n, inner, wrap, req):
 
 def _pick_assign_impl(out, values, idx, n, inner, wrap):
     for r in prange(values.size):
-        o = r // inner
-        t = r - o * inner
-        out[(o * n + resolve_index(idx[r], n, wrap)) * inner + t] = values[r]
+        out[picked_offset(r, idx[r], n, inner, wrap)] = values[r]
 
 
 _pick_assign = ParallelLoop(_pick_assign_impl, cost=_COST)

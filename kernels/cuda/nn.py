@@ -30,6 +30,8 @@ from ..scalar_nn import (
     row_length,
     smooth_l1_slope,
     smooth_l1_value,
+    softmax_grad_term,
+    softmax_grad_value,
 )
 from .memory import fill
 
@@ -461,15 +463,10 @@ def _softmax_grad_rows_k(y, dy, dx, inv_t, use_log, accumulate, length, has_leng
         n = row_length(length[r if has_length else 0], has_length, full)
         s = 0.0
         for k in range(tid, n, nt):
-            s += dy[o, k, j] if use_log else dy[o, k, j] * y[o, k, j]
+            s += softmax_grad_term(dy[o, k, j], y[o, k, j], use_log)
         s = _block_reduce(part, s, False)
         for k in range(tid, full, nt):
-            if k >= n:
-                g = 0.0
-            elif use_log:
-                g = (dy[o, k, j] - math.exp(y[o, k, j]) * s) * inv_t
-            else:
-                g = (dy[o, k, j] - s) * y[o, k, j] * inv_t
+            g = 0.0 if k >= n else softmax_grad_value(dy[o, k, j], y[o, k, j], s, inv_t, use_log)
             if accumulate:
                 dx[o, k, j] += g
             else:

@@ -11,6 +11,7 @@ import numpy as np
 from numba import cuda
 
 from ..scalar import strided_offset
+from ..scalar_lookup import picked_offset
 from ..scalar_tensor import resolve_index, uniform_bin
 from .memory import assign, fill, flat
 from .memory import launch_config as launch
@@ -154,17 +155,13 @@ def take_backward(grad, gout, idx, outer, n, inner, wrap, req):
 @cuda.jit(cache=True)
 def _pick_kernel(out, data, idx, n, inner, wrap):
     for r in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-        o = r // inner
-        t = r - o * inner
-        out[r] = data[(o * n + resolve_index(idx[r], n, wrap)) * inner + t]
+        out[r] = data[picked_offset(r, idx[r], n, inner, wrap)]
 
 
 @cuda.jit(cache=True)
 def _pick_grad_kernel(grad, gout, idx, n, inner, wrap):
     for r in range(cuda.grid(1), gout.size, cuda.gridsize(1)):
-        o = r // inner
-        t = r - o * inner
-        grad[(o * n + resolve_index(idx[r], n, wrap)) * inner + t] += gout[r]
+        grad[picked_offset(r, idx[r], n, inner, wrap)] += gout[r]
 
 
 def pick_forward(out, data, idx, outer, n, inner, wrap):
@@ -188,9 +185,7 @@ def pick_backward(grad, gout, idx, outer, n, inner, wrap, req):
 @cuda.jit(cache=True)
 def _pick_assign_kernel(out, values, idx, n, inner, wrap):
     for r in range(cuda.grid(1), values.size, cuda.gridsize(1)):
-        o = r // inner
-        t = r - o * inner
-        out[(o * n + resolve_index(idx[r], n, wrap)) * inner + t] = values[r]
+        out[picked_offset(r, idx[r], n, inner, wrap)] = values[r]
 
 
 def pick_assign(out, values, idx, outer, n, inner, wrap):

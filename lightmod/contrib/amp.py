@@ -72,6 +72,12 @@ def _registered(names):
     return [n for n in names if _registry.find(n) is not None]
 
 
+def _registered_for(target_dtype, names):
+    """The operators of ``names`` that are registered, once ``target_dtype`` is checked."""
+    _check_target(target_dtype)
+    return _registered(names)
+
+
 def _check_target(target_dtype):
     name = getattr(target_dtype, "__name__", target_dtype)
     if str(name) in ("bfloat16",):
@@ -88,14 +94,12 @@ def _check_target(target_dtype):
 
 def list_lp16_ops(target_dtype):
     """Operators whose inputs are cast to float16."""
-    _check_target(target_dtype)
-    return _registered(_LP16_OPS)
+    return _registered_for(target_dtype, _LP16_OPS)
 
 
 def list_fp32_ops(target_dtype):
     """Operators whose float16 inputs are cast back to float32."""
-    _check_target(target_dtype)
-    return _registered(_FP32_OPS)
+    return _registered_for(target_dtype, _FP32_OPS)
 
 
 def list_lp16_fp32_ops(target_dtype):
@@ -113,13 +117,11 @@ def list_conditional_fp32_ops(target_dtype):
 
 def list_widest_type_cast(target_dtype):
     """Operators whose inputs are brought to their widest float type (amp_multicast)."""
-    _check_target(target_dtype)
-    return _registered(_WIDEST_OPS)
+    return _registered_for(target_dtype, _WIDEST_OPS)
 
 
 def list_loss_output_functions(target_dtype):
-    _check_target(target_dtype)
-    return _registered(_LOSS_OUTPUTS)
+    return _registered_for(target_dtype, _LOSS_OUTPUTS)
 
 
 def list_lp16_use_fp32_params(target_dtype):

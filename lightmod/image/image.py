@@ -18,6 +18,7 @@ import numpy as np
 from .. import recordio
 from ..base import MXNetError
 from ..io.io import DataBatch, DataDesc, DataIter
+from ..io.utils import _auto_interp
 from ..ndarray.ndarray import NDArray
 from ..ndarray.ndarray import array as nd_array
 from . import codec
@@ -122,11 +123,7 @@ def _get_interp_method(interp, sizes=()):
         if not sizes:
             return 2
         old_h, old_w, new_h, new_w = sizes
-        if new_h > old_h and new_w > old_w:
-            return 2
-        if new_h < old_h and new_w < old_w:
-            return 3
-        return 1
+        return _auto_interp(old_h, old_w, new_h, new_w)
     if interp == 10:
         return random.randint(0, 4)
     if interp not in (0, 1, 2, 3, 4):

@@ -16,7 +16,7 @@ import numpy as np
 from ..base import MXNetError, dtype_np
 from ..recordio import parse_record_bytes, scan_records, unpack
 from .io import DataBatch, DataDesc, DataIter
-from .utils import _wrap_host
+from .utils import _auto_interp, _wrap_host
 
 __all__ = ["ImageRecordIter", "ImageRecordUInt8Iter", "ImageRecordInt8Iter"]
 
@@ -99,11 +99,7 @@ class _Augmenter:
     def _interp(self, u, src_w, src_h, dst_w, dst_h):
         method = self.p["inter_method"]
         if method == 9:
-            if dst_w > src_w and dst_h > src_h:
-                return 2
-            if dst_w < src_w and dst_h < src_h:
-                return 3
-            return 1
+            return _auto_interp(src_h, src_w, dst_h, dst_w)
         if method == 10:
             return min(int(u[_U_INTERP] * 5), 4)
         return method

@@ -79,3 +79,13 @@ def _getdata_by_idx(data, idx, axis=0):
         else:
             shuffled.append((name, _wrap_host(np.asarray(taken, dtype=np.float32), arr.context)))
     return shuffled
+
+
+def _auto_interp(old_h, old_w, new_h, new_w):
+    """The OpenCV interpolation code of MXNet's automatic mode 9 for a resize: cubic (2) when
+    both sides grow, area (3) when both shrink, bilinear (1) otherwise."""
+    if new_h > old_h and new_w > old_w:
+        return 2
+    if new_h < old_h and new_w < old_w:
+        return 3
+    return 1

@@ -35,6 +35,17 @@ def _check_lifecycle(module, action, params=False, optimizer=False, bound=True):
         raise NotBoundError("call init_optimizer() before %s" % action)
 
 
+
+def _keeps_optimizer(module, force_init, notice="optimizer already initialized, ignoring."):
+    """The start of every init_optimizer(): raise NotBoundError when the module is not ready
+    for one; True (after warning ``notice``) when it has an optimizer that stays, since
+    ``force_init`` is off."""
+    _check_lifecycle(module, "init_optimizer()", params=True)
+    if module.optimizer_initialized and not force_init:
+        module.logger.warning(notice)
+        return True
+    return False
+
 _PARAMETER_SUFFIXES = ("_weight", "_bias", "_gamma", "_beta")
 
 

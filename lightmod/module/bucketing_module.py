@@ -17,7 +17,7 @@ from .. import symbol as sym
 from ..initializer import Uniform
 from ..model import load_params
 from ..name import NameManager
-from .base_module import BaseModule, _check_lifecycle, _declared_inputs
+from .base_module import BaseModule, _check_lifecycle, _declared_inputs, _keeps_optimizer
 from .module import Module
 
 __all__ = ["BucketingModule"]
@@ -222,9 +222,7 @@ class BucketingModule(BaseModule):
     def init_optimizer(self, kvstore='local', optimizer='sgd',
                        optimizer_params=(('learning_rate', 0.01),), force_init=False):
         """Install the optimizer on the current bucket; every other bucket borrows it."""
-        _check_lifecycle(self, "init_optimizer()", params=True)
-        if self.optimizer_initialized and not force_init:
-            self.logger.warning('optimizer already initialized, ignoring.')
+        if _keeps_optimizer(self, force_init):
             return
         owner = self._curr_module
         owner.init_optimizer(kvstore, optimizer, optimizer_params, force_init=force_init)

@@ -29,7 +29,14 @@ from ..model import (
     write_checkpoint,
 )
 from ..ndarray import zeros
-from .base_module import BaseModule, _attribute_view, _check_lifecycle, _declared_inputs, _parse_data_desc
+from .base_module import (
+    BaseModule,
+    _attribute_view,
+    _check_lifecycle,
+    _declared_inputs,
+    _keeps_optimizer,
+    _parse_data_desc,
+)
 from .executor_group import DataParallelExecutorGroup
 
 __all__ = ["Module"]
@@ -332,9 +339,7 @@ class Module(BaseModule):
         index-to-name map; an Optimizer object is kept as given, with a warning when its
         ``rescale_grad`` differs and its ``idx2name`` filled in when empty.
         """
-        _check_lifecycle(self, "init_optimizer()", params=True)
-        if self.optimizer_initialized and not force_init:
-            self.logger.warning('optimizer already initialized, ignoring...')
+        if _keeps_optimizer(self, force_init, 'optimizer already initialized, ignoring...'):
             return
         if self._params_dirty:
             self._sync_params_from_devices()

@@ -4,7 +4,7 @@ import logging
 
 from ..base import NotBoundError
 from ..initializer import Uniform
-from .base_module import BaseModule, _check_lifecycle
+from .base_module import BaseModule, _check_lifecycle, _keeps_optimizer
 
 __all__ = ["SequentialModule"]
 
@@ -146,9 +146,7 @@ class SequentialModule(BaseModule):
     def init_optimizer(self, kvstore='local', optimizer='sgd',
                        optimizer_params=(('learning_rate', 0.01),), force_init=False):
         """Give every module the same kind of optimizer (each its own instance)."""
-        _check_lifecycle(self, "init_optimizer()", params=True)
-        if self.optimizer_initialized and not force_init:
-            self.logger.warning('optimizer already initialized, ignoring.')
+        if _keeps_optimizer(self, force_init):
             return
         settings = dict(kvstore=kvstore, optimizer=optimizer,
                         optimizer_params=optimizer_params, force_init=force_init)

@@ -16,11 +16,42 @@ def _zero_label_grad(k, in_grads, req):
     zero_grads(k, in_grads[1:], req[1:])
 
 
+class _LossHead(Operator):
+    """A loss output layer: forward passes the data through (subclasses may transform it);
+    backward ignores the head gradient, gives the labels a zero gradient and the data the
+    loss's own gradient, written by ``data_gradient`` (added into ``grad`` when
+    ``accumulate``). Shapes: nothing is known until the data's shape is; then ``fill_label_shape``
+    checks or infers the label's shape in ``shapes`` for the data shape ``dshape`` (a tuple),
+    and the output has the data's shape."""
+
+    def infer_shape(self, p, in_shapes):
+        shapes = list(in_shapes)
+        if not known(shapes[0]):
+            return shapes, [None]
+        dshape = tuple(shapes[0])
+        self.fill_label_shape(p, shapes, dshape)
+        return shapes, [dshape]
+
+    def fill_label_shape(self, p, shapes, dshape):
+        raise NotImplementedError
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        k.copy(outputs[0], inputs[0])
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        _zero_label_grad(k, in_grads, req)
+        if req[0] != "null":
+            self.data_gradient(p, k, inputs, outputs, in_grads[0], req[0] == "add")
+
+    def data_gradient(self, p, k, inputs, outputs, grad, accumulate):
+        raise NotImplementedError
+
+
 # ---------------------------------------------------------------------------------------------
 # SoftmaxOutput
 # ---------------------------------------------------------------------------------------------
 @register
-class SoftmaxOutput(Operator):
+class SoftmaxOutput(_LossHead):
     name = "SoftmaxOutput"
     aliases = ("Softmax",)
     inputs = ("data", "label")
@@ -47,15 +78,10 @@ class SoftmaxOutput(Operator):
         flat = (n, prod(rest) if all(rest) else 0)
         return [flat, (n,) + rest, (n, 1) + rest]
 
-    def infer_shape(self, p, in_shapes):
-        shapes = list(in_shapes)
-        dshape = shapes[0]
-        if not known(dshape):
-            return shapes, [None]
-        dshape = tuple(dshape)
+    def fill_label_shape(self, p, shapes, dshape):
         label = shapes[1]
         if label is not None and tuple(label) == dshape:
-            return shapes, [dshape]               # probabilities as label
+            return                                # probabilities as label: nothing to check
         if p.multi_output:
             if len(dshape) < 2:
                 raise self.error("multi_output needs data of shape (N, C, ...), got %s",
@@ -75,7 +101,6 @@ class SoftmaxOutput(Operator):
                                      tuple(label), candidates[0], candidates[1], dshape)
         elif len(dshape) > 1:
             assign_shape(self, shapes, 1, "label", dshape[:-1], " for data %s" % (dshape,))
-        return shapes, [dshape]
 
     @staticmethod
     def _view(p, shape):
@@ -94,15 +119,11 @@ class SoftmaxOutput(Operator):
         view = self._view(p, tuple(x.shape))
         k.softmax_forward(x.reshape(view), outputs[0].reshape(view), 1.0, False, None)
 
-    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        _zero_label_grad(k, in_grads, req)
-        if req[0] == "null":
-            return
-        label, prob, grad = inputs[1], outputs[0], in_grads[0]
+    def data_gradient(self, p, k, inputs, outputs, grad, accumulate):
+        label, prob = inputs[1], outputs[0]
         # out_grad=True: MXNet 1.9.1 multiplies by the op's *output*, not by the head gradient
         # (verified against 1.9.1, with the executor and with autograd); we match its numbers.
         use_ograd, ograd = p.out_grad, prob
-        accumulate = req[0] == "add"
         if tuple(label.shape) == tuple(prob.shape):
             # probabilities as label: no normalisation
             k.regression_backward(prob, label, ograd, grad, "diff", p.grad_scale, use_ograd,
@@ -127,18 +148,13 @@ class SoftmaxOutput(Operator):
 # ---------------------------------------------------------------------------------------------
 # Regression heads
 # ---------------------------------------------------------------------------------------------
-class _RegressionOutput(Operator):
+class _RegressionOutput(_LossHead):
     inputs = ("data", "label")
     is_loss = True
     params = {"grad_scale": Float(1.0, doc="Scale the gradient by a float factor.")}
     grad_kind = "diff"
 
-    def infer_shape(self, p, in_shapes):
-        shapes = list(in_shapes)
-        dshape = shapes[0]
-        if not known(dshape):
-            return shapes, [None]
-        dshape = tuple(dshape)
+    def fill_label_shape(self, p, shapes, dshape):
         label = shapes[1]
         if label is None or len(label) == 0:
             # an (N, 1) output takes an (N,) label
@@ -148,19 +164,12 @@ class _RegressionOutput(Operator):
             raise self.error("label has shape %s, expected %s (or the same number of "
                              "elements per sample) for data %s", tuple(label),
                              (dshape[0],) if dshape[1:] == (1,) else dshape, dshape)
-        return shapes, [dshape]
 
-    def forward(self, p, k, inputs, outputs, is_train, state):
-        k.copy(outputs[0], inputs[0])
-
-    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        _zero_label_grad(k, in_grads, req)
-        if req[0] == "null":
-            return
+    def data_gradient(self, p, k, inputs, outputs, grad, accumulate):
         label, out = inputs[1], outputs[0]
         per_sample = label.size // label.shape[0] if label.ndim else 1
-        k.regression_backward(out, label.reshape(out.shape), out, in_grads[0], self.grad_kind,
-                              p.grad_scale / per_sample, False, req[0] == "add")
+        k.regression_backward(out, label.reshape(out.shape), out, grad, self.grad_kind,
+                              p.grad_scale / per_sample, False, accumulate)
 
 
 @register
@@ -301,7 +310,7 @@ class SoftmaxCrossEntropy(Operator):
 # SVMOutput
 # ---------------------------------------------------------------------------------------------
 @register
-class SVMOutput(Operator):
+class SVMOutput(_LossHead):
     """Support-vector-machine head: the output is the data itself; the gradient is the hinge
     loss's (L2-SVM, or L1-SVM with ``use_linear``) with one label per row of the data viewed as
     (rows, classes), classes being its last axis.
@@ -318,28 +327,16 @@ class SVMOutput(Operator):
               "use_linear": Bool(False, doc="Use the L1-SVM (linear) objective instead of the "
                                             "L2-SVM (squared) one.")}
 
-    def infer_shape(self, p, in_shapes):
-        shapes = list(in_shapes)
-        dshape = shapes[0]
-        if not known(dshape):
-            return shapes, [None]
-        dshape = tuple(dshape)
+    def fill_label_shape(self, p, shapes, dshape):
         if len(dshape) < 2:
             raise self.error("data must have at least 2 dimensions (batch, classes), got shape %s",
                              dshape)
         assign_shape(self, shapes, 1, "label", dshape[:-1], " (one class index per row of data %s)"
                      % (dshape,))
-        return shapes, [dshape]
 
-    def forward(self, p, k, inputs, outputs, is_train, state):
-        k.copy(outputs[0], inputs[0])
-
-    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        _zero_label_grad(k, in_grads, req)
-        if req[0] == "null":
-            return
+    def data_gradient(self, p, k, inputs, outputs, grad, accumulate):
         x = inputs[0]
         classes = int(tuple(x.shape)[-1])
         view = (x.size // classes, classes)
-        k.svm_output_backward(x.reshape(view), inputs[1].reshape(view[0]), in_grads[0].reshape(view),
-                              p.margin, p.regularization_coefficient, p.use_linear, req[0] == "add")
+        k.svm_output_backward(x.reshape(view), inputs[1].reshape(view[0]), grad.reshape(view),
+                              p.margin, p.regularization_coefficient, p.use_linear, accumulate)

@@ -40,6 +40,15 @@ def zero_grads(k, in_grads, req):
             k.fill(g, 0.0)
 
 
+
+def no_head_gradient(k, out_grads, in_grads, req):
+    """True, after giving every input a zero gradient, when the output has no head gradient
+    (nothing downstream reads it)."""
+    if out_grads[0] is None:
+        zero_grads(k, in_grads, req)
+        return True
+    return False
+
 class OptBool(Bool):
     """A boolean that MXNet declares as 'boolean or None' (None reads as False)."""
     type_name = "boolean or None"
@@ -133,10 +142,9 @@ class FullyConnected(Operator):
                      state)
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        dy = out_grads[0]
-        if dy is None:
-            zero_grads(k, in_grads, req)
+        if no_head_gradient(k, out_grads, in_grads, req):
             return
+        dy = out_grads[0]
         x, w = inputs[0], inputs[1]
         rows, cols = self._views(p, x)
         req_b = "null" if p.no_bias else req[2]
@@ -262,10 +270,9 @@ class LeakyReLU(Operator):
             k.leaky_relu_forward(x, out, p.act_type, p.slope)
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        dy = out_grads[0]
-        if dy is None:
-            zero_grads(k, in_grads, req)
+        if no_head_gradient(k, out_grads, in_grads, req):
             return
+        dy = out_grads[0]
         x, y = inputs[0], outputs[0]
         if p.act_type == "prelu":
             view, gamma = self._prelu_views(x, inputs[1])
@@ -478,10 +485,9 @@ class _SoftmaxBase(Operator):
                           self.use_log, length)
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        dy = out_grads[0]
-        if dy is None:
-            zero_grads(k, in_grads, req)
+        if no_head_gradient(k, out_grads, in_grads, req):
             return
+        dy = out_grads[0]
         if p.use_length and req[1] == "write":
             k.fill(in_grads[1], 0.0)
         if req[0] == "null":
@@ -542,10 +548,9 @@ class SoftmaxActivation(ElementwiseOp):
         k.softmax_forward(x.reshape(view), outputs[0].reshape(view), 1.0, False, None)
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        dy = out_grads[0]
-        if dy is None:
-            zero_grads(k, in_grads, req)
+        if no_head_gradient(k, out_grads, in_grads, req):
             return
+        dy = out_grads[0]
         if req[0] == "null":
             return
         y = outputs[0]
