@@ -4,7 +4,9 @@ Both read the graph through the symbol's MXNet JSON, so they work on any symbol,
 one loaded from a ``-symbol.json`` file. ``plot_network`` returns a ``graphviz.Digraph`` whose
 DOT source (``.source``) is available without the ``dot`` program; rendering needs it.
 """
+import collections
 import json
+import warnings
 
 import numpy as np
 
@@ -135,6 +137,14 @@ def plot_network(symbol, title="plot", save_format="pdf", shape=None, dtype=None
                          "pip install 'lightmod[viz]' (rendering also needs the 'dot' program)") \
             from None
     nodes, _ = _graph(symbol)
+    counts = collections.Counter(node["name"] for node in nodes)
+    repeated = sorted(name for name, n in counts.items() if n > 1)
+    if repeated:
+        # nodes are drawn by name, so two nodes of one name merge into one box (and may draw a
+        # cycle); MXNet warns with this text
+        warnings.warn("There are multiple variables with the same name in your graph, this may "
+                      "result in cyclic graph. Repeated names: " + ",".join(repeated),
+                      RuntimeWarning, stacklevel=2)
     shapes = _output_shapes(symbol, shape)
     attrs = {"shape": "box", "fixedsize": "true", "width": "1.3", "height": "0.8034",
              "style": "filled"}

@@ -43,3 +43,21 @@ def test_plot_network_gives_dot_source_without_the_dot_program():
     assert "4x6x6" in src            # edges labelled with shapes
     shown = mx.viz.plot_network(_lenet_like(), hide_weights=False).source
     assert "conv1_weight" in shown
+
+
+def test_plot_network_warns_about_repeated_node_names():
+    pytest.importorskip("graphviz")
+    import warnings
+    twice = mx.sym.FullyConnected(mx.sym.Variable("data"), num_hidden=4, name="dense")
+    twice = mx.sym.FullyConnected(mx.sym.Activation(twice, act_type="relu", name="act"),
+                                  num_hidden=2, name="dense")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mx.viz.plot_network(twice, shape={"data": (3, 5)})
+    messages = [str(w.message) for w in caught if w.category is RuntimeWarning]
+    assert len(messages) == 1 and "multiple variables with the same name" in messages[0]
+    assert "dense" in messages[0] and "dense_weight" in messages[0] and "act" not in messages[0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mx.viz.plot_network(_lenet_like(), shape={"data": (1, 1, 8, 8)})
+    assert not [w for w in caught if w.category is RuntimeWarning]
