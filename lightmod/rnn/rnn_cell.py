@@ -800,20 +800,29 @@ def _LEAKY(inputs, **kwargs):
     return symbol.LeakyReLU(inputs, act_type="leaky", slope=0.2, **kwargs)
 
 
-# The three convolutional cells take BaseConvRNNCell's arguments, in its order, with their own
-# defaults; each passes them on unchanged.
-class ConvRNNCell(_ElmanRule, BaseConvRNNCell):
-    """Convolutional Elman cell (activation: leaky ReLU with slope 0.2 by default)."""
+def _conv_cell_init(default_prefix):
+    """The ``__init__`` of a convolutional cell: BaseConvRNNCell's arguments, in its order,
+    with the defaults MXNet gives all three cells (only the prefix differs), passed on
+    unchanged."""
 
     def __init__(self, input_shape, num_hidden, h2h_kernel=(3, 3), h2h_dilate=(1, 1),
                  i2h_kernel=(3, 3), i2h_stride=(1, 1), i2h_pad=(1, 1), i2h_dilate=(1, 1),
                  i2h_weight_initializer=None, h2h_weight_initializer=None,
                  i2h_bias_initializer="zeros", h2h_bias_initializer="zeros",
-                 activation=_LEAKY, prefix="ConvRNN_", params=None, conv_layout="NCHW"):
-        super().__init__(input_shape, num_hidden, h2h_kernel, h2h_dilate, i2h_kernel,
-                         i2h_stride, i2h_pad, i2h_dilate, i2h_weight_initializer,
-                         h2h_weight_initializer, i2h_bias_initializer, h2h_bias_initializer,
-                         activation, prefix, params, conv_layout)
+                 activation=_LEAKY, prefix=default_prefix, params=None, conv_layout="NCHW"):
+        BaseConvRNNCell.__init__(self, input_shape, num_hidden, h2h_kernel, h2h_dilate,
+                                 i2h_kernel, i2h_stride, i2h_pad, i2h_dilate,
+                                 i2h_weight_initializer, h2h_weight_initializer,
+                                 i2h_bias_initializer, h2h_bias_initializer, activation, prefix,
+                                 params, conv_layout)
+
+    return __init__
+
+
+class ConvRNNCell(_ElmanRule, BaseConvRNNCell):
+    """Convolutional Elman cell (activation: leaky ReLU with slope 0.2 by default)."""
+
+    __init__ = _conv_cell_init("ConvRNN_")
 
 
 class ConvLSTMCell(_LSTMRule, BaseConvRNNCell):
@@ -821,28 +830,11 @@ class ConvLSTMCell(_LSTMRule, BaseConvRNNCell):
     with the cell's activation (not tanh) for the candidate and the new cell state."""
 
     _gate_axis = property(lambda self: self._conv_layout.find("C"))
-
-    def __init__(self, input_shape, num_hidden, h2h_kernel=(3, 3), h2h_dilate=(1, 1),
-                 i2h_kernel=(3, 3), i2h_stride=(1, 1), i2h_pad=(1, 1), i2h_dilate=(1, 1),
-                 i2h_weight_initializer=None, h2h_weight_initializer=None,
-                 i2h_bias_initializer="zeros", h2h_bias_initializer="zeros",
-                 activation=_LEAKY, prefix="ConvLSTM_", params=None, conv_layout="NCHW"):
-        super().__init__(input_shape, num_hidden, h2h_kernel, h2h_dilate, i2h_kernel,
-                         i2h_stride, i2h_pad, i2h_dilate, i2h_weight_initializer,
-                         h2h_weight_initializer, i2h_bias_initializer, h2h_bias_initializer,
-                         activation, prefix, params, conv_layout)
+    __init__ = _conv_cell_init("ConvLSTM_")
 
 
 class ConvGRUCell(_GRURule, BaseConvRNNCell):
     """Convolutional GRU cell; gates r, z, o (sliced along axis 1, as MXNet does whatever the
     layout)."""
 
-    def __init__(self, input_shape, num_hidden, h2h_kernel=(3, 3), h2h_dilate=(1, 1),
-                 i2h_kernel=(3, 3), i2h_stride=(1, 1), i2h_pad=(1, 1), i2h_dilate=(1, 1),
-                 i2h_weight_initializer=None, h2h_weight_initializer=None,
-                 i2h_bias_initializer="zeros", h2h_bias_initializer="zeros",
-                 activation=_LEAKY, prefix="ConvGRU_", params=None, conv_layout="NCHW"):
-        super().__init__(input_shape, num_hidden, h2h_kernel, h2h_dilate, i2h_kernel,
-                         i2h_stride, i2h_pad, i2h_dilate, i2h_weight_initializer,
-                         h2h_weight_initializer, i2h_bias_initializer, h2h_bias_initializer,
-                         activation, prefix, params, conv_layout)
+    __init__ = _conv_cell_init("ConvGRU_")
