@@ -6,30 +6,13 @@ The "hidden" keys (``ctx_group``, ``lr_mult``, ...) are stored as ``__key__`` wh
 reach a symbol (see ``Symbol._set_attr``). The current scope is thread-local.
 """
 import threading
-import warnings
 
-from .base import string_types
+from .base import ThreadScopeMeta, current_scope, string_types
 
 __all__ = ["AttrScope", "current"]
 
 
-class _ClassPropertyMeta(type):
-    """Lets ``AttrScope.current`` be a property of the class itself (as in MXNet)."""
-
-    @property
-    def current(cls):
-        warnings.warn("AttrScope.current has been deprecated. It is advised to use the `with` "
-                      "statement with AttrScope.", DeprecationWarning, stacklevel=2)
-        return current()
-
-    @current.setter
-    def current(cls, value):
-        warnings.warn("AttrScope.current has been deprecated. It is advised to use the `with` "
-                      "statement with AttrScope.", DeprecationWarning, stacklevel=2)
-        AttrScope._current.value = value
-
-
-class AttrScope(metaclass=_ClassPropertyMeta):
+class AttrScope(metaclass=ThreadScopeMeta):
     """Attributes given to every symbol created while the scope is active."""
     _current = threading.local()
 
@@ -64,10 +47,7 @@ class AttrScope(metaclass=_ClassPropertyMeta):
 
 def current():
     """The attribute scope in force in this thread (an empty one is created per thread)."""
-    scope = getattr(AttrScope._current, "value", None)
-    if scope is None:
-        scope = AttrScope._current.value = AttrScope()
-    return scope
+    return current_scope(AttrScope)
 
 
 AttrScope._current.value = AttrScope()

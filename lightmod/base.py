@@ -1,6 +1,7 @@
 """Errors and small helpers shared by every part of lightmod."""
 import ctypes
 import numbers
+import warnings
 
 import numpy as np
 
@@ -73,6 +74,43 @@ def check_arg(condition, message, exc=MXNetError):
 def _as_list(obj):
     """``obj`` if it is a list or tuple, else ``[obj]`` (MXNet's helper; user code imports it)."""
     return obj if isinstance(obj, (list, tuple)) else [obj]
+
+
+_CURRENT_DEPRECATED = ("%s.current has been deprecated. It is advised to use the `with` "
+                       "statement with %s.")
+
+
+def _scope_root(cls):
+    """The class of ``cls``'s scope family that holds the thread-local ``_current``."""
+    return next(c for c in cls.__mro__ if "_current" in vars(c))
+
+
+def current_scope(root):
+    """The scope of ``root``'s family in force in this thread (a ``root()`` is created the
+    first time a thread asks)."""
+    scope = getattr(root._current, "value", None)
+    if scope is None:
+        scope = root._current.value = root()
+    return scope
+
+
+class ThreadScopeMeta(type):
+    """Metaclass of the thread-local scopes (AttrScope, NameManager): ``Scope.current`` is a
+    (deprecated) property of the class itself, as in MXNet."""
+
+    @property
+    def current(cls):
+        root = _scope_root(cls)
+        warnings.warn(_CURRENT_DEPRECATED % (root.__name__, root.__name__), DeprecationWarning,
+                      stacklevel=2)
+        return current_scope(root)
+
+    @current.setter
+    def current(cls, value):
+        root = _scope_root(cls)
+        warnings.warn(_CURRENT_DEPRECATED % (root.__name__, root.__name__), DeprecationWarning,
+                      stacklevel=2)
+        root._current.value = value
 
 
 def py_str(x):

@@ -6,28 +6,13 @@ NameManager():`` starts fresh counters (BucketingModule relies on it so every bu
 same names) and restores the previous manager on exit. The current manager is thread-local.
 """
 import threading
-import warnings
+
+from .base import ThreadScopeMeta, current_scope
 
 __all__ = ["NameManager", "Prefix", "current"]
 
 
-class _ClassPropertyMeta(type):
-    """Lets ``NameManager.current`` be a property of the class itself (as in MXNet)."""
-
-    @property
-    def current(cls):
-        warnings.warn("NameManager.current has been deprecated. It is advised to use the "
-                      "`with` statement with NameManager.", DeprecationWarning, stacklevel=2)
-        return current()
-
-    @current.setter
-    def current(cls, value):
-        warnings.warn("NameManager.current has been deprecated. It is advised to use the "
-                      "`with` statement with NameManager.", DeprecationWarning, stacklevel=2)
-        NameManager._current.value = value
-
-
-class NameManager(metaclass=_ClassPropertyMeta):
+class NameManager(metaclass=ThreadScopeMeta):
     """Gives unique names to symbols created without an explicit name."""
     _current = threading.local()
 
@@ -71,10 +56,7 @@ class Prefix(NameManager):
 
 def current():
     """The name manager in force in this thread (a default one is created per thread)."""
-    manager = getattr(NameManager._current, "value", None)
-    if manager is None:
-        manager = NameManager._current.value = NameManager()
-    return manager
+    return current_scope(NameManager)
 
 
 NameManager._current.value = NameManager()
