@@ -381,8 +381,23 @@ def _sgd_step(weight, grad, state, multi_precision, lr, wd, momentum, rescale, c
         k.sgd_update(w, g, w, lr, wd, rescale, clip, _rows(k, grad, lazy))
 
 
+class _SGDMomentumState:
+    """SGD's and LARS's states: the momentum (of the weight's storage type with
+    ``lazy_update``, else dense), None without momentum; float16 weights with
+    ``multi_precision`` also get a float32 master copy."""
+
+    def create_state_multi_precision(self, index, weight):
+        return _state_and_master_copy(self, index, weight, "SGD optimizer")
+
+    def create_state(self, index, weight):
+        if self.momentum != 0.0:
+            stype = weight.stype if self.lazy_update else "default"
+            return zeros(weight.shape, weight.context, dtype=weight.dtype, stype=stype)
+        return None
+
+
 @register
-class SGD(_OwnMultiPrecision, Optimizer):
+class SGD(_SGDMomentumState, _OwnMultiPrecision, Optimizer):
     """Stochastic gradient descent with momentum and weight decay.
 
     ``state = momentum*state - lr*wd*weight - lr*clip(rescale_grad*grad); weight += state``
@@ -397,15 +412,6 @@ class SGD(_OwnMultiPrecision, Optimizer):
         self.momentum = momentum
         self.lazy_update = lazy_update
         self.aggregate_num = int(os.getenv("MXNET_OPTIMIZER_AGGREGATION_SIZE", "4"))
-
-    def create_state_multi_precision(self, index, weight):
-        return _state_and_master_copy(self, index, weight, "SGD optimizer")
-
-    def create_state(self, index, weight):
-        if self.momentum != 0.0:
-            stype = weight.stype if self.lazy_update else "default"
-            return zeros(weight.shape, weight.context, dtype=weight.dtype, stype=stype)
-        return None
 
     def _update_impl(self, indices, weights, grads, states, multi_precision=False):
         indices, weights, grads, states = _as_list(indices, weights, grads, states)
@@ -528,7 +534,7 @@ def _is_lars_exempt(name):
 
 
 @register
-class LARS(_OwnMultiPrecision, Optimizer):
+class LARS(_SGDMomentumState, _OwnMultiPrecision, Optimizer):
     """SGD with layer-wise adaptive rate scaling: each weight's rate is scaled by
     ``eta*|w| / (|g| + wd*|w| + eps)`` (names ending in gamma/beta/bias are exempt)."""
 
@@ -557,15 +563,6 @@ class LARS(_OwnMultiPrecision, Optimizer):
     def _decayed_by_default(name):
         """LARS decays only the ``_weight`` parameters by default."""
         return name.endswith("_weight")
-
-    def create_state_multi_precision(self, index, weight):
-        return _state_and_master_copy(self, index, weight, "SGD optimizer")
-
-    def create_state(self, index, weight):
-        if self.momentum != 0.0:
-            stype = weight.stype if self.lazy_update else "default"
-            return zeros(weight.shape, weight.context, dtype=weight.dtype, stype=stype)
-        return None
 
     def _l2norm(self, v, rescale=False):
         """L2 norm in float32 (of the rescaled array when ``rescale``)."""
