@@ -113,6 +113,16 @@ class ThreadScopeMeta(type):
         root._current.value = value
 
 
+def unimplemented_property(message, doc=None):
+    """A property of an interface that each subclass defines (``doc`` says what it is):
+    reading it where none did raises NotImplementedError(``message % <class name>``)."""
+
+    def missing(self):
+        raise NotImplementedError(message % type(self).__name__)
+
+    return property(missing, doc=doc)
+
+
 def py_str(x):
     return x.decode("utf-8") if isinstance(x, bytes) else x
 

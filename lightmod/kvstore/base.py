@@ -10,6 +10,7 @@ a CPU-reducing store otherwise, ``type`` reporting the name as given.
 """
 import warnings
 
+from ..base import unimplemented_property
 from ..ndarray import NDArray
 
 __all__ = ["KVStoreBase"]
@@ -43,17 +44,9 @@ class KVStoreBase:
     def load_optimizer_states(self, fname):
         raise NotImplementedError("%s cannot load optimizer states" % type(self).__name__)
 
-    @property
-    def type(self):
-        raise NotImplementedError("%s does not report its type" % type(self).__name__)
-
-    @property
-    def rank(self):
-        raise NotImplementedError("%s does not report its rank" % type(self).__name__)
-
-    @property
-    def num_workers(self):
-        raise NotImplementedError("%s does not report num_workers" % type(self).__name__)
+    type = unimplemented_property("%s does not report its type")
+    rank = unimplemented_property("%s does not report its rank")
+    num_workers = unimplemented_property("%s does not report num_workers")
 
     @staticmethod
     def register(klass):
@@ -72,8 +65,28 @@ class KVStoreBase:
         return klass
 
 
+def optimizer_capability(capability, runs_optimizer):
+    """``is_capable``'s answer for the one capability MXNet defines ('optimizer'); any other
+    name is a ValueError."""
+    if capability.lower() == KVStoreBase.OPTIMIZER:
+        return runs_optimizer
+    raise ValueError(f"Unknown capability: {capability}")
+
+
+class SingleProcessStore(KVStoreBase):
+    """A store whose only worker is this process (rank 0 of 1)."""
+
+    @property
+    def rank(self):
+        return 0
+
+    @property
+    def num_workers(self):
+        return 1
+
+
 @KVStoreBase.register
-class TestStore(KVStoreBase):
+class TestStore(SingleProcessStore):
     """MXNet's minimal test store: no optimizer, values are summed and copied out."""
 
     def broadcast(self, key, value, out, priority=0):
@@ -97,21 +110,11 @@ class TestStore(KVStoreBase):
 
     @staticmethod
     def is_capable(capability):
-        if capability.lower() == KVStoreBase.OPTIMIZER:
-            return False
-        raise ValueError(f"Unknown capability: {capability}")
+        return optimizer_capability(capability, runs_optimizer=False)
 
     @property
     def type(self):
         return "teststore"
-
-    @property
-    def rank(self):
-        return 0
-
-    @property
-    def num_workers(self):
-        return 1
 
     # A store without the 'optimizer' capability refuses the optimizer methods with
     # NotImplementedError, as MXNet's TestStore does (its callers update locally instead).

@@ -16,7 +16,7 @@ from .. import optimizer as opt
 from ..base import MXNetError, atomic_write, string_types
 from ..context import Context
 from ..ndarray import NDArray, zeros
-from .base import KVStoreBase
+from .base import KVStoreBase, SingleProcessStore, optimizer_capability
 
 __all__ = ["KVStore", "create"]
 
@@ -53,7 +53,7 @@ def _grouped(pairs):
     return groups
 
 
-class KVStore(KVStoreBase):
+class KVStore(SingleProcessStore):
     """A single-process kvstore; create it with ``mx.kv.create('local' | 'device' | ...)``."""
 
     def __init__(self, kv_type="local"):
@@ -71,18 +71,8 @@ class KVStore(KVStoreBase):
     def type(self):
         return self._type
 
-    @property
-    def rank(self):
-        return 0
-
-    @property
-    def num_workers(self):
-        return 1
-
     def is_capable(self, capability):
-        if capability.lower() == KVStoreBase.OPTIMIZER:
-            return True
-        raise ValueError(f"Unknown capability: {capability}")
+        return optimizer_capability(capability, runs_optimizer=True)
 
     def _barrier(self):
         """All workers wait here; a local store has only one."""
