@@ -16,7 +16,7 @@ import warnings
 import numpy as np
 
 from .. import arg_checks, metric, ndarray
-from ..base import MXNetError, NotBoundError, _as_list
+from ..base import MXNetError, NotBoundError, _as_list, unimplemented_property
 from ..fit_callbacks import StopTraining
 from ..initializer import Uniform
 from ..io import DataBatch, DataDesc, DataIter
@@ -485,30 +485,18 @@ class BaseModule:
 
     # --- abstract interface ---------------------------------------------------------------------
     # Subclasses override these; the base class only knows the contract.
-    @property
-    def data_names(self):
-        """Names of the data inputs, in the order the module expects them."""
-        raise NotImplementedError("%s must define data_names" % type(self).__name__)
-
-    @property
-    def output_names(self):
-        """Names of the outputs."""
-        raise NotImplementedError("%s must define output_names" % type(self).__name__)
-
-    @property
-    def data_shapes(self):
-        """The bound data descriptions (DataDesc list)."""
-        raise NotImplementedError("%s must define data_shapes" % type(self).__name__)
-
-    @property
-    def label_shapes(self):
-        """The bound label descriptions (DataDesc list or None)."""
-        raise NotImplementedError("%s must define label_shapes" % type(self).__name__)
-
-    @property
-    def output_shapes(self):
-        """``[(name, shape)]`` of the outputs for the full batch."""
-        raise NotImplementedError("%s must define output_shapes" % type(self).__name__)
+    data_names = unimplemented_property(
+        "%s must define data_names",
+        doc="Names of the data inputs, in the order the module expects them.")
+    output_names = unimplemented_property("%s must define output_names",
+                                          doc="Names of the outputs.")
+    data_shapes = unimplemented_property("%s must define data_shapes",
+                                         doc="The bound data descriptions (DataDesc list).")
+    label_shapes = unimplemented_property(
+        "%s must define label_shapes", doc="The bound label descriptions (DataDesc list or None).")
+    output_shapes = unimplemented_property(
+        "%s must define output_shapes",
+        doc="``[(name, shape)]`` of the outputs for the full batch.")
 
     def get_params(self):
         """``(arg_params, aux_params)``: dicts of name -> NDArray."""
