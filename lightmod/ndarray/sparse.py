@@ -51,6 +51,12 @@ class BaseSparseNDArray(NDArray):
             raise MXNetError("check_format: %s" % error)
 
 
+def _part(position, doc):
+    """A property: the array at ``position`` in the class's ``_parts()`` (the compressed form
+    computed from the dense values), as an NDArray on the array's context."""
+    return property(lambda self: self._wrap(self._parts()[position]), doc=doc)
+
+
 class CSRNDArray(BaseSparseNDArray):
     """A 2-D compressed-sparse-row array (values kept dense)."""
     __slots__ = ()
@@ -62,17 +68,9 @@ class CSRNDArray(BaseSparseNDArray):
         indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         return host[rows, cols], cols.astype(np.int64), indptr
 
-    @property
-    def data(self):
-        return self._wrap(self._parts()[0])
-
-    @property
-    def indices(self):
-        return self._wrap(self._parts()[1])
-
-    @property
-    def indptr(self):
-        return self._wrap(self._parts()[2])
+    data = _part(0, "The nonzero values, row by row.")
+    indices = _part(1, "The column index of each value.")
+    indptr = _part(2, "Where each row's values start in ``data`` (and the last one ends).")
 
     def __getitem__(self, key):
         """Rows as a CSRNDArray: ``a[i]`` is row i as a 1-row matrix, ``a[i:j]`` a block of
@@ -107,13 +105,8 @@ class RowSparseNDArray(BaseSparseNDArray):
         rows = np.nonzero(np.any(flat != 0, axis=1))[0].astype(np.int64)
         return host[rows], rows
 
-    @property
-    def data(self):
-        return self._wrap(self._parts()[0])
-
-    @property
-    def indices(self):
-        return self._wrap(self._parts()[1])
+    data = _part(0, "The stored rows.")
+    indices = _part(1, "The index of each stored row.")
 
     def retain(self, *args, **kwargs):
         """Keep only the rows listed in ``indices`` (the ``_sparse_retain`` operator)."""
