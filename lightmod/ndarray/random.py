@@ -8,7 +8,7 @@ numbers come from the generator of the output's device (``lightmod/rng.py``), so
 ``_sample_*`` operators (``normal_like`` ...) are reachable here under their short names.
 """
 from .. import rng as _rng
-from ..base import numeric_types
+from .._sampling import given_keywords, operator_prefix
 from ..operator.frontend import namespace_hooks as _namespace_hooks
 from .ndarray import NDArray
 from .register import find_function as _find_function
@@ -23,25 +23,15 @@ __getattr__, __dir__ = _namespace_hooks(__name__, ("_random_", "_sample_"), _fin
 seed = _rng.seed
 
 
-def _keywords(**values):
-    return {key: value for key, value in values.items() if value is not None}
-
-
 def _draw(kind, params, shape, dtype, ctx, out, kwargs, array_kind=True):
     """Run ``_sample_<kind>`` (NDArray parameters) or ``_random_<kind>`` (numbers)."""
-    arrays = [isinstance(v, NDArray) for v in params]
-    if all(arrays) and array_kind:
-        return _op_function("_sample_" + kind)(*params, out=out, **_keywords(
+    prefix = operator_prefix(params, NDArray, array_kind)
+    if prefix == "_sample_":
+        return _op_function(prefix + kind)(*params, out=out, **given_keywords(
             shape=shape, dtype=dtype), **kwargs)
-    if any(arrays) or not all(isinstance(v, numeric_types) for v in params):
-        if any(arrays) and array_kind:
-            raise AssertionError("Distribution parameters must all have the same type, but got "
-                                 "%s" % ", ".join(sorted({type(v).__name__ for v in params})))
-        raise ValueError("Distribution parameters must be either NDArray or numbers, but got "
-                         "%s" % ", ".join(type(v).__name__ for v in params))
     if shape is None:
         shape = out.shape if out is not None else (1,)
-    return _op_function("_random_" + kind)(*params, out=out, **_keywords(
+    return _op_function(prefix + kind)(*params, out=out, **given_keywords(
         shape=shape, dtype=dtype, ctx=ctx), **kwargs)
 
 
@@ -95,7 +85,7 @@ def randint(low, high, shape=None, dtype=None, ctx=None, out=None, **kwargs):
 def multinomial(data, shape=None, get_prob=False, out=None, dtype="int32", **kwargs):
     """Category indices drawn from the probability rows of ``data`` (its last axis): shape
     ``data.shape[:-1] + shape``; with ``get_prob`` also their log-probabilities."""
-    return _op_function("_sample_multinomial")(data, out=out, **_keywords(
+    return _op_function("_sample_multinomial")(data, out=out, **given_keywords(
         shape=shape, get_prob=get_prob, dtype=dtype), **kwargs)
 
 

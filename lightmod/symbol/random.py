@@ -5,7 +5,7 @@ Distribution parameters are numbers (a ``_random_<d>`` node of ``shape``) or Sym
 other ``_random_*`` and ``_sample_*`` operators (``normal_like`` ...) are reachable here under
 their short names.
 """
-from ..base import numeric_types
+from .._sampling import given_keywords, operator_prefix
 from ..operator.frontend import namespace_hooks as _namespace_hooks
 from .register import find_function as _find_function
 from .register import op_function as _op_function
@@ -17,24 +17,11 @@ __all__ = ["uniform", "normal", "randn", "poisson", "exponential", "gamma", "mul
 __getattr__, __dir__ = _namespace_hooks(__name__, ("_random_", "_sample_"), _find_function)
 
 
-def _keywords(**values):
-    return {key: value for key, value in values.items() if value is not None}
-
-
 def _node(kind, params, shape, dtype, kwargs, array_kind=True):
     """A ``_sample_<kind>`` node (Symbol parameters) or a ``_random_<kind>`` node (numbers)."""
-    symbols = [isinstance(v, Symbol) for v in params]
-    if all(symbols) and array_kind:
-        return _op_function("_sample_" + kind)(*params, **_keywords(shape=shape, dtype=dtype),
-                                               **kwargs)
-    if any(symbols) or not all(isinstance(v, numeric_types) for v in params):
-        if any(symbols) and array_kind:
-            raise AssertionError("Distribution parameters must all have the same type, but got "
-                                 "%s" % ", ".join(sorted({type(v).__name__ for v in params})))
-        raise ValueError("Distribution parameters must be either Symbol or numbers, but got "
-                         "%s" % ", ".join(type(v).__name__ for v in params))
-    return _op_function("_random_" + kind)(*params, **_keywords(shape=shape, dtype=dtype),
-                                           **kwargs)
+    prefix = operator_prefix(params, Symbol, array_kind)
+    return _op_function(prefix + kind)(*params, **given_keywords(shape=shape, dtype=dtype),
+                                       **kwargs)
 
 
 def uniform(low=0, high=1, shape=None, dtype=None, **kwargs):
@@ -86,7 +73,7 @@ def randint(low, high, shape=None, dtype=None, **kwargs):
 def multinomial(data, shape=None, get_prob=True, dtype="int32", **kwargs):
     """Category indices drawn from the probability rows of ``data`` (its last axis); with
     ``get_prob`` (the default here, as in MXNet) a second output of log-probabilities."""
-    return _op_function("_sample_multinomial")(data, **_keywords(
+    return _op_function("_sample_multinomial")(data, **given_keywords(
         shape=shape, get_prob=get_prob, dtype=dtype), **kwargs)
 
 
