@@ -42,33 +42,39 @@ drawn_shapes : {input name: f(data_shape) -> strategy of a shape}
     Shapes drawn for inputs that inference cannot imply and that differ from the data's (the
     ROIs of region operators).
 """
+import dataclasses
+
 import numpy as np
 from hypothesis import strategies as st
 
 __all__ = ["Hint", "HINTS"]
 
 
+@dataclasses.dataclass(eq=False)
 class Hint:
     """What one operator needs beyond its declaration (see the module docstring)."""
 
-    def __init__(self, ndims=None, max_side=4, params=None, broadcast=False,
-                 values=None, no_grad_inputs=(), no_grad=None, random=None,
-                 fix_attrs=None, tol=(1e-5, 1e-8), forward_train=True, finite=True,
-                 dtype=None, shapes=None, drawn_shapes=None):
-        self.ndims = ndims
-        self.drawn_shapes = drawn_shapes or {}
-        self.max_side = max_side
-        self.params = params or {}
-        self.broadcast = broadcast
-        self.values = values or {}
-        self.dtype, self.shapes = dtype, shapes         # what the data shape cannot say
-        self.no_grad_inputs = tuple(no_grad_inputs)
-        self.no_grad = no_grad
-        self.random = random
-        self.fix_attrs = fix_attrs
-        self.tol = tol
-        self.forward_train = forward_train
-        self.finite = finite
+    ndims: tuple = None
+    max_side: int = 4
+    params: dict = None
+    broadcast: bool = False
+    values: dict = None
+    no_grad_inputs: tuple = ()
+    no_grad: object = None
+    random: object = None
+    fix_attrs: object = None
+    tol: tuple = (1e-5, 1e-8)
+    forward_train: bool = True
+    finite: bool = True
+    dtype: str = None           # what the data shape cannot say
+    shapes: object = None
+    drawn_shapes: dict = None
+
+    def __post_init__(self):
+        self.params = self.params or {}
+        self.values = self.values or {}
+        self.drawn_shapes = self.drawn_shapes or {}
+        self.no_grad_inputs = tuple(self.no_grad_inputs)
 
     def reason(self, field, p):
         """The ``no_grad``/``random`` reason for parsed parameters ``p`` (None: none)."""
@@ -358,39 +364,10 @@ HINTS = {
                     if p.mode == "always" else None),
     # BlockGrad's whole point is a zero gradient where finite differences see the identity
     "BlockGrad": Hint(no_grad="BlockGrad stops the gradient by design"),
-    # Rounding and sign are flat almost everywhere; keep the data off their jumps
-    "floor": Hint(values={"data": _off_integers}),
-    "ceil": Hint(values={"data": _off_integers}),
-    "round": Hint(values={"data": _off_integers}),
-    "rint": Hint(values={"data": _off_integers}),
-    "trunc": Hint(values={"data": _off_integers}),
-    "fix": Hint(values={"data": _off_integers}),
-    # Logarithms, roots and powers need positive data
-    "log": Hint(values={"data": _positive}),
-    "log2": Hint(values={"data": _positive}),
-    "log10": Hint(values={"data": _positive}),
-    "log1p": Hint(values={"data": _positive}),           # singular at -1
-    "sqrt": Hint(values={"data": _positive}),
-    "rsqrt": Hint(values={"data": _positive}),
-    "rcbrt": Hint(values={"data": _off_zero}),
-    "gamma": Hint(values={"data": _positive}),           # poles at 0, -1, -2 ...
-    "gammaln": Hint(values={"data": _positive}),
-    # inverse trigonometric and hyperbolic functions: their domains
-    "arcsin": Hint(values={"data": _inside_unit}),
-    "arccos": Hint(values={"data": _inside_unit}),
-    "arctanh": Hint(values={"data": _inside_unit}),
-    "arccosh": Hint(values={"data": _well_above_one}),
+    # (data domains of the elementwise functions: _SHARED_HINTS below)
     "_power": Hint(values={"lhs": _positive}),
     "broadcast_power": Hint(broadcast=True, values={"lhs": _positive}),
-    "_power_scalar": Hint(values={"data": _positive}),
-    # Index and label inputs
-    # the output (and weight) dtype is the dtype parameter: float64 makes it differentiable
-    "Embedding": Hint(values={"data": _indices_below(lambda p, s: p.input_dim)},
-                      params={"dtype": lambda n, s: st.sampled_from(["float64", "float32"])},
-                      no_grad_inputs=("data",)),
-    "_contrib_SparseEmbedding": Hint(values={"data": _indices_below(lambda p, s: p.input_dim)},
-                                     params={"dtype": lambda n, s: st.sampled_from(["float64", "float32"])},
-                                     no_grad_inputs=("data",)),
+    # Index and label inputs (and _SHARED_HINTS below)
     "one_hot": Hint(values={"indices": _indices_below(lambda p, s: p.depth)},
                     no_grad_inputs=("indices",)),
     "take": Hint(values={"indices": _indices_below(lambda p, s: s["a"][p.axis])},
@@ -405,14 +382,8 @@ HINTS = {
     # one index per row of 2-D data
     "batch_take": Hint(ndims=(2, 2), values={"indices": _indices_below(lambda p, s: s["a"][1])},
                        no_grad_inputs=("indices",)),
-    "choose_element_0index": Hint(ndims=(2, 2), values={"rhs": _indices_below(
-        lambda p, s: s["lhs"][1])}, no_grad_inputs=("rhs",)),
-    "fill_element_0index": Hint(ndims=(2, 2), values={"rhs": _indices_below(
-        lambda p, s: s["lhs"][1])}, no_grad_inputs=("rhs",)),
     "gather_nd": Hint(values={"indices": _nd_indices(lambda p, s: s["data"])},
                       no_grad_inputs=("indices",)),
-    "split_v2": Hint(ndims=(1, 3), fix_attrs=_split_points),
-    "_split_v2": Hint(ndims=(1, 3), fix_attrs=_split_points),
     # NCHW data whose channels (depth_to_space) or sides (space_to_depth) the block divides
     "depth_to_space": Hint(ndims=(4, 4), params={"block_size": lambda n, s: st.sampled_from(
         [b for b in (1, 2) if s[1] % (b * b) == 0])}),
@@ -422,12 +393,6 @@ HINTS = {
     "softmax_cross_entropy": Hint(ndims=(2, 2), values={"label": _indices_below(
         lambda p, s: s["data"][1])}, no_grad_inputs=("label",)),
     "where": Hint(values={"condition": _booleans}, no_grad_inputs=("condition",)),
-    # with use_length, the length input holds counts in 1..axis size; 1-D data would need a
-    # length of shape (1,), which lightmod infers as () (pinned like pick's)
-    "softmax": Hint(ndims=(2, 4), values={"length": _indices_below(
-        lambda p, s: s["data"][p.axis] + 1, offset=1)}, no_grad_inputs=("length",)),
-    "softmin": Hint(ndims=(2, 4), values={"length": _indices_below(
-        lambda p, s: s["data"][p.axis] + 1, offset=1)}, no_grad_inputs=("length",)),
     "Pad": Hint(ndims=(4, 4), params={"pad_width": _spatial_pads}),
     "LeakyReLU": Hint(no_grad=_leaky_relu_no_grad),
     "RNN": Hint(ndims=(3, 3), max_side=3, tol=(1e-4, 1e-7),
@@ -436,15 +401,8 @@ HINTS = {
                 no_grad_inputs=("sequence_length",),
                 no_grad=lambda p: "dropout between layers is random in training"
                 if p.p > 0 and p.num_layers > 1 else None),
-    # optimizer states under a square root must be positive
-    "adam_update": Hint(values={"var": _positive}),
-    "lamb_update_phase1": Hint(values={"var": _positive}),
-    "mp_lamb_update_phase1": Hint(values={"var": _positive}),
-    "rmsprop_update": Hint(values={"n": _positive}),
+    # optimizer states under a square root must be positive (and _SHARED_HINTS below)
     "rmspropalex_update": Hint(values={"n": _above_one}),
-    "ftml_update": Hint(values={"v": _positive}),
-    "ftrl_update": Hint(values={"n": _positive}),
-    "_sparse_adagrad_update": Hint(values={"history": _positive}),
     "multi_lars": Hint(values={"weights_sum_sq": _positive, "grads_sum_sq": _positive}),
     # x mod y jumps where x / y is an integer: operands drawn off those points
     "_mod": Hint(values={"*": _mod_operands}),
@@ -454,10 +412,8 @@ HINTS = {
     # k at most the smallest dim, whatever the axis: MXNet rejects a larger k when inferring
     # shapes, lightmod (for ret_typ='mask') only in forward -- pinned by an xfail test
     "topk": Hint(params={"k": lambda ndim, shape: st.integers(1, min(shape))}),
-    # linalg: Cholesky and eigendecomposition need symmetric positive-definite matrices, the
-    # logarithm of the diagonal positive entries
-    "_linalg_potrf": Hint(ndims=(2, 4), values={"A": _spd_matrices}, no_grad=_ONE_TRIANGLE),
-    "_linalg_syevd": Hint(ndims=(2, 4), values={"A": _spd_matrices}, no_grad=_ONE_TRIANGLE),
+    # linalg: the logarithm of the diagonal needs positive entries (Cholesky and
+    # eigendecomposition: _SHARED_HINTS below)
     "_linalg_sumlogdiag": Hint(ndims=(2, 4), values={"A": _positive}),
     # quantization: float32 data (int8 codes) and a range around zero
     "_contrib_quantize": Hint(dtype="float32", values={"*": _ranges}),
@@ -475,13 +431,6 @@ HINTS.update({
     "BatchNorm_v1": Hint(ndims=(2, 4), tol=(1e-4, 1e-7), values={"moving_var": _positive}),
     "GroupNorm": Hint(ndims=(2, 4), tol=(1e-4, 1e-7)),
     "_image_normalize": Hint(ndims=(3, 4)),
-    # lengths are counts of steps: 1 .. the time axis' size
-    "SequenceMask": Hint(ndims=(2, 4), values={"sequence_length": _sequence_lengths},
-                         no_grad_inputs=("sequence_length",)),
-    "SequenceReverse": Hint(ndims=(2, 4), values={"sequence_length": _sequence_lengths},
-                            no_grad_inputs=("sequence_length",)),
-    "SequenceLast": Hint(ndims=(2, 4), values={"sequence_length": _sequence_lengths},
-                         no_grad_inputs=("sequence_length",)),
     "_contrib_BilinearResize2D": Hint(ndims=(4, 4)),
     "_contrib_AdaptiveAvgPooling2D": Hint(ndims=(4, 4)),
     # affine takes (N, 6) matrices, warp (N, 2, H, W) flows: the drawn data shape picks
@@ -499,15 +448,60 @@ HINTS.update({
                                   fix_attrs=_psroi_sizes),
     "_contrib_RROIAlign": Hint(ndims=(4, 4), drawn_shapes={"rois": _roi_shape(6)},
                                values={"rois": _rois}, no_grad_inputs=("rois",)),
-    # one anchor per cell keeps cls_prob's channels (2 per anchor) small
-    "_contrib_Proposal": Hint(ndims=(4, 4), params=_ONE_ANCHOR, values={"im_info": _image_info},
-                              no_grad=_NOT_DIFFERENTIABLE),
-    "_contrib_MultiProposal": Hint(ndims=(4, 4), params=_ONE_ANCHOR,
-                                   values={"im_info": _image_info}, no_grad=_NOT_DIFFERENTIABLE),
     # offsets small enough to keep most taps inside; 2-D only
     "_contrib_DeformableConvolution": Hint(ndims=(4, 4), tol=(1e-4, 1e-7),
                                            values={"offset": _inside_unit}),
 })
+
+# Operators that need the same hint: (names, Hint arguments); each gets its own Hint.
+_SHARED_HINTS = [
+    # Rounding and sign are flat almost everywhere; keep the data off their jumps
+    (("floor", "ceil", "round", "rint", "trunc", "fix"), {"values": {"data": _off_integers}}),
+    # Logarithms, roots and powers need positive data (log1p is singular at -1, gamma has
+    # poles at 0, -1, -2 ...)
+    (("log", "log2", "log10", "log1p", "sqrt", "rsqrt", "gamma", "gammaln", "_power_scalar"),
+     {"values": {"data": _positive}}),
+    (("rcbrt",), {"values": {"data": _off_zero}}),
+    # inverse trigonometric and hyperbolic functions: their domains
+    (("arcsin", "arccos", "arctanh"), {"values": {"data": _inside_unit}}),
+    (("arccosh",), {"values": {"data": _well_above_one}}),
+    # the output (and weight) dtype is the dtype parameter: float64 makes it differentiable
+    (("Embedding", "_contrib_SparseEmbedding"),
+     {"values": {"data": _indices_below(lambda p, s: p.input_dim)},
+      "params": {"dtype": lambda n, s: st.sampled_from(["float64", "float32"])},
+      "no_grad_inputs": ("data",)}),
+    # one index per row of 2-D data
+    (("choose_element_0index", "fill_element_0index"),
+     {"ndims": (2, 2), "values": {"rhs": _indices_below(lambda p, s: s["lhs"][1])},
+      "no_grad_inputs": ("rhs",)}),
+    (("split_v2", "_split_v2"), {"ndims": (1, 3), "fix_attrs": _split_points}),
+    # with use_length, the length input holds counts in 1..axis size; 1-D data would need a
+    # length of shape (1,), which lightmod infers as () (pinned like pick's)
+    (("softmax", "softmin"),
+     {"ndims": (2, 4), "values": {"length": _indices_below(lambda p, s: s["data"][p.axis] + 1,
+                                                           offset=1)},
+      "no_grad_inputs": ("length",)}),
+    # optimizer states under a square root must be positive
+    (("adam_update", "lamb_update_phase1", "mp_lamb_update_phase1"),
+     {"values": {"var": _positive}}),
+    (("rmsprop_update", "ftrl_update"), {"values": {"n": _positive}}),
+    (("ftml_update",), {"values": {"v": _positive}}),
+    (("_sparse_adagrad_update",), {"values": {"history": _positive}}),
+    # Cholesky and eigendecomposition need symmetric positive-definite matrices
+    (("_linalg_potrf", "_linalg_syevd"),
+     {"ndims": (2, 4), "values": {"A": _spd_matrices}, "no_grad": _ONE_TRIANGLE}),
+    # lengths are counts of steps: 1 .. the time axis' size
+    (("SequenceMask", "SequenceReverse", "SequenceLast"),
+     {"ndims": (2, 4), "values": {"sequence_length": _sequence_lengths},
+      "no_grad_inputs": ("sequence_length",)}),
+    # one anchor per cell keeps cls_prob's channels (2 per anchor) small
+    (("_contrib_Proposal", "_contrib_MultiProposal"),
+     {"ndims": (4, 4), "params": _ONE_ANCHOR, "values": {"im_info": _image_info},
+      "no_grad": _NOT_DIFFERENTIABLE}),
+]
+for _names, _arguments in _SHARED_HINTS:
+    for _name in _names:
+        HINTS[_name] = Hint(**_arguments)
 
 # every broadcast_* binary op: the second operand broadcasts against the first
 for _name in ("add", "sub", "mul", "div", "maximum", "minimum", "hypot", "equal",
