@@ -14,6 +14,7 @@ import os
 import numpy as np
 
 from ..base import MXNetError, dtype_np
+from ..operator.registry import Bool
 from ..recordio import parse_record_bytes, scan_records, unpack
 from .io import DataBatch, DataDesc, DataIter
 from .utils import _auto_interp, _wrap_host
@@ -36,6 +37,7 @@ _DEFAULTS = dict(
     mirror=False, max_random_contrast=0.0, max_random_illumination=0.0,
     data_name="data", label_name="softmax_label")
 
+_BOOL = Bool()
 _BOOL_PARAMS = {"verbose", "shuffle", "round_batch", "rand_crop", "random_resized_crop",
                 "rand_mirror", "mirror"}
 _PCA_EIGVAL = np.array([55.46, 4.794, 1.148])
@@ -51,14 +53,12 @@ _NUM_UNIFORMS = 34
 
 
 def _as_bool(name, value):
-    if isinstance(value, str):
-        low = value.strip().lower()
-        if low in ("1", "true"):
-            return True
-        if low in ("0", "false"):
-            return False
-        raise MXNetError("ImageRecordIter: %s must be a boolean, got %r" % (name, value))
-    return bool(value)
+    """A flag read as an operator's boolean parameter is (True/False/1/0, given as values or
+    strings); anything else is an error naming the argument."""
+    try:
+        return _BOOL.parse(value)
+    except ValueError:
+        raise MXNetError("ImageRecordIter: %s must be a boolean, got %r" % (name, value)) from None
 
 
 def _as_shape(value):
