@@ -332,86 +332,20 @@ class Symbol:
             return create_op_symbol(op_scalar, hint_scalar, [self], {"scalar": other})
         raise TypeError("type %s not supported" % str(type(other)))
 
-    def __add__(self, other):
-        return self._binary(other, "elemwise_add", "_plus", "_plus_scalar", "_plusscalar")
+    # The arithmetic and comparison operators (``+``, ``<``, ``+=`` ...) are added after the
+    # class, from the tables there.
 
     def __radd__(self, other):
         return self.__add__(other)
 
-    def __sub__(self, other):
-        return self._binary(other, "elemwise_sub", "_minus", "_minus_scalar", "_minusscalar")
-
-    def __rsub__(self, other):
-        return self._rscalar(other, "_rminus_scalar", "_rminusscalar")
-
-    def __mul__(self, other):
-        return self._binary(other, "elemwise_mul", "_mul", "_mul_scalar", "_mulscalar")
-
     def __rmul__(self, other):
         return self.__mul__(other)
-
-    def __truediv__(self, other):
-        return self._binary(other, "elemwise_div", "_div", "_div_scalar", "_divscalar")
-
-    def __rtruediv__(self, other):
-        return self._rscalar(other, "_rdiv_scalar", "_rdivscalar")
-
-    __div__ = __truediv__
-    __rdiv__ = __rtruediv__
-
-    def __mod__(self, other):
-        return self._binary(other, "_mod", "_mod", "_mod_scalar", "_modscalar")
-
-    def __rmod__(self, other):
-        return self._rscalar(other, "_rmod_scalar", "_rmodscalar")
-
-    def __pow__(self, other):
-        return self._binary(other, "_power", "_power", "_power_scalar", "_powerscalar")
-
-    def __rpow__(self, other):
-        return self._rscalar(other, "_rpower_scalar", "_rpower_scalar")
 
     def __neg__(self):
         return self.__mul__(-1.0)
 
     def __abs__(self):
         return self.abs()
-
-    def __eq__(self, other):
-        return self._binary(other, "_equal", "_equal", "_equal_scalar", "_equal_scalar")
-
-    def __ne__(self, other):
-        return self._binary(other, "_not_equal", "_not_equal", "_not_equal_scalar",
-                            "_not_equal_scalar")
-
-    def __gt__(self, other):
-        return self._binary(other, "_greater", "_greater", "_greater_scalar", "_greater_scalar")
-
-    def __ge__(self, other):
-        return self._binary(other, "_greater_equal", "_greater_equal", "_greater_equal_scalar",
-                            "_greater_equal_scalar")
-
-    def __lt__(self, other):
-        return self._binary(other, "_lesser", "_lesser", "_lesser_scalar", "_lesser_scalar")
-
-    def __le__(self, other):
-        return self._binary(other, "_lesser_equal", "_lesser_equal", "_lesser_equal_scalar",
-                            "_lesser_equal_scalar")
-
-    def __iadd__(self, other):
-        raise NotImplementedForSymbol(self.__iadd__, "+=", other, 1)
-
-    def __isub__(self, other):
-        raise NotImplementedForSymbol(self.__isub__, "-=", other, 1)
-
-    def __imul__(self, other):
-        raise NotImplementedForSymbol(self.__imul__, "*=", other, 1)
-
-    def __itruediv__(self, other):
-        raise NotImplementedForSymbol(self.__itruediv__, "/=", other, 1)
-
-    def __imod__(self, other):
-        raise NotImplementedForSymbol(self.__imod__, "%=", other, 1)
 
     # Fluent methods (``x.reshape(...)``, ``x.sum(...)``...) are added after the class.
 
@@ -786,6 +720,65 @@ def _ndarray_only(name):
 for _nd_method in ("wait_to_read", "asnumpy", "asscalar", "as_in_context", "detach", "backward"):
     setattr(Symbol, _nd_method, _ndarray_only(_nd_method))
 del _nd_method
+
+
+# Binary operators: method -> (operator with a Symbol operand, its name hint, operator with a
+# number operand, its name hint); reflected ones (``2 - x``) take only a number.
+_BINARY_OPERATORS = {
+    "__add__": ("elemwise_add", "_plus", "_plus_scalar", "_plusscalar"),
+    "__sub__": ("elemwise_sub", "_minus", "_minus_scalar", "_minusscalar"),
+    "__mul__": ("elemwise_mul", "_mul", "_mul_scalar", "_mulscalar"),
+    "__truediv__": ("elemwise_div", "_div", "_div_scalar", "_divscalar"),
+    "__mod__": ("_mod", "_mod", "_mod_scalar", "_modscalar"),
+    "__pow__": ("_power", "_power", "_power_scalar", "_powerscalar"),
+    "__eq__": ("_equal", "_equal", "_equal_scalar", "_equal_scalar"),
+    "__ne__": ("_not_equal", "_not_equal", "_not_equal_scalar", "_not_equal_scalar"),
+    "__gt__": ("_greater", "_greater", "_greater_scalar", "_greater_scalar"),
+    "__ge__": ("_greater_equal", "_greater_equal", "_greater_equal_scalar",
+               "_greater_equal_scalar"),
+    "__lt__": ("_lesser", "_lesser", "_lesser_scalar", "_lesser_scalar"),
+    "__le__": ("_lesser_equal", "_lesser_equal", "_lesser_equal_scalar", "_lesser_equal_scalar"),
+}
+_REFLECTED_OPERATORS = {
+    "__rsub__": ("_rminus_scalar", "_rminusscalar"),
+    "__rtruediv__": ("_rdiv_scalar", "_rdivscalar"),
+    "__rmod__": ("_rmod_scalar", "_rmodscalar"),
+    "__rpow__": ("_rpower_scalar", "_rpower_scalar"),
+}
+# In-place operators: a Symbol is immutable, so each raises NotImplementedForSymbol.
+_IN_PLACE_OPERATORS = {"__iadd__": "+=", "__isub__": "-=", "__imul__": "*=",
+                       "__itruediv__": "/=", "__imod__": "%="}
+
+
+def _operator_method(name, body):
+    body.__name__ = name
+    body.__qualname__ = "Symbol." + name
+    setattr(Symbol, name, body)
+
+
+def _binary_operator(ops):
+    return lambda self, other: self._binary(other, *ops)
+
+
+def _reflected_operator(ops):
+    return lambda self, other: self._rscalar(other, *ops)
+
+
+def _in_place_operator(name, text):
+    def refuse(self, other):
+        raise NotImplementedForSymbol(getattr(self, name), text, other, 1)
+    return refuse
+
+
+for _method, _ops in _BINARY_OPERATORS.items():
+    _operator_method(_method, _binary_operator(_ops))
+for _method, _ops in _REFLECTED_OPERATORS.items():
+    _operator_method(_method, _reflected_operator(_ops))
+for _method, _text in _IN_PLACE_OPERATORS.items():
+    _operator_method(_method, _in_place_operator(_method, _text))
+Symbol.__div__ = Symbol.__truediv__
+Symbol.__rdiv__ = Symbol.__rtruediv__
+del _method, _ops, _text
 
 
 # ---------------------------------------------------------------------------------------------
