@@ -424,19 +424,7 @@ class Symbol:
         return self._infer_shape_impl(True, *args, **kwargs)
 
     def _infer_shape_impl(self, partial, *args, **kwargs):
-        g = _graph.IndexedGraph(self._outputs)
-        known = self._known_inputs(g, args, kwargs, "shape", _check_shape_arg)
-        shapes = _graph.infer_shapes(g, known)
-        arg_shapes = [shapes[g.entry_start[n]] for n in g.arg_nids]
-        aux_shapes = [shapes[g.entry_start[n]] for n in g.aux_nids]
-        out_shapes = [shapes[e] for e in g.heads]
-        if not partial:
-            if not all(_graph.shape_known(s) for s in shapes):
-                return None, None, None
-        def fix(shape):
-            return () if shape is None else tuple(shape)
-        return ([fix(s) for s in arg_shapes], [fix(s) for s in out_shapes],
-                [fix(s) for s in aux_shapes])
+        return self._infer_impl("shape", partial, args, kwargs)
 
     def infer_type(self, *args, **kwargs):
         """(arg_types, out_types, aux_types) as numpy types, or (None, None, None)."""
@@ -453,16 +441,20 @@ class Symbol:
         return self._infer_type_impl(True, *args, **kwargs)
 
     def _infer_type_impl(self, partial, *args, **kwargs):
+        return self._infer_impl("type", partial, args, kwargs)
+
+    def _infer_impl(self, what, partial, args, kwargs):
+        """(arguments, outputs, auxiliary states) of ``what`` ("shape" or "type") inferred
+        from the given inputs; (None, None, None) when some stay unknown, unless ``partial``
+        (they are then reported as unknown)."""
+        check, infer, is_known, report = _INFERENCE[what]
         g = _graph.IndexedGraph(self._outputs)
-        known = self._known_inputs(g, args, kwargs, "type", _check_dtype_arg)
-        types = _graph.infer_types(g, known)
-        if not partial and any(t is None for t in types):
+        values = infer(g, self._known_inputs(g, args, kwargs, what, check))
+        if not partial and not all(is_known(v) for v in values):
             return None, None, None
-        def fix(dtype):
-            return None if dtype is None else np.dtype(dtype).type
-        return ([fix(types[g.entry_start[n]]) for n in g.arg_nids],
-                [fix(types[e]) for e in g.heads],
-                [fix(types[g.entry_start[n]]) for n in g.aux_nids])
+        return ([report(values[g.entry_start[n]]) for n in g.arg_nids],
+                [report(values[e]) for e in g.heads],
+                [report(values[g.entry_start[n]]) for n in g.aux_nids])
 
     # ----------------------------------------------------------------------------------------
     # serialisation
@@ -549,6 +541,16 @@ def _check_dtype_arg(value, name):
     if dt.name not in DTYPE_NP_TO_MX:
         raise TypeError("Argument need to be one of %s" % sorted(DTYPE_NP_TO_MX))
     return dt.name
+
+
+# what _infer_impl needs per inferred property: (check of a given value, graph inference,
+# "is this one known", how a value is reported: shape tuple with () for unknown, numpy type)
+_INFERENCE = {
+    "shape": (_check_shape_arg, _graph.infer_shapes, _graph.shape_known,
+              lambda shape: () if shape is None else tuple(shape)),
+    "type": (_check_dtype_arg, _graph.infer_types, lambda dtype: dtype is not None,
+             lambda dtype: None if dtype is None else np.dtype(dtype).type),
+}
 
 
 def _with_plain_keys(attrs):
