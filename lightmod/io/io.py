@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import arg_checks
 from ..base import MXNetError, dtype_np
-from .utils import _getdata_by_idx, _has_stype, _init_data, _wrap_host
+from .utils import _batch_rows, _getdata_by_idx, _has_stype, _init_data, _wrap_host
 
 __all__ = ["DataDesc", "DataBatch", "DataIter", "ResizeIter", "PrefetchingIter", "NDArrayIter",
            "CSVIter"]
@@ -616,15 +616,8 @@ class CSVIter(DataIter):
         if self._cursor >= self._num:
             self._has_batch = False
             return False
-        take = min(self.batch_size, self._num - self._cursor)
-        rows = np.arange(self._cursor, self._cursor + take)
-        if take < self.batch_size and self.round_batch:
-            # complete the batch from the start of the data (wrapping as often as needed)
-            extra = np.arange(self.batch_size - take) % self._num
-            rows = np.concatenate([rows, extra])
-            self._next_start = int(extra[-1] + 1) % self._num
-        else:
-            self._next_start = 0
+        rows, take, self._next_start = _batch_rows(self._cursor, self._num, self.batch_size,
+                                                   self.round_batch)
         n = rows.shape[0]
         np.take(self._data, rows, axis=0, out=self._data_buf[:n])
         np.take(self._label, rows, axis=0, out=self._label_buf[:n])

@@ -3,7 +3,7 @@ import numpy as np
 
 from ..base import MXNetError
 from .io import DataBatch, DataDesc, DataIter
-from .utils import _wrap_host
+from .utils import _batch_rows, _wrap_host
 
 __all__ = ["LibSVMIter"]
 
@@ -127,13 +127,8 @@ class LibSVMIter(DataIter):
         if self._cursor >= self._num:
             self._batch = None
             return False
-        take = min(self.batch_size, self._num - self._cursor)
-        rows = np.arange(self._cursor, self._cursor + take)
-        self._next_start = 0
-        if take < self.batch_size and self.round_batch:
-            extra = np.arange(self.batch_size - take) % self._num
-            rows = np.concatenate([rows, extra])
-            self._next_start = int(extra[-1] + 1) % self._num
+        rows, take, self._next_start = _batch_rows(self._cursor, self._num, self.batch_size,
+                                                   self.round_batch)
         rows = rows + self._first
         data = self._dense_batch("data", (self.batch_size,) + self._data_shape, rows,
                                  (self._indptr, self._indices, self._values))
