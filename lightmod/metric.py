@@ -471,40 +471,28 @@ class _RegressionError(_PairwiseMetric):
         return float(self._error(label - pred)), 1
 
 
-@register
-class MAE(_RegressionError):
-    """Mean absolute error, averaged over updates (each update's mean counts once)."""
+def _regression_metric(class_name, default_name, error, doc):
+    """A registered ``_RegressionError`` class: ``error`` maps ``label - pred`` to the pair's
+    error; only the metric's default name differs in the constructor."""
 
-    def __init__(self, name="mae", output_names=None, label_names=None):
-        super().__init__(name, output_names, label_names)
+    def __init__(self, name=default_name, output_names=None, label_names=None):
+        _RegressionError.__init__(self, name, output_names, label_names)
 
-    @staticmethod
-    def _error(diff):
-        return numpy.abs(diff).mean()
-
-
-@register
-class MSE(_RegressionError):
-    """Mean squared error, averaged over updates."""
-
-    def __init__(self, name="mse", output_names=None, label_names=None):
-        super().__init__(name, output_names, label_names)
-
-    @staticmethod
-    def _error(diff):
-        return (diff ** 2.0).mean()
+    __init__.__qualname__ = class_name + ".__init__"
+    return register(type(class_name, (_RegressionError,), {
+        "__doc__": doc, "__module__": __name__, "__init__": __init__,
+        "_error": staticmethod(error)}))
 
 
-@register
-class RMSE(_RegressionError):
-    """Root mean squared error per update, averaged over updates."""
-
-    def __init__(self, name="rmse", output_names=None, label_names=None):
-        super().__init__(name, output_names, label_names)
-
-    @staticmethod
-    def _error(diff):
-        return numpy.sqrt((diff ** 2.0).mean())
+MAE = _regression_metric(
+    "MAE", "mae", lambda diff: numpy.abs(diff).mean(),
+    "Mean absolute error, averaged over updates (each update's mean counts once).")
+MSE = _regression_metric(
+    "MSE", "mse", lambda diff: (diff ** 2.0).mean(),
+    "Mean squared error, averaged over updates.")
+RMSE = _regression_metric(
+    "RMSE", "rmse", lambda diff: numpy.sqrt((diff ** 2.0).mean()),
+    "Root mean squared error per update, averaged over updates.")
 
 
 class _PickedLogLoss(_PairwiseMetric):
