@@ -327,21 +327,22 @@ class SequentialAug(_AugmenterList):
         return src
 
 
-class ResizeAug(_KeepsParams):
-    """Resize the shorter side to ``size``."""
+class _SizeAndInterp(_KeepsParams):
+    """An augmenter taking a target ``size`` and an ``interp`` method (2: cubic by default)."""
 
     def __init__(self, size, interp=2):
         super().__init__(size=size, interp=interp)
+
+
+class ResizeAug(_SizeAndInterp):
+    """Resize the shorter side to ``size``."""
 
     def __call__(self, src):
         return resize_short(src, self.size, self.interp)
 
 
-class ForceResizeAug(_KeepsParams):
+class ForceResizeAug(_SizeAndInterp):
     """Resize to exactly ``size`` = (w, h)."""
-
-    def __init__(self, size, interp=2):
-        super().__init__(size=size, interp=interp)
 
     def __call__(self, src):
         sizes = (src.shape[0], src.shape[1], self.size[1], self.size[0])
@@ -349,11 +350,8 @@ class ForceResizeAug(_KeepsParams):
                         interp=_get_interp_method(self.interp, sizes))
 
 
-class RandomCropAug(_KeepsParams):
+class RandomCropAug(_SizeAndInterp):
     """``random_crop`` to ``size`` = (w, h)."""
-
-    def __init__(self, size, interp=2):
-        super().__init__(size=size, interp=interp)
 
     def __call__(self, src):
         return random_crop(src, self.size, self.interp)[0]
@@ -376,11 +374,8 @@ class RandomSizedCropAug(Augmenter):
         return random_size_crop(src, self.size, self.area, self.ratio, self.interp)[0]
 
 
-class CenterCropAug(_KeepsParams):
+class CenterCropAug(_SizeAndInterp):
     """``center_crop`` to ``size`` = (w, h)."""
-
-    def __init__(self, size, interp=2):
-        super().__init__(size=size, interp=interp)
 
     def __call__(self, src):
         return center_crop(src, self.size, self.interp)[0]
