@@ -17,6 +17,7 @@ Training
 Every strategy draws small sizes by default: properties run the code many times, and lightmod
 compiles a kernel the first time it meets a dtype.
 """
+import dataclasses
 import inspect
 import warnings
 
@@ -386,18 +387,14 @@ def optimizers(draw, names=None):
 # ---------------------------------------------------------------------------------------------
 # modules
 # ---------------------------------------------------------------------------------------------
+@dataclasses.dataclass(eq=False)
 class ModuleConfig:
     """How to build and bind a Module: contexts, work loads, batch size, grad_req."""
 
-    def __init__(self, contexts, work_load_list, batch_size, grad_req):
-        self.contexts = contexts
-        self.work_load_list = work_load_list
-        self.batch_size = batch_size
-        self.grad_req = grad_req
-
-    def __repr__(self):
-        return "ModuleConfig(contexts=%s, work_load_list=%s, batch_size=%d, grad_req=%r)" % (
-            self.contexts, self.work_load_list, self.batch_size, self.grad_req)
+    contexts: list
+    work_load_list: list
+    batch_size: int
+    grad_req: object    # a string, or a dict of them per argument
 
     def module_kwargs(self):
         return {"context": self.contexts, "work_load_list": self.work_load_list}
