@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import arg_checks
 from ..base import MXNetError, dtype_np
-from .utils import _batch_rows, _getdata_by_idx, _has_stype, _init_data, _wrap_host
+from .utils import _getdata_by_idx, _has_stype, _init_data, _wrap_host
 
 __all__ = ["DataDesc", "DataBatch", "DataIter", "ResizeIter", "PrefetchingIter", "NDArrayIter",
            "CSVIter"]
@@ -550,7 +550,49 @@ def _read_csv(path, row_shape, dtype, what):
     return rows.reshape((rows.shape[0],) + tuple(row_shape))
 
 
-class CSVIter(DataIter):
+class _RowBatchIter(DataIter):
+    """An iterator over ``_num`` rows held in memory, ``batch_size`` at a time (CSVIter,
+    LibSVMIter).
+
+    With ``round_batch`` a short last batch is completed from the start of the data (wrapping
+    as often as needed) and the next epoch, after ``reset()``, starts after the rows it
+    borrowed; otherwise every epoch starts at row 0. Subclasses set ``batch_size``,
+    ``round_batch`` and ``_num``, fill a batch in ``_load_batch(rows, pad)`` and forget it in
+    ``_drop_batch()``.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self._cursor = 0
+        self._next_start = 0       # first row of the next epoch (round_batch carry-over)
+
+    def reset(self):
+        self._cursor = self._next_start
+        self._drop_batch()
+
+    def iter_next(self):
+        if self._cursor >= self._num:
+            self._drop_batch()
+            return False
+        take = min(self.batch_size, self._num - self._cursor)
+        rows = np.arange(self._cursor, self._cursor + take)
+        self._next_start = 0
+        if take < self.batch_size and self.round_batch:
+            extra = np.arange(self.batch_size - take) % self._num
+            rows = np.concatenate([rows, extra])
+            self._next_start = int(extra[-1] + 1) % self._num
+        self._load_batch(rows, self.batch_size - take)
+        self._cursor += self.batch_size
+        return True
+
+    def next(self):
+        if self.iter_next():
+            return DataBatch(data=[self.getdata()], label=[self.getlabel()], pad=self.getpad(),
+                             index=self.getindex())
+        raise StopIteration
+
+
+class CSVIter(_RowBatchIter):
     """Batches from CSV files, MXNet's ``mx.io.CSVIter``.
 
     Each row of ``data_csv`` (a file or a directory of files) is one sample reshaped to
@@ -598,34 +640,22 @@ class CSVIter(DataIter):
         self._data_buf = np.zeros((self.batch_size,) + self._data.shape[1:], out_dtype)
         self._label_buf = np.zeros((self.batch_size,) + self._label.shape[1:], out_dtype)
         self._index_buf = np.zeros(self.batch_size, np.uint64)
-        self._epoch_start = 0      # first row of the current epoch
-        self._next_start = 0       # first row of the next epoch (round_batch carry-over)
-        self._cursor = 0
         self._pad = 0
         self._has_batch = False
         self.provide_data = [DataDesc(data_name, (self.batch_size,) + data_shape, out_dtype.type)]
         self.provide_label = [DataDesc(label_name, (self.batch_size,) + self._label.shape[1:],
                                        out_dtype.type)]
 
-    def reset(self):
-        self._epoch_start = self._next_start
-        self._cursor = self._epoch_start
+    def _drop_batch(self):
         self._has_batch = False
 
-    def iter_next(self):
-        if self._cursor >= self._num:
-            self._has_batch = False
-            return False
-        rows, take, self._next_start = _batch_rows(self._cursor, self._num, self.batch_size,
-                                                   self.round_batch)
+    def _load_batch(self, rows, pad):
         n = rows.shape[0]
         np.take(self._data, rows, axis=0, out=self._data_buf[:n])
         np.take(self._label, rows, axis=0, out=self._label_buf[:n])
         self._index_buf[:n] = rows
-        self._pad = self.batch_size - take
-        self._cursor += self.batch_size
+        self._pad = pad
         self._has_batch = True
-        return True
 
     def _current(self, buf):
         if not self._has_batch:
@@ -645,9 +675,3 @@ class CSVIter(DataIter):
 
     def getpad(self):
         return self._pad if self._has_batch else 0
-
-    def next(self):
-        if self.iter_next():
-            return DataBatch(data=[self.getdata()], label=[self.getlabel()], pad=self.getpad(),
-                             index=self.getindex())
-        raise StopIteration

@@ -2,8 +2,8 @@
 import numpy as np
 
 from ..base import MXNetError
-from .io import DataBatch, DataDesc, DataIter
-from .utils import _batch_rows, _wrap_host
+from .io import DataDesc, _RowBatchIter
+from .utils import _wrap_host
 
 __all__ = ["LibSVMIter"]
 
@@ -28,7 +28,7 @@ def _read_libsvm(path, width, what):
     return labels, indptr, indices, values
 
 
-class LibSVMIter(DataIter):
+class LibSVMIter(_RowBatchIter):
     """Batches from LibSVM files (``label index:value ...`` per line, zero-based indices),
     MXNet's ``mx.io.LibSVMIter``.
 
@@ -84,8 +84,6 @@ class LibSVMIter(DataIter):
         self.provide_data = [DataDesc(data_name, (self.batch_size,) + data_shape)]
         lshape = (self.batch_size,) if self._label_csr is None else (self.batch_size,) + label_shape
         self.provide_label = [DataDesc(label_name, lshape)]
-        self._cursor = 0
-        self._next_start = 0
         self._batch = None
         self._buffers = {}
 
@@ -119,16 +117,10 @@ class LibSVMIter(DataIter):
         self._buffers[key] = (buf, self._scatter(rows, *csr, buf))
         return buf
 
-    def reset(self):
-        self._cursor = self._next_start
+    def _drop_batch(self):
         self._batch = None
 
-    def iter_next(self):
-        if self._cursor >= self._num:
-            self._batch = None
-            return False
-        rows, take, self._next_start = _batch_rows(self._cursor, self._num, self.batch_size,
-                                                   self.round_batch)
+    def _load_batch(self, rows, pad):
         rows = rows + self._first
         data = self._dense_batch("data", (self.batch_size,) + self._data_shape, rows,
                                  (self._indptr, self._indices, self._values))
@@ -138,9 +130,7 @@ class LibSVMIter(DataIter):
         else:
             label = self._dense_batch("label", (self.batch_size,) + self._label_shape, rows,
                                       self._label_csr)
-        self._cursor += self.batch_size
-        self._batch = (data, label, self.batch_size - take, rows)
-        return True
+        self._batch = (data, label, pad, rows)
 
     def _current(self):
         if self._batch is None:
@@ -159,9 +149,3 @@ class LibSVMIter(DataIter):
 
     def getindex(self):
         return None if self._batch is None else self._batch[3].astype(np.uint64)
-
-    def next(self):
-        if not self.iter_next():
-            raise StopIteration
-        return DataBatch(data=[self.getdata()], label=[self.getlabel()], pad=self.getpad(),
-                         index=self.getindex())

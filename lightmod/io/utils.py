@@ -89,16 +89,3 @@ def _auto_interp(old_h, old_w, new_h, new_w):
     if new_h < old_h and new_w < old_w:
         return 3
     return 1
-
-
-def _batch_rows(cursor, num, batch_size, round_batch):
-    """``(rows, take, next_start)`` of the batch starting at row ``cursor`` of ``num``: the
-    ``take`` rows left, and with ``round_batch`` a short last batch completed from the start
-    of the data (wrapping as often as needed), the next epoch then starting after the rows it
-    borrowed (else at 0)."""
-    take = min(batch_size, num - cursor)
-    rows = np.arange(cursor, cursor + take)
-    if take < batch_size and round_batch:
-        extra = np.arange(batch_size - take) % num
-        return np.concatenate([rows, extra]), take, int(extra[-1] + 1) % num
-    return rows, take, 0
