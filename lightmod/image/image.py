@@ -402,6 +402,17 @@ class BrightnessJitterAug(_KeepsParams):
         return src
 
 
+def _blend_with_gray(src, strength, weighted_gray):
+    """``alpha * src + (1 - alpha) * gray`` in place, ``alpha = 1 + U(-strength, strength)``;
+    ``weighted_gray(alpha)`` gives the second term (a number, or an NDArray like ``src``),
+    computed before ``src`` changes."""
+    alpha = 1.0 + random.uniform(-strength, strength)
+    gray_term = weighted_gray(alpha)
+    src *= alpha
+    src += gray_term
+    return src
+
+
 class ContrastJitterAug(_KeepsParams):
     """Blend with the image's mean luma: ``alpha * src + (1 - alpha) * mean gray``."""
 
@@ -409,11 +420,8 @@ class ContrastJitterAug(_KeepsParams):
         super().__init__(contrast=contrast)
 
     def __call__(self, src):
-        alpha = 1.0 + random.uniform(-self.contrast, self.contrast)
         mean_gray = float((_host(src) * _LUMA).sum()) * 3.0 / src.size
-        src *= alpha
-        src += (1.0 - alpha) * mean_gray
-        return src
+        return _blend_with_gray(src, self.contrast, lambda alpha: (1.0 - alpha) * mean_gray)
 
 
 class SaturationJitterAug(_KeepsParams):
@@ -423,11 +431,10 @@ class SaturationJitterAug(_KeepsParams):
         super().__init__(saturation=saturation)
 
     def __call__(self, src):
-        alpha = 1.0 + random.uniform(-self.saturation, self.saturation)
-        gray = (_host(src) * _LUMA).sum(axis=2, keepdims=True) * (1.0 - alpha)
-        src *= alpha
-        src += _wrap(gray.astype(src.dtype), src)
-        return src
+        def weighted_gray(alpha):
+            gray = (_host(src) * _LUMA).sum(axis=2, keepdims=True) * (1.0 - alpha)
+            return _wrap(gray.astype(src.dtype), src)
+        return _blend_with_gray(src, self.saturation, weighted_gray)
 
 
 class HueJitterAug(_KeepsParams):
