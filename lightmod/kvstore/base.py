@@ -65,7 +65,7 @@ class KVStoreBase:
         return klass
 
 
-def optimizer_capability(capability, runs_optimizer):
+def _optimizer_capability(capability, runs_optimizer):
     """``is_capable``'s answer for the one capability MXNet defines ('optimizer'); any other
     name is a ValueError."""
     if capability.lower() == KVStoreBase.OPTIMIZER:
@@ -73,7 +73,7 @@ def optimizer_capability(capability, runs_optimizer):
     raise ValueError(f"Unknown capability: {capability}")
 
 
-class SingleProcessStore(KVStoreBase):
+class _SingleProcessStore(KVStoreBase):
     """A store whose only worker is this process (rank 0 of 1)."""
 
     @property
@@ -86,7 +86,7 @@ class SingleProcessStore(KVStoreBase):
 
 
 @KVStoreBase.register
-class TestStore(SingleProcessStore):
+class TestStore(_SingleProcessStore):
     """MXNet's minimal test store: no optimizer, values are summed and copied out."""
 
     def broadcast(self, key, value, out, priority=0):
@@ -110,7 +110,7 @@ class TestStore(SingleProcessStore):
 
     @staticmethod
     def is_capable(capability):
-        return optimizer_capability(capability, runs_optimizer=False)
+        return _optimizer_capability(capability, runs_optimizer=False)
 
     @property
     def type(self):

@@ -16,7 +16,7 @@ from .. import optimizer as opt
 from ..base import MXNetError, atomic_write, string_types
 from ..context import Context
 from ..ndarray import NDArray, zeros
-from .base import KVStoreBase, SingleProcessStore, optimizer_capability
+from .base import KVStoreBase, _optimizer_capability, _SingleProcessStore
 
 __all__ = ["KVStore", "create"]
 
@@ -53,7 +53,7 @@ def _grouped(pairs):
     return groups
 
 
-class KVStore(SingleProcessStore):
+class KVStore(_SingleProcessStore):
     """A single-process kvstore; create it with ``mx.kv.create('local' | 'device' | ...)``."""
 
     def __init__(self, kv_type="local"):
@@ -72,7 +72,7 @@ class KVStore(SingleProcessStore):
         return self._type
 
     def is_capable(self, capability):
-        return optimizer_capability(capability, runs_optimizer=True)
+        return _optimizer_capability(capability, runs_optimizer=True)
 
     def _barrier(self):
         """All workers wait here; a local store has only one."""
