@@ -12,8 +12,8 @@ batched matrix products (``k.matmul_batched``).
 """
 import math
 
+from .common import zero_grads
 from .conv import scratch
-from .nn import zero_grads
 from .registry import Bool, Enum, Float, Int, Operator, register
 
 

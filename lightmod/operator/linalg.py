@@ -14,23 +14,12 @@ stay on the input triangle, det's and slogdet's are 0 for a singular matrix.
 """
 import math
 
+from .common import data_grad_needed, zero_grads
 from .conv import scratch
-from .nn import zero_grads
 from .registry import Bool, Float, Int, Operator, register
 from .tensor import contiguous_strides
 
 _FLOATS = ("float32", "float64")
-
-
-def _size(dims):
-    n = 1
-    for d in dims:
-        n *= int(d)
-    return n
-
-
-def _known(shape):
-    return shape is not None and all(d for d in shape)
 
 
 def _mats(x, rows, cols):
@@ -269,10 +258,8 @@ class LinalgSyrk(_LinalgOp):
         k.linalg_axpby(out, out, p.alpha, 0.0)
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] == "null":
+        if not data_grad_needed(k, out_grads, in_grads, req):
             return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads, req)
         x = inputs[0]
         r, c = tuple(x.shape)[-2], tuple(x.shape)[-1]
         a = _mats(x, r, c)
@@ -431,10 +418,8 @@ class LinalgPotrf(_SquareOp):
                              bad, tuple(inputs[0].shape))
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] == "null":
+        if not data_grad_needed(k, out_grads, in_grads, req):
             return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads, req)
         factor = self.square(outputs[0])
         dst = self.square(in_grads[0])
         da = _target(k, state, "da", dst, req[0])
@@ -457,10 +442,8 @@ class LinalgPotri(_SquareOp):
         k.linalg_potri(a, self.square(outputs[0]), p.lower, self.work(k, state, "w1", a))
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] == "null":
+        if not data_grad_needed(k, out_grads, in_grads, req):
             return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads, req)
         a = self.square(inputs[0])
         dst = self.square(in_grads[0])
         da = _target(k, state, "da", dst, req[0])
@@ -484,10 +467,8 @@ class LinalgSumlogdiag(_SquareOp):
         k.linalg_sumlogdiag(a, outputs[0].reshape(a.shape[0]))
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] == "null":
+        if not data_grad_needed(k, out_grads, in_grads, req):
             return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads, req)
         a = self.square(inputs[0])
         dst = self.square(in_grads[0])
         da = _target(k, state, "da", dst, req[0])
@@ -592,10 +573,8 @@ class LinalgInverse(_SquareOp):
                              tuple(inputs[0].shape))
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] == "null":
+        if not data_grad_needed(k, out_grads, in_grads, req):
             return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads, req)
         inv = self.square(outputs[0])
         g = self.square(out_grads[0])
         # dA = -B^T G B^T with B = A^-1
@@ -640,10 +619,8 @@ class LinalgDet(_Determinant):
         self.determinant(k, state, inputs, sign, outputs[0])
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] == "null":
+        if not data_grad_needed(k, out_grads, in_grads, req):
             return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads, req)
         # d det(A) / dA = det(A) A^-T
         self.grad(k, state, inputs, out_grads[0], outputs[0], in_grads, req)
 
@@ -723,10 +700,8 @@ class _MatrixVector(_LinalgOp):
             self.run(p, k, inputs[0], outputs[0], False)
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] == "null":
+        if not data_grad_needed(k, out_grads, in_grads, req):
             return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads, req)
         dst = in_grads[0]
         buf = _target(k, state, "da", dst, req[0])
         if self.to_matrix:          # the gradient picks the entries back out

@@ -7,7 +7,8 @@ gradient. Normalisation rules follow MXNet 1.9.1
 gradient by the number of labels, and multi_output divides by the spatial size unless
 'valid'.
 """
-from .nn import ElementwiseOp, assign_shape, known, prod, zero_grads
+from .common import assign_shape, known, prod, zero_grads
+from .nn import ElementwiseOp
 from .registry import Bool, Enum, Float, Operator, merge_shape, register
 
 

@@ -6,16 +6,10 @@ Data is (steps, batch, ...) with ``axis=0`` (the default) or (batch, steps, ...)
 sequence's length (integers, stored in any dtype); without it every sequence is full length.
 The lengths get no gradient (a zero one where one is asked for).
 """
+from .common import prod
 from .registry import Bool, Float, Int, Operator, merge_shape, register
 
 __all__ = ["SequenceMask", "SequenceReverse", "SequenceLast"]
-
-
-def _prod(values):
-    out = 1
-    for v in values:
-        out *= int(v)
-    return out
 
 
 class _SequenceOp(Operator):
@@ -65,7 +59,7 @@ class _SequenceOp(Operator):
 
     @staticmethod
     def _view3(shape):
-        return (int(shape[0]), int(shape[1]), _prod(shape[2:]))
+        return (int(shape[0]), int(shape[1]), prod(shape[2:]))
 
     def _lengths(self, p, inputs):
         # without lengths the kernels never read this argument

@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from ..base import MXNetIndexError
+from .common import cleared_data_grad, data_grad_needed, zero_grads
 from .registry import (
     Bool,
     Dtype,
@@ -31,7 +32,7 @@ from .registry import (
     shape_is_known,
 )
 
-__all__ = ["contiguous_strides", "reduce_plan", "shape_size", "zero_grads"]
+__all__ = ["contiguous_strides", "reduce_plan", "shape_size"]
 
 # reduction code of a plain sum (kernels/scalar_tensor.py R_SUM; importing kernels here is not
 # allowed, so the number is repeated, and checked by the tests)
@@ -79,13 +80,6 @@ def reduce_plan(shape, reduced):
     if not cshape:
         return (1,), ()
     return tuple(cshape), tuple(i for i, r in enumerate(kinds) if r)
-
-
-def zero_grads(k, in_grads, req):
-    """Write zeros into every gradient requested with 'write' (nothing flows back)."""
-    for g, r in zip(in_grads, req):
-        if g is not None and r == "write":
-            k.fill(g, 0)
 
 
 def _unknown_count(shape):
@@ -144,10 +138,8 @@ class _FlatCopy(_TensorOp):
         k.assign(outputs[0], inputs[0].reshape(outputs[0].shape), "write")
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] == "null":
+        if not data_grad_needed(k, out_grads, in_grads, req):
             return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads, req)
         k.assign(in_grads[0], out_grads[0].reshape(in_grads[0].shape), req[0])
 
 
@@ -500,10 +492,8 @@ class _Permute(_TensorOp):
                          tuple(st[a] for a in self.perm(p, x.shape)), "write")
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] == "null":
+        if not data_grad_needed(k, out_grads, in_grads, req):
             return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads, req)
         perm = self.perm(p, inputs[0].shape)
         ost = contiguous_strides(outputs[0].shape)
         inv = [0] * len(perm)
@@ -794,12 +784,8 @@ class _Slice(_TensorOp):
         k.strided_gather(outputs[0], inputs[0], offset, shape, strides, "write")
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] == "null":
-            return
-        g = in_grads[0]
-        if req[0] == "write":
-            k.fill(g, 0)
-        if out_grads[0] is not None:
+        g = cleared_data_grad(k, in_grads, req)
+        if g is not None and out_grads[0] is not None:
             offset, shape, strides = self._view(p, g.shape)
             k.strided_scatter(g, out_grads[0], offset, shape, strides, req[0])
 
@@ -887,8 +873,26 @@ class _IndexTypes(_TensorOp):
         return filled, [data_t]
 
 
+class _AlongAxis(_IndexTypes):
+    """take and pick: read the data along ``p.axis`` at the positions of an index input (as
+    outer x n x inner); the gradient is scattered back by ``scatter_kernel(k)``."""
+
+    def _geometry(self, p, shape):
+        return _outer_inner(shape, self.axis(p.axis, len(shape), shape=tuple(shape)))
+
+    def scatter_kernel(self, k):
+        raise NotImplementedError
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if not data_grad_needed(k, out_grads, in_grads, req):
+            return
+        outer, n, inner = self._geometry(p, inputs[0].shape)
+        self.scatter_kernel(k)(in_grads[0], out_grads[0], inputs[1], outer, n, inner,
+                               p.mode == "wrap", req[0])
+
+
 @register
-class Take(_IndexTypes):
+class Take(_AlongAxis):
     name = "take"
     inputs = ("a", "indices")
     index_inputs = ("indices",)
@@ -905,9 +909,6 @@ class Take(_IndexTypes):
             return list(in_shapes), [None]
         return list(in_shapes), [a[:ax] + tuple(idx) + a[ax + 1:]]
 
-    def _geometry(self, p, shape):
-        return _outer_inner(shape, self.axis(p.axis, len(shape), shape=tuple(shape)))
-
     def forward(self, p, k, inputs, outputs, is_train, state):
         a, idx = inputs
         outer, n, inner = self._geometry(p, a.shape)
@@ -917,19 +918,12 @@ class Take(_IndexTypes):
                              tuple(a.shape))
         k.take_forward(outputs[0], a, idx, outer, n, inner, p.mode == "wrap")
 
-    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        zero_grads(k, in_grads[1:], req[1:])
-        if req[0] == "null":
-            return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads[:1], req[:1])
-        outer, n, inner = self._geometry(p, inputs[0].shape)
-        k.take_backward(in_grads[0], out_grads[0], inputs[1], outer, n, inner,
-                        p.mode == "wrap", req[0])
+    def scatter_kernel(self, k):
+        return k.take_backward
 
 
 @register
-class Pick(_IndexTypes):
+class Pick(_AlongAxis):
     name = "pick"
     inputs = ("data", "index")
     index_inputs = ("index",)
@@ -957,22 +951,12 @@ class Pick(_IndexTypes):
                              "without axis %d)", idx, plain, data, p.axis)
         return [data, idx], [out]
 
-    def _geometry(self, p, shape):
-        return _outer_inner(shape, self.axis(p.axis, len(shape), shape=tuple(shape)))
-
     def forward(self, p, k, inputs, outputs, is_train, state):
         outer, n, inner = self._geometry(p, inputs[0].shape)
         k.pick_forward(outputs[0], inputs[0], inputs[1], outer, n, inner, p.mode == "wrap")
 
-    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        zero_grads(k, in_grads[1:], req[1:])
-        if req[0] == "null":
-            return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads[:1], req[:1])
-        outer, n, inner = self._geometry(p, inputs[0].shape)
-        k.pick_backward(in_grads[0], out_grads[0], inputs[1], outer, n, inner,
-                        p.mode == "wrap", req[0])
+    def scatter_kernel(self, k):
+        return k.pick_backward
 
 
 @register
@@ -1260,10 +1244,8 @@ class _Repeating(_TensorOp):
         k.strided_gather(outputs[0], inputs[0], 0, vshape, vstrides, "write")
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] == "null":
+        if not data_grad_needed(k, out_grads, in_grads, req):
             return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads, req)
         vshape, _, raxes = self.view(p, inputs[0].shape)
         cshape, craxes = reduce_plan(tuple(vshape), tuple(raxes))
         k.reduce_axes(in_grads[0], out_grads[0], cshape, craxes, R_SUM, req[0])
@@ -1625,10 +1607,8 @@ class Diag(_ViewRead):
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
         if len(inputs[0].shape) > 1:
             return super().backward(p, k, out_grads, inputs, outputs, in_grads, req, state)
-        if req[0] == "null":
+        if not data_grad_needed(k, out_grads, in_grads, req):
             return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads, req)
         og = out_grads[0]
         offset, vshape, vstrides = self._diagonal_view(p, tuple(og.shape),
                                                        contiguous_strides(og.shape), 0, 1)
@@ -1746,13 +1726,8 @@ class SliceLike(_TensorOp):
                          "write")
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        zero_grads(k, in_grads[1:], req[1:])
-        if req[0] == "null":
-            return
-        g = in_grads[0]
-        if req[0] == "write":
-            k.fill(g, 0)
-        if out_grads[0] is not None:
+        g = cleared_data_grad(k, in_grads, req)
+        if g is not None and out_grads[0] is not None:
             k.strided_scatter(g, out_grads[0], 0, outputs[0].shape, contiguous_strides(g.shape),
                               "add")
 
@@ -1810,11 +1785,9 @@ class _Split(_TensorOp):
             k.strided_gather(out, x, offset, vshape, st, "write")
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] == "null":
+        g = cleared_data_grad(k, in_grads, req)
+        if g is None:
             return
-        g = in_grads[0]
-        if req[0] == "write":
-            k.fill(g, 0)
         for og, (offset, vshape, st) in zip(out_grads, self._views(p, g.shape)):
             if og is not None:
                 k.strided_scatter(g, og, offset, vshape, st, "add")
@@ -1902,11 +1875,8 @@ class _RowPick(_IndexTypes):
         k.pick_forward(outputs[0], inputs[0], inputs[1], rows, n, 1, False)
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        zero_grads(k, in_grads[1:], req[1:])
-        if req[0] == "null":
+        if not data_grad_needed(k, out_grads, in_grads, req):
             return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads[:1], req[:1])
         rows, n = self._geometry(inputs[0].shape)
         k.pick_backward(in_grads[0], out_grads[0], inputs[1], rows, n, 1, False, req[0])
 
@@ -2228,13 +2198,8 @@ class GatherND(_IndexedND):
         k.gather_nd(outputs[0], data, idx, dims, strides, inner)
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        zero_grads(k, in_grads[1:], req[1:])
-        if req[0] == "null":
-            return
-        g = in_grads[0]
-        if req[0] == "write":
-            k.fill(g, 0)
-        if out_grads[0] is not None:
+        g = cleared_data_grad(k, in_grads, req)
+        if g is not None and out_grads[0] is not None:
             dims, strides, inner = _nd_geometry(tuple(inputs[1].shape), tuple(g.shape))
             k.scatter_nd(g, out_grads[0], inputs[1], dims, strides, inner, "add")
 
@@ -2271,11 +2236,8 @@ class ScatterND(_IndexedND):
         k.scatter_nd(out, data, idx, dims, strides, inner, "write")
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        zero_grads(k, in_grads[1:], req[1:])
-        if req[0] == "null":
+        if not data_grad_needed(k, out_grads, in_grads, req):
             return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads[:1], req[:1])
         idx = inputs[1]
         dims, strides, inner = _nd_geometry(tuple(idx.shape), tuple(outputs[0].shape))
         if req[0] == "write":
