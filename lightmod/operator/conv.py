@@ -15,6 +15,7 @@ import functools
 
 import numpy as np
 
+from .common import prod
 from .registry import REQUIRED, Bool, Enum, Int, Operator, Shape, merge_shape, register
 
 __all__ = ["Convolution", "Deconvolution", "scratch", "float16_via_float32", "spatial_tuple"]
@@ -117,13 +118,6 @@ def spatial_tuple(op, p, name, value, nd, fill):
         raise op.error("%s %s must have as many dimensions as kernel %s",
                        name, tuple(value), tuple(p.kernel))
     return tuple(int(v) for v in value)
-
-
-def _prod(values):
-    out = 1
-    for v in values:
-        out *= int(v)
-    return out
 
 
 def _lead3(values, fill):
@@ -295,8 +289,8 @@ class Convolution(_ConvBase):
         for i in range(nd):
             span = p._dilate[i] * (p.kernel[i] - 1) + 1
             out_sp.append((xshape[2 + i] + 2 * p._pad[i] - span) // p._stride[i] + 1)
-        ksize = _prod(p.kernel)
-        osize = _prod(out_sp)
+        ksize = prod(p.kernel)
+        osize = prod(out_sp)
         rows = c * ksize
         # the patch-row layout (channel-last patches, see kernels/cpu/conv.py) for ungrouped
         # convolutions with enough channels to give long runs; grouped ones multiply per
@@ -307,7 +301,7 @@ class Convolution(_ConvBase):
         chunk = max(1, min(n, budget // max(1, rows * osize)))
         plan = _Plan(xshape=tuple(xshape), n=n, c=c, f=f, groups=groups, cg=c // groups,
                      fg=f // groups, ck=(c // groups) * ksize, rows=rows, osize=osize,
-                     ksize=ksize, isize=_prod(xshape[2:]), chunk=chunk, x5=shape5(xshape),
+                     ksize=ksize, isize=prod(xshape[2:]), chunk=chunk, x5=shape5(xshape),
                      by_rows=by_rows,
                      g=geometry3(p.kernel, p._stride, p._pad, p._dilate, out_sp))
         state["plan"] = plan
@@ -569,13 +563,13 @@ class Deconvolution(_ConvBase):
         n, c = xshape[0], xshape[1]
         f, groups = p.num_filter, p.num_group
         out_sp, pads = self._out_spatial(p, tuple(xshape[2:]))
-        ksize = _prod(p.kernel)
-        isize = _prod(xshape[2:])
+        ksize = prod(p.kernel)
+        isize = prod(xshape[2:])
         rows = f * ksize
         chunk = max(1, min(n, COL_BUDGET // max(1, rows * isize)))
         plan = _Plan(xshape=tuple(xshape), n=n, c=c, f=f, groups=groups, cg=c // groups,
                      fk=(f // groups) * ksize, rows=rows, isize=isize, chunk=chunk,
-                     y5=shape5((n, f) + out_sp), yshape3=(n, f, _prod(out_sp)),
+                     y5=shape5((n, f) + out_sp), yshape3=(n, f, prod(out_sp)),
                      g=geometry3(p.kernel, p._stride, pads, p._dilate, tuple(xshape[2:])))
         state["plan"] = plan
         return plan

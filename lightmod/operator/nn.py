@@ -8,19 +8,15 @@ nothing here imports numba. Arrays are reshaped to the 2-D / 3-D views the kerne
 import numpy as np
 
 from .common import assign_shape, known, no_head_gradient, prod, zero_grads
-from .registry import Bool, Enum, Float, Int, Operator, OptFloat, Shape, register
+from .registry import Bool, Enum, Float, Int, NoneAllowed, Operator, OptFloat, Shape, register
 
 __all__ = ["OptBool", "ElementwiseOp"]
 
 
-class OptBool(Bool):
+class OptBool(NoneAllowed, Bool):
     """A boolean that MXNet declares as 'boolean or None' (None reads as False)."""
     type_name = "boolean or None"
-
-    def parse(self, value):
-        if value is None or (isinstance(value, str) and value.strip() in ("None", "")):
-            return False
-        return super().parse(value)
+    none_value = False
 
 
 class ElementwiseOp(Operator):

@@ -11,6 +11,7 @@ them untouched.
 """
 import numpy as np
 
+from .common import prod
 from .conv import float16_via_float32, scratch
 from .registry import REQUIRED, Bool, Enum, Float, FloatTuple, Int, Operator, OptFloat, merge_shape, register
 
@@ -18,16 +19,9 @@ __all__ = ["BatchNorm", "InstanceNorm", "LayerNorm", "L2Normalization", "LRN", "
            "GroupNorm", "ImageNormalize"]
 
 
-def _prod(values):
-    out = 1
-    for v in values:
-        out *= int(v)
-    return out
-
-
 def _split3(shape, axis):
     """(outer, shape[axis], inner) for viewing an array as 3-D around axis."""
-    return _prod(shape[:axis]), int(shape[axis]), _prod(shape[axis + 1:])
+    return prod(shape[:axis]), int(shape[axis]), prod(shape[axis + 1:])
 
 
 def _merge(op, name, given, expected):
@@ -165,13 +159,13 @@ class InstanceNorm(Operator):
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         x, gamma, beta = inputs
-        shape3 = (x.shape[0], x.shape[1], _prod(x.shape[2:]))
+        shape3 = (x.shape[0], x.shape[1], prod(x.shape[2:]))
         k.instance_norm_forward(x.reshape(shape3), outputs[0].reshape(shape3), gamma, beta,
                                 outputs[1], outputs[2], p.eps)
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
         x, gamma, beta = inputs
-        shape3 = (x.shape[0], x.shape[1], _prod(x.shape[2:]))
+        shape3 = (x.shape[0], x.shape[1], prod(x.shape[2:]))
         dy = out_grads[0].reshape(shape3)
         dx = in_grads[0].reshape(shape3) if req[0] != "null" else dy
         dgamma = in_grads[1] if req[1] != "null" else gamma
@@ -268,10 +262,10 @@ class L2Normalization(Operator):
             raise self.error("mode '%s' needs data with at least %d dims, got %s", p.mode, need,
                              data)
         if p.mode == "instance":
-            return (data[0], _prod(data[1:]), 1), (data[0],)
+            return (data[0], prod(data[1:]), 1), (data[0],)
         if p.mode == "channel":
-            return (data[0], data[1], _prod(data[2:])), (data[0],) + tuple(data[2:])
-        return (data[0] * data[1], _prod(data[2:]), 1), tuple(data[:2])
+            return (data[0], data[1], prod(data[2:])), (data[0],) + tuple(data[2:])
+        return (data[0] * data[1], prod(data[2:]), 1), tuple(data[:2])
 
     def infer_shape(self, p, in_shapes):
         data = in_shapes[0]
@@ -343,7 +337,7 @@ class LRN(Operator):
     @float16_via_float32
     def forward(self, p, k, inputs, outputs, is_train, state):
         x = inputs[0]
-        shape3 = (x.shape[0], x.shape[1], _prod(x.shape[2:]))
+        shape3 = (x.shape[0], x.shape[1], prod(x.shape[2:]))
         k.lrn_forward(x.reshape(shape3), outputs[0].reshape(shape3), outputs[1].reshape(shape3),
                       p.nsize, p.alpha, p.beta, p.knorm)
 
@@ -352,7 +346,7 @@ class LRN(Operator):
         if req[0] == "null":
             return
         x = inputs[0]
-        shape3 = (x.shape[0], x.shape[1], _prod(x.shape[2:]))
+        shape3 = (x.shape[0], x.shape[1], prod(x.shape[2:]))
         tmp = scratch(k, state, "lrn_tmp", shape3, x.dtype)
         k.lrn_backward(x.reshape(shape3), outputs[1].reshape(shape3),
                        out_grads[0].reshape(shape3), in_grads[0].reshape(shape3), tmp, p.nsize,

@@ -35,7 +35,7 @@ import numpy as np
 from ..base import MXNetError
 
 __all__ = ["Operator", "register", "get", "find", "all_ops", "Params", "REQUIRED",
-           "Int", "Float", "Bool", "Str", "Enum", "Shape", "OptInt", "OptFloat", "Dtype",
+           "Int", "Float", "Bool", "Str", "Enum", "Shape", "NoneAllowed", "OptInt", "OptFloat", "Dtype",
            "FloatTuple", "AnyStr", "shape_is_known", "merge_shape"]
 
 
@@ -112,13 +112,19 @@ class Int(Param):
         raise ValueError("expected an integer")
 
 
-class OptInt(Int):
-    type_name = "int or None"
+class NoneAllowed:
+    """Mixin for the parameters MXNet declares as 'X or None': None, 'None' and '' parse to
+    ``none_value``; anything else as the parameter type it is mixed into."""
+    none_value = None
 
     def parse(self, value):
         if value is None or (isinstance(value, str) and value.strip() in ("None", "")):
-            return None
+            return self.none_value
         return super().parse(value)
+
+
+class OptInt(NoneAllowed, Int):
+    type_name = "int or None"
 
 
 class Float(Param):
@@ -142,13 +148,8 @@ class Float(Param):
         raise ValueError("expected a number")
 
 
-class OptFloat(Float):
+class OptFloat(NoneAllowed, Float):
     type_name = "float or None"
-
-    def parse(self, value):
-        if value is None or (isinstance(value, str) and value.strip() in ("None", "")):
-            return None
-        return super().parse(value)
 
 
 class Bool(Param):
