@@ -118,6 +118,31 @@ class _TensorOp(Operator):
             raise self.error("%s: shape %s does not match %s", what, a, b) from None
 
 
+class _OneInput(_TensorOp):
+    """One input: nothing is inferred until its shape is known; ``out_shape`` then gives the
+    output's shape (and raises on an input the op cannot take)."""
+
+    def infer_shape(self, p, in_shapes):
+        s = in_shapes[0]
+        if s is None:
+            return [None], [None]
+        return [s], [self.out_shape(p, s)]
+
+    def out_shape(self, p, s):
+        raise NotImplementedError
+
+
+class _CountedOutputs(_TensorOp):
+    """Ops whose ``num_outputs`` parameter (at least 1) is their number of outputs."""
+
+    def check_params(self, p):
+        if p.num_outputs < 1:
+            raise self.error("num_outputs=%d must be at least 1", p.num_outputs)
+
+    def num_outputs(self, p):
+        return p.num_outputs
+
+
 class _SameShape(_TensorOp):
     """Output shape == input 0's shape; known output shapes flow back to the input."""
 
@@ -147,18 +172,15 @@ class _FlatCopy(_TensorOp):
 # Flatten, Reshape, expand_dims, squeeze
 # ---------------------------------------------------------------------------------------------
 @register
-class Flatten(_FlatCopy):
+class Flatten(_OneInput, _FlatCopy):
     name = "Flatten"
     aliases = ("flatten",)
 
-    def infer_shape(self, p, in_shapes):
-        s = in_shapes[0]
-        if s is None:
-            return [None], [None]
+    def out_shape(self, p, s):
         if len(s) == 0:
             raise self.error("input 'data' must have at least one dim, got shape %s", s)
         rest = shape_size(s[1:]) if len(s) > 1 else 1
-        return [s], [(s[0], rest)]
+        return (s[0], rest)
 
     def infer_shape_backward(self, p, in_shapes, out_shapes):
         s, out = in_shapes[0], out_shapes[0]
@@ -396,16 +418,13 @@ class SizeArray(_ShapeInfo):
 
 
 @register
-class ExpandDims(_FlatCopy):
+class ExpandDims(_OneInput, _FlatCopy):
     name = "expand_dims"
     params = {"axis": Int(doc="Position of the new axis, in [-ndim-1, ndim]")}
 
-    def infer_shape(self, p, in_shapes):
-        s = in_shapes[0]
-        if s is None:
-            return [None], [None]
+    def out_shape(self, p, s):
         a = self.axis(p.axis, len(s), shape=s, extra=1)
-        return [s], [s[:a] + (1,) + s[a:]]
+        return s[:a] + (1,) + s[a:]
 
     def infer_shape_backward(self, p, in_shapes, out_shapes):
         out = out_shapes[0]
@@ -463,17 +482,14 @@ class Squeeze(_FlatCopy):
 # ---------------------------------------------------------------------------------------------
 # transpose, SwapAxis
 # ---------------------------------------------------------------------------------------------
-class _Permute(_TensorOp):
+class _Permute(_OneInput):
     """out = data with its axes permuted; the gradient is the inverse permutation.
 
     Subclasses define ``perm(p, shape)``: the input axis read by each output axis."""
 
-    def infer_shape(self, p, in_shapes):
-        s = in_shapes[0]
-        if s is None:
-            return [None], [None]
+    def out_shape(self, p, s):
         perm = self.perm(p, s)
-        return [s], [tuple(s[a] for a in perm)]
+        return tuple(s[a] for a in perm)
 
     def infer_shape_backward(self, p, in_shapes, out_shapes):
         out = out_shapes[0]
@@ -681,19 +697,12 @@ class Stack(_Join):
 
 
 @register
-class SliceChannel(_TensorOp):
+class SliceChannel(_CountedOutputs):
     name = "SliceChannel"
     aliases = ("split",)
     params = {"num_outputs": Int(doc="Number of splits; must divide the axis evenly"),
               "axis": Int(1, doc="Axis along which to split"),
               "squeeze_axis": Bool(False, doc="Remove the split axis (its parts must be 1)")}
-
-    def check_params(self, p):
-        if p.num_outputs < 1:
-            raise self.error("num_outputs=%d must be at least 1", p.num_outputs)
-
-    def num_outputs(self, p):
-        return p.num_outputs
 
     def infer_shape(self, p, in_shapes):
         s = in_shapes[0]
@@ -760,17 +769,14 @@ class SliceChannel(_TensorOp):
 # ---------------------------------------------------------------------------------------------
 # slice, slice_axis
 # ---------------------------------------------------------------------------------------------
-class _Slice(_TensorOp):
+class _Slice(_OneInput):
     """out = a strided window of data; the gradient is scattered back (zeros elsewhere).
 
     Subclasses define ``window(p, shape)``: per axis (start, length, step); unknown (0) dims
     give length 0 (unknown)."""
 
-    def infer_shape(self, p, in_shapes):
-        s = in_shapes[0]
-        if s is None:
-            return [None], [None]
-        return [s], [tuple(n for _, n, _ in self.window(p, s))]
+    def out_shape(self, p, s):
+        return tuple(n for _, n, _ in self.window(p, s))
 
     def _view(self, p, shape):
         st = contiguous_strides(shape)
@@ -1075,7 +1081,7 @@ class AmpCast(Cast):
 
 
 @register
-class AmpMulticast(_TensorOp):
+class AmpMulticast(_CountedOutputs):
     """``amp_multicast``: casts its ``num_outputs`` inputs to their widest floating type (the
     narrowest with ``cast_narrow``); output i is input i cast, gradients come back in each
     input's type."""
@@ -1083,13 +1089,6 @@ class AmpMulticast(_TensorOp):
     variadic = "num_outputs"
     params = {"num_outputs": Int(doc="Number of inputs (and outputs)"),
               "cast_narrow": Bool(False, doc="Cast to the narrowest instead of the widest type")}
-
-    def check_params(self, p):
-        if p.num_outputs < 1:
-            raise self.error("num_outputs=%d must be at least 1", p.num_outputs)
-
-    def num_outputs(self, p):
-        return p.num_outputs
 
     def infer_shape(self, p, in_shapes):
         return list(in_shapes), list(in_shapes)
@@ -1232,7 +1231,7 @@ class AddN(_TensorOp):
 # ---------------------------------------------------------------------------------------------
 # tile, repeat
 # ---------------------------------------------------------------------------------------------
-class _Repeating(_TensorOp):
+class _Repeating(_OneInput):
     """Ops whose output reads each input element several times.
 
     Subclasses define ``view(p, shape)``: (view shape, input element strides over it, the
@@ -1266,12 +1265,9 @@ class Tile(_Repeating):
         return ((1,) * (nd - len(shape)) + tuple(shape),
                 (1,) * (nd - len(p.reps)) + tuple(p.reps))
 
-    def infer_shape(self, p, in_shapes):
-        s = in_shapes[0]
-        if s is None:
-            return [None], [None]
+    def out_shape(self, p, s):
         shape, reps = self._pad(p, s)
-        return [s], [tuple(d * r for d, r in zip(shape, reps))]
+        return tuple(d * r for d, r in zip(shape, reps))
 
     def infer_shape_backward(self, p, in_shapes, out_shapes):
         s, out = in_shapes[0], out_shapes[0]
@@ -1304,14 +1300,11 @@ class Repeat(_Repeating):
         if p.repeats < 0:
             raise self.error("repeats=%d cannot be a negative number", p.repeats)
 
-    def infer_shape(self, p, in_shapes):
-        s = in_shapes[0]
-        if s is None:
-            return [None], [None]
+    def out_shape(self, p, s):
         if p.axis is None:
-            return [s], [(shape_size(s) * p.repeats,)]
+            return (shape_size(s) * p.repeats,)
         a = self.axis(p.axis, len(s), shape=s)
-        return [s], [s[:a] + (s[a] * p.repeats,) + s[a + 1:]]
+        return s[:a] + (s[a] * p.repeats,) + s[a + 1:]
 
     def infer_shape_backward(self, p, in_shapes, out_shapes):
         s, out = in_shapes[0], out_shapes[0]
@@ -1333,20 +1326,17 @@ class Repeat(_Repeating):
 # ---------------------------------------------------------------------------------------------
 # argmax, argmin
 # ---------------------------------------------------------------------------------------------
-class _ArgReduce(_TensorOp):
+class _ArgReduce(_OneInput):
     is_max = True
     params = {"axis": OptInt(None, doc="The axis (None: the flattened input)"),
               "keepdims": Bool(False, doc="Keep the reduced axis as a size-1 dim")}
 
-    def infer_shape(self, p, in_shapes):
-        s = in_shapes[0]
-        if s is None:
-            return [None], [None]
+    def out_shape(self, p, s):
         if p.axis is None:
-            return [s], [(1,) * len(s) if p.keepdims else (1,)]
+            return (1,) * len(s) if p.keepdims else (1,)
         a = self.axis(p.axis, len(s), shape=s)
         out = s[:a] + (1,) + s[a + 1:] if p.keepdims else s[:a] + s[a + 1:]
-        return [s], [out or (1,)]
+        return out or (1,)
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         x = inputs[0]
@@ -1374,20 +1364,17 @@ class ArgMin(_ArgReduce):
 
 
 @register
-class ArgMaxChannel(_TensorOp):
+class ArgMaxChannel(_OneInput):
     """``argmax_channel``: the position of the largest value along axis 1 (the first one on
     ties), as float; the output drops that axis. Data needs at least 2 dimensions."""
     name = "argmax_channel"
     params = {}
 
-    def infer_shape(self, p, in_shapes):
-        s = in_shapes[0]
-        if s is None:
-            return [None], [None]
+    def out_shape(self, p, s):
         if len(s) < 2:
             raise self.error("data must have at least 2 dimensions (argmax runs along axis 1), "
                              "got shape %s", tuple(s))
-        return [s], [s[:1] + s[2:]]
+        return s[:1] + s[2:]
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         x = inputs[0]
@@ -1513,7 +1500,7 @@ class ArgSort(_Sorting):
 # ops that read one strided view of their input: diag, depth_to_space, space_to_depth,
 # slice_like, split_v2
 # ---------------------------------------------------------------------------------------------
-class _ViewRead(_TensorOp):
+class _ViewRead(_OneInput):
     """out = a strided view of data (element offset, shape, strides over data); the gradient
     goes back through the same view (zeros where the view does not reach).
 
@@ -1564,24 +1551,21 @@ class Diag(_ViewRead):
                              p.axis1, p.axis2, s)
         return a1, a2
 
-    def infer_shape(self, p, in_shapes):
-        s = in_shapes[0]
-        if s is None:
-            return [None], [None]
+    def out_shape(self, p, s):
         if len(s) == 0:
             raise self.error("input 'data' must have at least 1 dim, got shape %s", s)
         if len(s) == 1:
             n = s[0] + abs(p.k) if s[0] else 0
-            return [s], [(n, n)]
+            return (n, n)
         a1, a2 = self._axes(p, s)
         rest = tuple(d for i, d in enumerate(s) if i not in (a1, a2))
         if not (s[a1] and s[a2]):
-            return [s], [rest + (0,)]
+            return rest + (0,)
         length = _diag_length(s[a1], s[a2], p.k)
         if length <= 0:
             raise self.error("k=%d is out of range for axes %d and %d of the input of shape %s "
                              "(the diagonal would be empty)", p.k, a1, a2, s)
-        return [s], [rest + (length,)]
+        return rest + (length,)
 
     def _diagonal_view(self, p, mshape, st, a1, a2):
         """(offset, shape, strides) of diagonal k of an array of shape mshape / strides st."""
@@ -1641,16 +1625,13 @@ class DepthToSpace(_BlockMove):
     the position (i, j) of the b x b block that replaces each pixel of channel c."""
     name = "depth_to_space"
 
-    def infer_shape(self, p, in_shapes):
-        s = in_shapes[0]
-        if s is None:
-            return [None], [None]
+    def out_shape(self, p, s):
         self.checked(s)
         b = p.block_size
         if s[1] % (b * b):
             raise self.error("the channels of input 'data' (shape %s) must be a multiple of "
                              "block_size^2 = %d", s, b * b)
-        return [s], [(s[0], s[1] // (b * b), s[2] * b, s[3] * b)]
+        return (s[0], s[1] // (b * b), s[2] * b, s[3] * b)
 
     def view(self, p, shape):
         n, c, h, w = shape
@@ -1665,16 +1646,13 @@ class SpaceToDepth(_BlockMove):
     """(N, C, H, W) -> (N, C * b^2, H / b, W / b), the inverse of depth_to_space."""
     name = "space_to_depth"
 
-    def infer_shape(self, p, in_shapes):
-        s = in_shapes[0]
-        if s is None:
-            return [None], [None]
+    def out_shape(self, p, s):
         self.checked(s)
         b = p.block_size
         if s[2] % b or s[3] % b:
             raise self.error("the height and width of input 'data' (shape %s) must be "
                              "multiples of block_size=%d", s, b)
-        return [s], [(s[0], s[1] * b * b, s[2] // b, s[3] // b)]
+        return (s[0], s[1] * b * b, s[2] // b, s[3] // b)
 
     def view(self, p, shape):
         n, c, h, w = shape
@@ -2253,7 +2231,7 @@ class ScatterND(_IndexedND):
 # ---------------------------------------------------------------------------------------------
 # ravel_multi_index, unravel_index
 # ---------------------------------------------------------------------------------------------
-class _IndexConversion(_TensorOp):
+class _IndexConversion(_OneInput):
     """Between coordinates (m, N) in an array of ``shape`` and flat C-order indices (N,). The
     first dim of shape may be -1 (open: it does not change the strides). No gradient flows."""
     params = {"shape": Shape(doc="Shape of the array the indices address (the first dim may "
@@ -2279,14 +2257,11 @@ class RavelMultiIndex(_IndexConversion):
     name = "_ravel_multi_index"
     aliases = ("ravel_multi_index",)
 
-    def infer_shape(self, p, in_shapes):
-        s = in_shapes[0]
-        if s is None:
-            return [None], [None]
+    def out_shape(self, p, s):
         if len(s) != 2 or (s[0] and s[0] != len(p.shape)):
             raise self.error("input 'data' must have shape (%d, N) (one row per dim of shape=%s)"
                              ", got %s", len(p.shape), p.shape, s)
-        return [s], [(s[1],)]
+        return (s[1],)
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         k.ravel_index(outputs[0], inputs[0], self.strides(p))
@@ -2297,13 +2272,10 @@ class UnravelIndex(_IndexConversion):
     name = "_unravel_index"
     aliases = ("unravel_index",)
 
-    def infer_shape(self, p, in_shapes):
-        s = in_shapes[0]
-        if s is None:
-            return [None], [None]
+    def out_shape(self, p, s):
         if len(s) != 1:
             raise self.error("input 'data' must be 1-D (flat indices), got shape %s", s)
-        return [s], [(len(p.shape), s[0])]
+        return (len(p.shape), s[0])
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         k.unravel_index(outputs[0], inputs[0], p.shape, self.strides(p))
@@ -2371,7 +2343,7 @@ class Histogram(_TensorOp):
 
 
 @register
-class ArangeLike(_TensorOp):
+class ArangeLike(_OneInput):
     """``contrib.arange_like``: start, start + step, ... shaped like ``data`` (or as long as
     its axis ``axis``), each value repeated ``repeat`` times; data only gives its shape."""
     name = "_contrib_arange_like"
@@ -2386,13 +2358,10 @@ class ArangeLike(_TensorOp):
         if p.repeat < 1:
             raise self.error("repeat=%d must be at least 1", p.repeat)
 
-    def infer_shape(self, p, in_shapes):
-        s = in_shapes[0]
-        if s is None:
-            return [None], [None]
+    def out_shape(self, p, s):
         if p.axis is None:
-            return [s], [s]
-        return [s], [(s[self.axis(p.axis, len(s), shape=s)],)]
+            return s
+        return (s[self.axis(p.axis, len(s), shape=s)],)
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         k.range_fill(outputs[0], p.start, p.step, p.repeat)
