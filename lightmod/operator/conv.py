@@ -71,18 +71,10 @@ def float16_via_float32(method):
             if not any(_is_half(a) for a in list(inputs) + list(outputs)):
                 return method(self, p, k, inputs, outputs, is_train, state)
             staged = state.setdefault("float32_staging", {})
-            ins = [_stage(k, staged, ("in", i), a, True) if _is_half(a) else a
-                   for i, a in enumerate(inputs)]
-            outs = [_stage(k, staged, ("out", i), a, False) if _is_half(a) else a
-                    for i, a in enumerate(outputs)]
+            ins = _staged(k, staged, "in", inputs, True)
+            outs = _staged(k, staged, "out", outputs, False)
             method(self, p, k, ins, outs, is_train, state)
-            for dst, src in zip(outputs, outs):
-                if src is not dst:
-                    k.copy(dst, src)
-            aux = set(self.list_aux(p))
-            for name, dst, src in zip(self.list_inputs(p), inputs, ins):
-                if name in aux and src is not dst:
-                    k.copy(dst, src)
+            _copy_back(self, p, k, outputs, outs, inputs, ins)
         return forward
 
     @functools.wraps(method)
@@ -91,23 +83,33 @@ def float16_via_float32(method):
         if not any(_is_half(a) for a in arrays):
             return method(self, p, k, out_grads, inputs, outputs, in_grads, req, state)
         staged = state.setdefault("float32_staging", {})
-        ogs = [_stage(k, staged, ("og", i), a, True) if _is_half(a) else a
-               for i, a in enumerate(out_grads)]
-        ins = [_stage(k, staged, ("in", i), a, True) if _is_half(a) else a
-               for i, a in enumerate(inputs)]
-        outs = [_stage(k, staged, ("out", i), a, True) if _is_half(a) else a
-                for i, a in enumerate(outputs)]
-        grads = [_stage(k, staged, ("grad", i), a, r == "add") if _is_half(a) else a
-                 for i, (a, r) in enumerate(zip(in_grads, req))]
+        ogs = _staged(k, staged, "og", out_grads, True)
+        ins = _staged(k, staged, "in", inputs, True)
+        outs = _staged(k, staged, "out", outputs, True)
+        grads = _staged(k, staged, "grad", in_grads, [r == "add" for r in req])
         method(self, p, k, ogs, ins, outs, grads, req, state)
-        for dst, src in zip(in_grads, grads):
-            if dst is not None and src is not dst:
-                k.copy(dst, src)
-        aux = set(self.list_aux(p))
-        for name, dst, src in zip(self.list_inputs(p), inputs, ins):
-            if name in aux and src is not dst:
-                k.copy(dst, src)
+        _copy_back(self, p, k, in_grads, grads, inputs, ins)
     return backward
+
+
+def _staged(k, staged, tag, arrays, copy_in):
+    """``arrays`` with each float16 one replaced by its float32 staging buffer; ``copy_in``
+    (one flag, or one per array) says whether the buffer needs the array's values."""
+    flags = copy_in if isinstance(copy_in, list) else [copy_in] * len(arrays)
+    return [_stage(k, staged, (tag, i), a, c) if _is_half(a) else a
+            for i, (a, c) in enumerate(zip(arrays, flags))]
+
+
+def _copy_back(op, p, k, written, staged_written, inputs, staged_inputs):
+    """Copy the float32 buffers back into the float16 arrays the method writes: ``written``
+    (outputs or gradients) and the auxiliary states among the inputs."""
+    aux = set(op.list_aux(p))
+    pairs = list(zip(written, staged_written)) + [
+        (dst, src) for name, dst, src in zip(op.list_inputs(p), inputs, staged_inputs)
+        if name in aux]
+    for dst, src in pairs:
+        if dst is not None and src is not dst:
+            k.copy(dst, src)
 
 
 def spatial_tuple(op, p, name, value, nd, fill):
