@@ -100,7 +100,12 @@ class _StepMap(_SequenceOp):
         self.apply(p, k, dy.reshape(view), lengths, dx.reshape(view), 0.0, accumulate)
 
 
-_USE_LENGTHS = Bool(False, "take the lengths from the sequence_length input")
+def _lengths_first(**params):
+    """Every sequence operator's parameters start with use_sequence_length."""
+    return {"use_sequence_length": Bool(False, "take the lengths from the sequence_length input"),
+            **params}
+
+
 _AXIS = Int(0, "the time axis: 0 (steps, batch, ...) or 1 (batch, steps, ...)")
 
 
@@ -108,11 +113,7 @@ _AXIS = Int(0, "the time axis: 0 (steps, batch, ...) or 1 (batch, steps, ...)")
 class SequenceMask(_StepMap):
     """Set every step past its sequence's length to ``value``."""
     name = "SequenceMask"
-    params = {
-        "use_sequence_length": _USE_LENGTHS,
-        "value": Float(0.0, "the value masked steps get"),
-        "axis": _AXIS,
-    }
+    params = _lengths_first(value=Float(0.0, "the value masked steps get"), axis=_AXIS)
 
     def apply(self, p, k, src, lengths, dst, masked_value, accumulate):
         k.sequence_mask(src, lengths, dst, masked_value, p.use_sequence_length, p.axis == 1,
@@ -123,10 +124,7 @@ class SequenceMask(_StepMap):
 class SequenceReverse(_StepMap):
     """Reverse the first ``length`` steps of every sequence; later steps stay in place."""
     name = "SequenceReverse"
-    params = {
-        "use_sequence_length": _USE_LENGTHS,
-        "axis": Int(0, "the time axis (only 0 is supported, as in MXNet)"),
-    }
+    params = _lengths_first(axis=Int(0, "the time axis (only 0 is supported, as in MXNet)"))
     axes = (0,)
 
     def apply(self, p, k, src, lengths, dst, masked_value, accumulate):
@@ -139,7 +137,7 @@ class SequenceReverse(_StepMap):
 class SequenceLast(_SequenceOp):
     """The last valid step of every sequence: data without its time axis."""
     name = "SequenceLast"
-    params = {"use_sequence_length": _USE_LENGTHS, "axis": _AXIS}
+    params = _lengths_first(axis=_AXIS)
 
     def out_shape(self, p, data):
         return data[:p.axis] + data[p.axis + 1:]
