@@ -194,6 +194,34 @@ class _ConvBase(Operator):
         dtype = next((t for t in in_types if t is not None), None)
         return [dtype] * len(in_types), [dtype]
 
+    def _known_data(self, p, data):
+        """The data shape as a tuple, checked; None while it is unknown."""
+        if data is None:
+            return None
+        data = tuple(data)
+        self._check_data(p, data)
+        return data
+
+    def _check_groups(self, data, what, count):
+        if data[1] % count:
+            raise self.error("data channels %d (data %s) are not divisible by %s %d", data[1],
+                             data, what, count)
+
+    def _merge_params(self, p, in_shapes, wshape):
+        """Merge the weight's shape ``wshape`` and the bias's (num_filter,) into in_shapes."""
+        w = self.list_inputs(p).index("weight")
+        in_shapes[w] = _merge_input(self, "weight", in_shapes[w], wshape)
+        if not p.no_bias:
+            in_shapes[w + 1] = _merge_input(self, "bias", in_shapes[w + 1], (p.num_filter,))
+
+    def _out_size(self, p, data, i):
+        """The output size along spatial axis i of data (whose size there is known)."""
+        span = p._dilate[i] * (p.kernel[i] - 1) + 1
+        if span > data[2 + i] + 2 * p._pad[i]:
+            raise self.error("kernel %s (dilate %s) exceeds the padded input: data %s "
+                             "with pad %s", tuple(p.kernel), p._dilate, data, p._pad)
+        return (data[2 + i] + 2 * p._pad[i] - span) // p._stride[i] + 1
+
 
 def _conv_params(workspace, no_bias):
     return {
@@ -231,33 +259,17 @@ class Convolution(_ConvBase):
     def infer_shape(self, p, in_shapes):
         in_shapes = list(in_shapes)
         names = self.list_inputs(p)
-        data = in_shapes[0]
+        data = self._known_data(p, in_shapes[0])
         if data is None:
             return in_shapes, [None]
-        data = tuple(data)
-        self._check_data(p, data)
-        nd = len(p.kernel)
         n, c = data[0], data[1]
-        if c and c % p.num_group:
-            raise self.error("data channels %d (data %s) are not divisible by num_group %d",
-                             c, data, p.num_group)
-        wshape = (p.num_filter, c // p.num_group if c else 0) + tuple(p.kernel)
-        in_shapes[1] = _merge_input(self, "weight", in_shapes[1], wshape)
-        if not p.no_bias:
-            in_shapes[2] = _merge_input(self, "bias", in_shapes[2], (p.num_filter,))
-        out = [n, p.num_filter]
-        for i in range(nd):
-            x = data[2 + i]
-            if not x:
-                out.append(0)
-                continue
-            span = p._dilate[i] * (p.kernel[i] - 1) + 1
-            if span > x + 2 * p._pad[i]:
-                raise self.error("kernel %s (dilate %s) exceeds the padded input: data %s "
-                                 "with pad %s", tuple(p.kernel), p._dilate, data, p._pad)
-            out.append((x + 2 * p._pad[i] - span) // p._stride[i] + 1)
+        self._check_groups(data, "num_group", p.num_group)
+        self._merge_params(p, in_shapes, (p.num_filter, c // p.num_group if c else 0)
+                           + tuple(p.kernel))
+        spatial = tuple(self._out_size(p, data, i) if data[2 + i] else 0    # 0: unknown
+                        for i in range(len(p.kernel)))
         in_shapes[0] = data
-        return in_shapes[:len(names)], [tuple(out)]
+        return in_shapes[:len(names)], [(n, p.num_filter) + spatial]
 
     def infer_shape_backward(self, p, in_shapes, out_shapes):
         # like MXNet: an unknown batch size of the data is taken from the output (ConvRNN
@@ -536,19 +548,12 @@ class Deconvolution(_ConvBase):
     def infer_shape(self, p, in_shapes):
         in_shapes = list(in_shapes)
         names = self.list_inputs(p)
-        data = in_shapes[0]
+        data = self._known_data(p, in_shapes[0])
         if data is None:
             return in_shapes, [None]
-        data = tuple(data)
-        self._check_data(p, data)
         n, c = data[0], data[1]
-        if c and c % p.num_group:
-            raise self.error("data channels %d (data %s) are not divisible by num_group %d",
-                             c, data, p.num_group)
-        wshape = (c, p.num_filter // p.num_group) + tuple(p.kernel)
-        in_shapes[1] = _merge_input(self, "weight", in_shapes[1], wshape)
-        if not p.no_bias:
-            in_shapes[2] = _merge_input(self, "bias", in_shapes[2], (p.num_filter,))
+        self._check_groups(data, "num_group", p.num_group)
+        self._merge_params(p, in_shapes, (c, p.num_filter // p.num_group) + tuple(p.kernel))
         if p._use_target:
             spatial = tuple(p.target_shape) if all(data[2:]) else (0,) * len(p.kernel)
             if all(data[2:]):

@@ -197,33 +197,19 @@ class DeformableConvolution(_ConvBase):
 
     def infer_shape(self, p, in_shapes):
         in_shapes = list(in_shapes)
-        data = in_shapes[0]
+        data = self._known_data(p, in_shapes[0])
         if data is None:
             return in_shapes, [None]
-        data = tuple(data)
-        self._check_data(p, data)
         n, c = data[0], data[1]
-        for what, count in (("num_group", p.num_group),
-                            ("num_deformable_group", p.num_deformable_group)):
-            if c % count:
-                raise self.error("data channels %d (data %s) are not divisible by %s %d", c,
-                                 data, what, count)
-        out = [n, p.num_filter]
-        for i in range(2):
-            span = p._dilate[i] * (p.kernel[i] - 1) + 1
-            if span > data[2 + i] + 2 * p._pad[i]:
-                raise self.error("kernel %s (dilate %s) exceeds the padded input: data %s "
-                                 "with pad %s", tuple(p.kernel), p._dilate, data, p._pad)
-            out.append((data[2 + i] + 2 * p._pad[i] - span) // p._stride[i] + 1)
+        self._check_groups(data, "num_group", p.num_group)
+        self._check_groups(data, "num_deformable_group", p.num_deformable_group)
+        spatial = (self._out_size(p, data, 0), self._out_size(p, data, 1))
         taps = p.kernel[0] * p.kernel[1]
         in_shapes[1] = _merge_input(self, "offset", in_shapes[1],
-                                    (n, p.num_deformable_group * 2 * taps) + tuple(out[2:]))
-        in_shapes[2] = _merge_input(self, "weight", in_shapes[2],
-                                    (p.num_filter, c // p.num_group) + tuple(p.kernel))
-        if not p.no_bias:
-            in_shapes[3] = _merge_input(self, "bias", in_shapes[3], (p.num_filter,))
+                                    (n, p.num_deformable_group * 2 * taps) + spatial)
+        self._merge_params(p, in_shapes, (p.num_filter, c // p.num_group) + tuple(p.kernel))
         in_shapes[0] = data
-        return in_shapes, [tuple(out)]
+        return in_shapes, [(n, p.num_filter) + spatial]
 
     def _plan(self, p, x, y):
         n, c = x.shape[0], x.shape[1]
