@@ -48,14 +48,7 @@ class _Update(Operator):
         return False
 
     def infer_shape(self, p, in_shapes):
-        shape = None
-        names = self.list_inputs(p)
-        for name, s in zip(names, in_shapes):
-            try:
-                shape = merge_shape(shape, s)
-            except ValueError:
-                raise self.error("input '%s' has shape %s, expected %s (the weight's shape)",
-                                 name, s, shape) from None
+        shape = self.same_shape(p, in_shapes, "the weight's shape")
         return [shape] * len(in_shapes), [shape]
 
     def infer_type(self, p, in_types):

@@ -419,14 +419,20 @@ class Operator:
         hidden ones included. Raise ``self.error(...)`` naming the argument on a mismatch.
         The default treats the op as element-wise over identical shapes.
         """
+        shape = self.same_shape(p, in_shapes)
+        return [shape] * len(in_shapes), [shape] * self.num_outputs(p)
+
+    def same_shape(self, p, in_shapes, why="all inputs must have the same shape"):
+        """The one shape every input must have, merged from what is known of each; the error
+        names the first input that does not fit, and ``why``."""
         shape = None
         for name, s in zip(self.list_inputs(p), in_shapes):
             try:
                 shape = merge_shape(shape, s)
             except ValueError:
-                raise self.error("input '%s' has shape %s, expected %s (all inputs must have "
-                                 "the same shape)", name, s, shape) from None
-        return [shape] * len(in_shapes), [shape] * self.num_outputs(p)
+                raise self.error("input '%s' has shape %s, expected %s (%s)", name, s, shape,
+                                 why) from None
+        return shape
 
     def infer_shape_backward(self, p, in_shapes, out_shapes):
         """Fill input shapes from known output shapes (MXNet infers in both directions).

@@ -663,18 +663,8 @@ class Stack(_Join):
     params = {"axis": Int(0, doc="The axis of the new dim in the result"),
               "num_args": Int(doc="Number of inputs to stack")}
 
-    def _common(self, p, in_shapes):
-        common = None
-        for name, s in zip(self.list_inputs(p), in_shapes):
-            try:
-                common = merge_shape(common, s)
-            except ValueError:
-                raise self.error("input '%s' has shape %s, expected %s (all inputs must have "
-                                 "the same shape)", name, s, common) from None
-        return common
-
     def infer_shape(self, p, in_shapes):
-        s = self._common(p, in_shapes)
+        s = self.same_shape(p, in_shapes)
         if s is None:
             return list(in_shapes), [None]
         a = self.axis(p.axis, len(s), shape=s, extra=1)
@@ -685,7 +675,7 @@ class Stack(_Join):
         if out is None:
             return in_shapes
         a = self.axis(p.axis, len(out) - 1, shape=out, extra=1)
-        s = self.merge(self._common(p, in_shapes), out[:a] + out[a + 1:],
+        s = self.merge(self.same_shape(p, in_shapes), out[:a] + out[a + 1:],
                        "inputs vs the output without axis=%d" % p.axis)
         return [s] * len(in_shapes)
 
