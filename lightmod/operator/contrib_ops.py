@@ -12,8 +12,8 @@ batched matrix products (``k.matmul_batched``).
 """
 import math
 
+from .common import zero_grads
 from .conv import scratch
-from .nn import zero_grads
 from .registry import Bool, Enum, Float, Int, Operator, register
 
 
@@ -237,9 +237,13 @@ class _Interleaved(_ContribOp):
 class _QK(_Interleaved):
     """Attention scores q k^T / sqrt(head_dim) per (batch, head)."""
 
+    # where the queries and the keys are: (input, per-head blocks of that input, block index)
+    layout = ()
+
     def sides(self, p, in_shapes):
         """((seq_q, batch, dim, blocks, index) of the queries, the same of the keys)."""
-        raise NotImplementedError
+        return tuple(self.projection(p, self.inputs[i], in_shapes[i], blocks) + (blocks, index)
+                     for i, blocks, index in self.layout)
 
     def infer_shape(self, p, in_shapes):
         if any(s is None for s in in_shapes):
@@ -335,37 +339,20 @@ class _ValAtt(_Interleaved):
                          self.value_index, mode)
 
 
-@register
-class InterleavedSelfattQK(_QK):
-    name = "_contrib_interleaved_matmul_selfatt_qk"
-    inputs = ("queries_keys_values",)
-
-    def sides(self, p, in_shapes):
-        seq, batch, dim = self.projection(p, "queries_keys_values", in_shapes[0], 3)
-        return (seq, batch, dim, 3, 0), (seq, batch, dim, 3, 1)
-
-
-@register
-class InterleavedEncdecQK(_QK):
-    name = "_contrib_interleaved_matmul_encdec_qk"
-    inputs = ("queries", "keys_values")
-
-    def sides(self, p, in_shapes):
-        lq, batch, dim = self.projection(p, "queries", in_shapes[0], 1)
-        lk, batch_k, dim_k = self.projection(p, "keys_values", in_shapes[1], 2)
-        return (lq, batch, dim, 1, 0), (lk, batch_k, dim_k, 2, 0)
+def _declare_attention(kind, qk_inputs, qk_layout, value_blocks, value_index):
+    """Register ``_contrib_interleaved_matmul_<kind>_qk`` (inputs ``qk_inputs``, queries and
+    keys where ``qk_layout`` says) and ``..._valatt`` (the last of them, holding the values as
+    block ``value_index`` of ``value_blocks`` per head, and the attention)."""
+    prefix = "_contrib_interleaved_matmul_%s_" % kind
+    register(type("Interleaved%sQK" % kind.title(), (_QK,), {
+        "name": prefix + "qk", "inputs": qk_inputs, "layout": qk_layout}))
+    register(type("Interleaved%sValAtt" % kind.title(), (_ValAtt,), {
+        "name": prefix + "valatt", "inputs": (qk_inputs[-1], "attention"),
+        "blocks_values": value_blocks, "value_index": value_index}))
 
 
-@register
-class InterleavedSelfattValAtt(_ValAtt):
-    name = "_contrib_interleaved_matmul_selfatt_valatt"
-    inputs = ("queries_keys_values", "attention")
-    blocks_values = 3
-    value_index = 2
-
-
-@register
-class InterleavedEncdecValAtt(_ValAtt):
-    name = "_contrib_interleaved_matmul_encdec_valatt"
-    inputs = ("keys_values", "attention")
+# self-attention: queries, keys and values interleaved per head in one projection
+_declare_attention("selfatt", ("queries_keys_values",), ((0, 3, 0), (0, 3, 1)), 3, 2)
+# encoder-decoder: the queries alone, keys and values interleaved per head
+_declare_attention("encdec", ("queries", "keys_values"), ((0, 1, 0), (1, 2, 0)), 2, 1)
 

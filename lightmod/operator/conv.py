@@ -15,6 +15,7 @@ import functools
 
 import numpy as np
 
+from .common import prod as _prod
 from .registry import REQUIRED, Bool, Enum, Int, Operator, Shape, merge_shape, register
 
 __all__ = ["Convolution", "Deconvolution", "scratch", "float16_via_float32", "spatial_tuple"]
@@ -70,18 +71,10 @@ def float16_via_float32(method):
             if not any(_is_half(a) for a in list(inputs) + list(outputs)):
                 return method(self, p, k, inputs, outputs, is_train, state)
             staged = state.setdefault("float32_staging", {})
-            ins = [_stage(k, staged, ("in", i), a, True) if _is_half(a) else a
-                   for i, a in enumerate(inputs)]
-            outs = [_stage(k, staged, ("out", i), a, False) if _is_half(a) else a
-                    for i, a in enumerate(outputs)]
+            ins = _staged(k, staged, "in", inputs, True)
+            outs = _staged(k, staged, "out", outputs, False)
             method(self, p, k, ins, outs, is_train, state)
-            for dst, src in zip(outputs, outs):
-                if src is not dst:
-                    k.copy(dst, src)
-            aux = set(self.list_aux(p))
-            for name, dst, src in zip(self.list_inputs(p), inputs, ins):
-                if name in aux and src is not dst:
-                    k.copy(dst, src)
+            _copy_back(self, p, k, outputs, outs, inputs, ins)
         return forward
 
     @functools.wraps(method)
@@ -90,23 +83,33 @@ def float16_via_float32(method):
         if not any(_is_half(a) for a in arrays):
             return method(self, p, k, out_grads, inputs, outputs, in_grads, req, state)
         staged = state.setdefault("float32_staging", {})
-        ogs = [_stage(k, staged, ("og", i), a, True) if _is_half(a) else a
-               for i, a in enumerate(out_grads)]
-        ins = [_stage(k, staged, ("in", i), a, True) if _is_half(a) else a
-               for i, a in enumerate(inputs)]
-        outs = [_stage(k, staged, ("out", i), a, True) if _is_half(a) else a
-                for i, a in enumerate(outputs)]
-        grads = [_stage(k, staged, ("grad", i), a, r == "add") if _is_half(a) else a
-                 for i, (a, r) in enumerate(zip(in_grads, req))]
+        ogs = _staged(k, staged, "og", out_grads, True)
+        ins = _staged(k, staged, "in", inputs, True)
+        outs = _staged(k, staged, "out", outputs, True)
+        grads = _staged(k, staged, "grad", in_grads, [r == "add" for r in req])
         method(self, p, k, ogs, ins, outs, grads, req, state)
-        for dst, src in zip(in_grads, grads):
-            if dst is not None and src is not dst:
-                k.copy(dst, src)
-        aux = set(self.list_aux(p))
-        for name, dst, src in zip(self.list_inputs(p), inputs, ins):
-            if name in aux and src is not dst:
-                k.copy(dst, src)
+        _copy_back(self, p, k, in_grads, grads, inputs, ins)
     return backward
+
+
+def _staged(k, staged, tag, arrays, copy_in):
+    """``arrays`` with each float16 one replaced by its float32 staging buffer; ``copy_in``
+    (one flag, or one per array) says whether the buffer needs the array's values."""
+    flags = copy_in if isinstance(copy_in, list) else [copy_in] * len(arrays)
+    return [_stage(k, staged, (tag, i), a, c) if _is_half(a) else a
+            for i, (a, c) in enumerate(zip(arrays, flags))]
+
+
+def _copy_back(op, p, k, written, staged_written, inputs, staged_inputs):
+    """Copy the float32 buffers back into the float16 arrays the method writes: ``written``
+    (outputs or gradients) and the auxiliary states among the inputs."""
+    aux = set(op.list_aux(p))
+    pairs = list(zip(written, staged_written)) + [
+        (dst, src) for name, dst, src in zip(op.list_inputs(p), inputs, staged_inputs)
+        if name in aux]
+    for dst, src in pairs:
+        if dst is not None and src is not dst:
+            k.copy(dst, src)
 
 
 def spatial_tuple(op, p, name, value, nd, fill):
@@ -117,13 +120,6 @@ def spatial_tuple(op, p, name, value, nd, fill):
         raise op.error("%s %s must have as many dimensions as kernel %s",
                        name, tuple(value), tuple(p.kernel))
     return tuple(int(v) for v in value)
-
-
-def _prod(values):
-    out = 1
-    for v in values:
-        out *= int(v)
-    return out
 
 
 def _lead3(values, fill):
@@ -198,6 +194,54 @@ class _ConvBase(Operator):
         dtype = next((t for t in in_types if t is not None), None)
         return [dtype] * len(in_types), [dtype]
 
+    def infer_shape(self, p, in_shapes):
+        """Convolution and Deconvolution: the data's shape gives the weight's
+        (``weight_shape``), the bias's and the output's (``out_spatial_shape``)."""
+        in_shapes = list(in_shapes)
+        names = self.list_inputs(p)
+        data = self._known_data(p, in_shapes[0])
+        if data is None:
+            return in_shapes, [None]
+        self._check_groups(data, "num_group", p.num_group)
+        self._merge_params(p, in_shapes, self.weight_shape(p, data[1]))
+        spatial = tuple(self.out_spatial_shape(p, data))
+        in_shapes[0] = data
+        return in_shapes[:len(names)], [(data[0], p.num_filter) + spatial]
+
+    def weight_shape(self, p, channels):
+        raise NotImplementedError
+
+    def out_spatial_shape(self, p, data):
+        raise NotImplementedError
+
+    def _known_data(self, p, data):
+        """The data shape as a tuple, checked; None while it is unknown."""
+        if data is None:
+            return None
+        data = tuple(data)
+        self._check_data(p, data)
+        return data
+
+    def _check_groups(self, data, what, count):
+        if data[1] % count:
+            raise self.error("data channels %d (data %s) are not divisible by %s %d", data[1],
+                             data, what, count)
+
+    def _merge_params(self, p, in_shapes, wshape):
+        """Merge the weight's shape ``wshape`` and the bias's (num_filter,) into in_shapes."""
+        w = self.list_inputs(p).index("weight")
+        in_shapes[w] = _merge_input(self, "weight", in_shapes[w], wshape)
+        if not p.no_bias:
+            in_shapes[w + 1] = _merge_input(self, "bias", in_shapes[w + 1], (p.num_filter,))
+
+    def _out_size(self, p, data, i):
+        """The output size along spatial axis i of data (whose size there is known)."""
+        span = p._dilate[i] * (p.kernel[i] - 1) + 1
+        if span > data[2 + i] + 2 * p._pad[i]:
+            raise self.error("kernel %s (dilate %s) exceeds the padded input: data %s "
+                             "with pad %s", tuple(p.kernel), p._dilate, data, p._pad)
+        return (data[2 + i] + 2 * p._pad[i] - span) // p._stride[i] + 1
+
 
 def _conv_params(workspace, no_bias):
     return {
@@ -224,6 +268,42 @@ class _Plan:
         self.__dict__.update(kw)
 
 
+def _chunks(pl, per_sample):
+    """(first sample, number of samples, columns) of each chunk of at most pl.chunk samples,
+    a sample having ``per_sample`` columns."""
+    for n0 in range(0, pl.n, pl.chunk):
+        m = min(pl.chunk, pl.n - n0)
+        yield n0, m, m * per_sample
+
+
+def _grouped_gemm(k, groups, a, a_rows, b, b_rows, out, out_rows, trans_a=False,
+                  trans_b=False):
+    """k.conv_gemm group by group: group g's rows of out = op(group g's rows of a) times
+    op(group g's rows of b), a group having a_rows, b_rows and out_rows rows."""
+    for gi in range(groups):
+        k.conv_gemm(a[gi * a_rows:(gi + 1) * a_rows], b[gi * b_rows:(gi + 1) * b_rows],
+                    out[gi * out_rows:(gi + 1) * out_rows], trans_a=trans_a, trans_b=trans_b)
+
+
+class _ChunkSum:
+    """A weight gradient summed over the chunks of a batch: the first chunk's product goes
+    straight into the gradient when it is written, the others (and every one for 'add') into
+    a separate product buffer that is then added in."""
+
+    def __init__(self, k, state, dw, req, pl, dtype):
+        self.k, self.dw, self.req = k, dw, req
+        self.buf = None
+        if req == "add" or pl.chunk < pl.n:
+            self.buf = scratch(k, state, "dw_sum", dw.shape, dtype)
+
+    def target(self, n0):
+        return self.dw if n0 == 0 and self.req == "write" else self.buf
+
+    def add(self, n0):
+        if self.target(n0) is self.buf:
+            self.k.assign(self.dw, self.buf, "add")
+
+
 @register
 class Convolution(_ConvBase):
     """Compute N-D convolution on (N+2)-D input: out = weight * data + bias per group."""
@@ -232,36 +312,12 @@ class Convolution(_ConvBase):
     params = _conv_params(1024, False)
 
     # --- shapes -----------------------------------------------------------------------------
-    def infer_shape(self, p, in_shapes):
-        in_shapes = list(in_shapes)
-        names = self.list_inputs(p)
-        data = in_shapes[0]
-        if data is None:
-            return in_shapes, [None]
-        data = tuple(data)
-        self._check_data(p, data)
-        nd = len(p.kernel)
-        n, c = data[0], data[1]
-        if c and c % p.num_group:
-            raise self.error("data channels %d (data %s) are not divisible by num_group %d",
-                             c, data, p.num_group)
-        wshape = (p.num_filter, c // p.num_group if c else 0) + tuple(p.kernel)
-        in_shapes[1] = _merge_input(self, "weight", in_shapes[1], wshape)
-        if not p.no_bias:
-            in_shapes[2] = _merge_input(self, "bias", in_shapes[2], (p.num_filter,))
-        out = [n, p.num_filter]
-        for i in range(nd):
-            x = data[2 + i]
-            if not x:
-                out.append(0)
-                continue
-            span = p._dilate[i] * (p.kernel[i] - 1) + 1
-            if span > x + 2 * p._pad[i]:
-                raise self.error("kernel %s (dilate %s) exceeds the padded input: data %s "
-                                 "with pad %s", tuple(p.kernel), p._dilate, data, p._pad)
-            out.append((x + 2 * p._pad[i] - span) // p._stride[i] + 1)
-        in_shapes[0] = data
-        return in_shapes[:len(names)], [tuple(out)]
+    def weight_shape(self, p, channels):
+        return (p.num_filter, channels // p.num_group if channels else 0) + tuple(p.kernel)
+
+    def out_spatial_shape(self, p, data):
+        return (self._out_size(p, data, i) if data[2 + i] else 0    # 0: unknown
+                for i in range(len(p.kernel)))
 
     def infer_shape_backward(self, p, in_shapes, out_shapes):
         # like MXNet: an unknown batch size of the data is taken from the output (ConvRNN
@@ -451,36 +507,25 @@ class Convolution(_ConvBase):
         w2 = w.reshape(pl.f, pl.ck)
         dy3 = out_grads[0].reshape(pl.n, pl.f, pl.osize)
         dx5 = in_grads[0].reshape(pl.x5) if req_x != "null" else None
-        dw2 = in_grads[1].reshape(pl.f, pl.ck) if req_w != "null" else None
+        dw = None if req_w == "null" else \
+            _ChunkSum(k, state, in_grads[1].reshape(pl.f, pl.ck), req_w, pl, w.dtype)
         db = in_grads[2] if req_b != "null" else None
         col_flat = scratch(k, state, "col", (pl.rows * pl.chunk * pl.osize,), x.dtype)
         rows_flat = scratch(k, state, "res", (pl.f * pl.chunk * pl.osize,), x.dtype)
-        # the weight gradient is summed over chunks; 'add' needs a separate product buffer
-        dw_sum = None
-        if dw2 is not None and (req_w == "add" or pl.chunk < pl.n):
-            dw_sum = scratch(k, state, "dw_sum", (pl.f, pl.ck), w.dtype)
-        for n0 in range(0, pl.n, pl.chunk):
-            m = min(pl.chunk, pl.n - n0)
-            width = m * pl.osize
+        for n0, m, width in _chunks(pl, pl.osize):
             col = col_flat[:pl.rows * width].reshape(pl.rows, width)
             dyt = rows_flat[:pl.f * width].reshape(pl.f, width)
             k.batch_to_rows(dy3[n0:n0 + m], dyt, db, db_accumulate=(n0 > 0 or req_b == "add"))
-            if dw2 is not None:
+            if dw is not None:
                 if not (state.get("col_ready") and pl.chunk >= pl.n):
                     k.im2col(x5[n0:n0 + m], col, pl.g)
-                direct = n0 == 0 and req_w == "write"
-                target = dw2 if direct else dw_sum
-                for gi in range(pl.groups):
-                    k.conv_gemm(dyt[gi * pl.fg:(gi + 1) * pl.fg], col[gi * pl.ck:(gi + 1) * pl.ck],
-                                target[gi * pl.fg:(gi + 1) * pl.fg], trans_b=True)
-                if not direct:
-                    k.assign(dw2, dw_sum, "add")
+                _grouped_gemm(k, pl.groups, dyt, pl.fg, col, pl.ck, dw.target(n0), pl.fg,
+                              trans_b=True)
+                dw.add(n0)
             if dx5 is not None:
                 dcol = col  # the column buffer is free once the weight gradient is done
                 state["col_ready"] = False
-                for gi in range(pl.groups):
-                    k.conv_gemm(w2[gi * pl.fg:(gi + 1) * pl.fg], dyt[gi * pl.fg:(gi + 1) * pl.fg],
-                                dcol[gi * pl.ck:(gi + 1) * pl.ck], trans_a=True)
+                _grouped_gemm(k, pl.groups, w2, pl.fg, dyt, pl.fg, dcol, pl.ck, trans_a=True)
                 k.col2im(dcol, dx5[n0:n0 + m], pl.g, accumulate=(req_x == "add"))
 
 
@@ -537,30 +582,16 @@ class Deconvolution(_ConvBase):
             out.append(o)
         return tuple(out), pads
 
-    def infer_shape(self, p, in_shapes):
-        in_shapes = list(in_shapes)
-        names = self.list_inputs(p)
-        data = in_shapes[0]
-        if data is None:
-            return in_shapes, [None]
-        data = tuple(data)
-        self._check_data(p, data)
-        n, c = data[0], data[1]
-        if c and c % p.num_group:
-            raise self.error("data channels %d (data %s) are not divisible by num_group %d",
-                             c, data, p.num_group)
-        wshape = (c, p.num_filter // p.num_group) + tuple(p.kernel)
-        in_shapes[1] = _merge_input(self, "weight", in_shapes[1], wshape)
-        if not p.no_bias:
-            in_shapes[2] = _merge_input(self, "bias", in_shapes[2], (p.num_filter,))
-        if p._use_target:
-            spatial = tuple(p.target_shape) if all(data[2:]) else (0,) * len(p.kernel)
-            if all(data[2:]):
-                self._out_spatial(p, data[2:])  # validates the target
-        else:
-            spatial, _ = self._out_spatial(p, data[2:])
-        in_shapes[0] = data
-        return in_shapes[:len(names)], [(n, p.num_filter) + tuple(spatial)]
+    def weight_shape(self, p, channels):
+        return (channels, p.num_filter // p.num_group) + tuple(p.kernel)
+
+    def out_spatial_shape(self, p, data):
+        if not p._use_target:
+            return self._out_spatial(p, data[2:])[0]
+        if all(data[2:]):
+            self._out_spatial(p, data[2:])  # validates the target
+            return tuple(p.target_shape)
+        return (0,) * len(p.kernel)
 
     def _plan(self, p, xshape, state):
         plan = state.get("plan")
@@ -592,15 +623,11 @@ class Deconvolution(_ConvBase):
         y3 = y.reshape(pl.yshape3)
         col_flat = scratch(k, state, "col", (pl.rows * pl.chunk * pl.isize,), x.dtype)
         rows_flat = scratch(k, state, "rows", (pl.c * pl.chunk * pl.isize,), x.dtype)
-        for n0 in range(0, pl.n, pl.chunk):
-            m = min(pl.chunk, pl.n - n0)
-            width = m * pl.isize
+        for n0, m, width in _chunks(pl, pl.isize):
             col = col_flat[:pl.rows * width].reshape(pl.rows, width)
             xt = rows_flat[:pl.c * width].reshape(pl.c, width)
             k.batch_to_rows(x3[n0:n0 + m], xt)
-            for gi in range(pl.groups):
-                k.conv_gemm(w2[gi * pl.cg:(gi + 1) * pl.cg], xt[gi * pl.cg:(gi + 1) * pl.cg],
-                            col[gi * pl.fk:(gi + 1) * pl.fk], trans_a=True)
+            _grouped_gemm(k, pl.groups, w2, pl.cg, xt, pl.cg, col, pl.fk, trans_a=True)
             k.col2im(col, y5[n0:n0 + m], pl.g, accumulate=False)
         if b is not None:
             k.add_channel_bias(y3, b)
@@ -615,34 +642,24 @@ class Deconvolution(_ConvBase):
         w2 = w.reshape(pl.c, pl.fk)
         dy5 = out_grads[0].reshape(pl.y5)
         dx3 = in_grads[0].reshape(pl.n, pl.c, pl.isize) if req_x != "null" else None
-        dw2 = in_grads[1].reshape(pl.c, pl.fk) if req_w != "null" else None
+        dw = None if req_w == "null" else \
+            _ChunkSum(k, state, in_grads[1].reshape(pl.c, pl.fk), req_w, pl, w.dtype)
         if req_b != "null":
             k.channel_sum(out_grads[0].reshape(pl.yshape3), in_grads[2],
                           accumulate=(req_b == "add"))
-        if dx3 is None and dw2 is None:
+        if dx3 is None and dw is None:
             return
         col_flat = scratch(k, state, "col", (pl.rows * pl.chunk * pl.isize,), x.dtype)
         rows_flat = scratch(k, state, "rows", (pl.c * pl.chunk * pl.isize,), x.dtype)
-        dw_sum = None
-        if dw2 is not None and (req_w == "add" or pl.chunk < pl.n):
-            dw_sum = scratch(k, state, "dw_sum", (pl.c, pl.fk), w.dtype)
-        for n0 in range(0, pl.n, pl.chunk):
-            m = min(pl.chunk, pl.n - n0)
-            width = m * pl.isize
+        for n0, m, width in _chunks(pl, pl.isize):
             col = col_flat[:pl.rows * width].reshape(pl.rows, width)
             buf = rows_flat[:pl.c * width].reshape(pl.c, width)
             k.im2col(dy5[n0:n0 + m], col, pl.g)
-            if dw2 is not None:
+            if dw is not None:
                 k.batch_to_rows(x3[n0:n0 + m], buf)
-                direct = n0 == 0 and req_w == "write"
-                target = dw2 if direct else dw_sum
-                for gi in range(pl.groups):
-                    k.conv_gemm(buf[gi * pl.cg:(gi + 1) * pl.cg], col[gi * pl.fk:(gi + 1) * pl.fk],
-                                target[gi * pl.cg:(gi + 1) * pl.cg], trans_b=True)
-                if not direct:
-                    k.assign(dw2, dw_sum, "add")
+                _grouped_gemm(k, pl.groups, buf, pl.cg, col, pl.fk, dw.target(n0), pl.cg,
+                              trans_b=True)
+                dw.add(n0)
             if dx3 is not None:
-                for gi in range(pl.groups):
-                    k.conv_gemm(w2[gi * pl.cg:(gi + 1) * pl.cg], col[gi * pl.fk:(gi + 1) * pl.fk],
-                                buf[gi * pl.cg:(gi + 1) * pl.cg])
+                _grouped_gemm(k, pl.groups, w2, pl.cg, col, pl.fk, buf, pl.cg)
                 k.rows_to_batch(buf, dx3[n0:n0 + m], None, accumulate=(req_x == "add"))

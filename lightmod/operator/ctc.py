@@ -9,8 +9,8 @@ sequence's frame count and label length. The output is the loss per sequence, -l
 data); the gradient with respect to data is the head gradient of each sequence times
 softmax(data) minus the posterior of each symbol (the label gets none).
 """
+from .common import data_grad_needed
 from .conv import scratch
-from .nn import zero_grads
 from .registry import Bool, Enum, Operator, register
 
 
@@ -91,11 +91,8 @@ class CTCLoss(Operator):
         self._run(p, k, state, inputs, outputs[0], inputs[0], outputs[0], False)
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        zero_grads(k, in_grads[1:], req[1:])
-        if req[0] == "null":
+        if not data_grad_needed(k, out_grads, in_grads, req):
             return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads[:1], req[:1])
         dst = in_grads[0]
         grad = dst if req[0] == "write" else scratch(k, state, "grad", dst.shape, dst.dtype)
         loss = scratch(k, state, "loss", tuple(outputs[0].shape), outputs[0].dtype)

@@ -20,6 +20,7 @@ gradient; the ROIs get zero (as in MXNet).
 """
 import numpy as np
 
+from .common import zero_grads
 from .conv import _conv_params, _ConvBase, _merge_input, float16_via_float32, scratch
 from .registry import REQUIRED, Bool, Float, FloatTuple, Int, Operator, Shape, merge_shape, register
 
@@ -36,7 +37,13 @@ def _pooled_pair(op, value):
     return value
 
 
+_POOLED_SIZE = Shape(REQUIRED, "(height, width) of the pooled output")
+_SPATIAL_SCALE = Float(REQUIRED, "image-to-feature-map scale of the ROI coordinates")
+
+
 class _RegionOp(Operator):
+    """Pooling of regions of interest: data and rois in, the pooled regions out (shapes from
+    ``out_shapes``); backward gives data the ``data_gradient`` and the ROIs zero."""
     inputs = ("data", "rois")
     roi_width = 5
 
@@ -52,25 +59,39 @@ class _RegionOp(Operator):
         dtype = next((t for t in in_types if t is not None), None)
         return [dtype, dtype], [dtype] * self.num_outputs(p)
 
-    @staticmethod
-    def _zero_rois_grad(k, in_grads, req):
-        if req[1] == "write":
-            k.fill(in_grads[1], 0.0)
+    def check_params(self, p):
+        if self.params.get("pooled_size") is _POOLED_SIZE:       # a (height, width) pair
+            p._pooled = _pooled_pair(self, p.pooled_size)
+        if p.spatial_scale <= 0:
+            raise self.error("spatial_scale must be positive, got %s", p.spatial_scale)
+
+    def infer_shape(self, p, in_shapes):
+        data, rois = in_shapes
+        if data is None or rois is None:
+            return list(in_shapes), [None] * self.num_outputs(p)
+        self._check(data, rois)
+        return [tuple(data), tuple(rois)], self.out_shapes(p, data, rois)
+
+    def out_shapes(self, p, data, rois):
+        """The output shapes for (checked) data and rois shapes."""
+        raise NotImplementedError
+
+    @float16_via_float32
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if req[0] != "null":
+            self.data_gradient(p, k, out_grads[0], inputs[1], outputs, in_grads[0],
+                               req[0] == "add")
+        zero_grads(k, in_grads[1:], req[1:])       # the ROIs get none
+
+    def data_gradient(self, p, k, dy, rois, outputs, dx, accumulate):
+        raise NotImplementedError
 
 
 @register
 class ROIPooling(_RegionOp):
     """Max pooling of every region of interest to a fixed pooled_size grid."""
     name = "ROIPooling"
-    params = {
-        "pooled_size": Shape(REQUIRED, "(height, width) of the pooled output"),
-        "spatial_scale": Float(REQUIRED, "image-to-feature-map scale of the ROI coordinates"),
-    }
-
-    def check_params(self, p):
-        p._pooled = _pooled_pair(self, p.pooled_size)
-        if p.spatial_scale <= 0:
-            raise self.error("spatial_scale must be positive, got %s", p.spatial_scale)
+    params = {"pooled_size": _POOLED_SIZE, "spatial_scale": _SPATIAL_SCALE}
 
     def num_outputs(self, p):
         return 2            # the output and the (hidden) position of every maximum
@@ -78,13 +99,9 @@ class ROIPooling(_RegionOp):
     def num_visible_outputs(self, p):
         return 1
 
-    def infer_shape(self, p, in_shapes):
-        data, rois = in_shapes
-        if data is None or rois is None:
-            return list(in_shapes), [None, None]
-        self._check(data, rois)
+    def out_shapes(self, p, data, rois):
         out = (rois[0], data[1]) + p._pooled
-        return [tuple(data), tuple(rois)], [out, out]
+        return [out, out]
 
     def infer_type(self, p, in_types):
         ins, outs = super().infer_type(p, in_types)
@@ -94,12 +111,8 @@ class ROIPooling(_RegionOp):
     def forward(self, p, k, inputs, outputs, is_train, state):
         k.roi_pool(inputs[0], inputs[1], p.spatial_scale, outputs[0], outputs[1])
 
-    @float16_via_float32
-    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] != "null":
-            k.roi_pool_backward(out_grads[0], inputs[1], outputs[1], in_grads[0],
-                                accumulate=(req[0] == "add"))
-        self._zero_rois_grad(k, in_grads, req)
+    def data_gradient(self, p, k, dy, rois, outputs, dx, accumulate):
+        k.roi_pool_backward(dy, rois, outputs[1], dx, accumulate=accumulate)
 
 
 @register
@@ -108,7 +121,7 @@ class PSROIPooling(_RegionOp):
     name = "_contrib_PSROIPooling"
     hint = "psroipooling"
     params = {
-        "spatial_scale": Float(REQUIRED, "image-to-feature-map scale of the ROI coordinates"),
+        "spatial_scale": _SPATIAL_SCALE,
         "output_dim": Int(REQUIRED, "output channels"),
         "pooled_size": Int(REQUIRED, "side of the pooled output"),
         "group_size": Int(0, "side of the group grid (0: pooled_size)"),
@@ -119,31 +132,21 @@ class PSROIPooling(_RegionOp):
         if p.output_dim <= 0 or p.pooled_size <= 0 or p._group <= 0:
             raise self.error("output_dim (%d), pooled_size (%d) and group_size (%d) must be "
                              "positive", p.output_dim, p.pooled_size, p.group_size)
-        if p.spatial_scale <= 0:
-            raise self.error("spatial_scale must be positive, got %s", p.spatial_scale)
+        super().check_params(p)
 
-    def infer_shape(self, p, in_shapes):
-        data, rois = in_shapes
-        if data is None or rois is None:
-            return list(in_shapes), [None]
-        self._check(data, rois)
+    def out_shapes(self, p, data, rois):
         need = p.output_dim * p._group * p._group
         if data[1] != need:
             raise self.error("data has %d channels, expected output_dim * group_size^2 = %d "
                              "(data %s)", data[1], need, tuple(data))
-        return [tuple(data), tuple(rois)], [(rois[0], p.output_dim, p.pooled_size,
-                                             p.pooled_size)]
+        return [(rois[0], p.output_dim, p.pooled_size, p.pooled_size)]
 
     @float16_via_float32
     def forward(self, p, k, inputs, outputs, is_train, state):
         k.psroi_pool(inputs[0], inputs[1], p.spatial_scale, p._group, outputs[0])
 
-    @float16_via_float32
-    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] != "null":
-            k.psroi_pool_backward(out_grads[0], inputs[1], p.spatial_scale, p._group,
-                                  in_grads[0], accumulate=(req[0] == "add"))
-        self._zero_rois_grad(k, in_grads, req)
+    def data_gradient(self, p, k, dy, rois, outputs, dx, accumulate):
+        k.psroi_pool_backward(dy, rois, p.spatial_scale, p._group, dx, accumulate=accumulate)
 
 
 @register
@@ -153,33 +156,21 @@ class RROIAlign(_RegionOp):
     hint = "rroialign"
     roi_width = 6
     params = {
-        "pooled_size": Shape(REQUIRED, "(height, width) of the pooled output"),
-        "spatial_scale": Float(REQUIRED, "image-to-feature-map scale of the ROI coordinates"),
+        "pooled_size": _POOLED_SIZE,
+        "spatial_scale": _SPATIAL_SCALE,
         "sampling_ratio": Int(-1, "samples per cell and axis (<= 0: ceil(cell size))"),
     }
 
-    def check_params(self, p):
-        p._pooled = _pooled_pair(self, p.pooled_size)
-        if p.spatial_scale <= 0:
-            raise self.error("spatial_scale must be positive, got %s", p.spatial_scale)
-
-    def infer_shape(self, p, in_shapes):
-        data, rois = in_shapes
-        if data is None or rois is None:
-            return list(in_shapes), [None]
-        self._check(data, rois)
-        return [tuple(data), tuple(rois)], [(rois[0], data[1]) + p._pooled]
+    def out_shapes(self, p, data, rois):
+        return [(rois[0], data[1]) + p._pooled]
 
     @float16_via_float32
     def forward(self, p, k, inputs, outputs, is_train, state):
         k.rroi_align(inputs[0], inputs[1], p.spatial_scale, p.sampling_ratio, outputs[0])
 
-    @float16_via_float32
-    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] != "null":
-            k.rroi_align_backward(out_grads[0], inputs[1], p.spatial_scale, p.sampling_ratio,
-                                  in_grads[0], accumulate=(req[0] == "add"))
-        self._zero_rois_grad(k, in_grads, req)
+    def data_gradient(self, p, k, dy, rois, outputs, dx, accumulate):
+        k.rroi_align_backward(dy, rois, p.spatial_scale, p.sampling_ratio, dx,
+                              accumulate=accumulate)
 
 
 @register
@@ -206,33 +197,19 @@ class DeformableConvolution(_ConvBase):
 
     def infer_shape(self, p, in_shapes):
         in_shapes = list(in_shapes)
-        data = in_shapes[0]
+        data = self._known_data(p, in_shapes[0])
         if data is None:
             return in_shapes, [None]
-        data = tuple(data)
-        self._check_data(p, data)
         n, c = data[0], data[1]
-        for what, count in (("num_group", p.num_group),
-                            ("num_deformable_group", p.num_deformable_group)):
-            if c % count:
-                raise self.error("data channels %d (data %s) are not divisible by %s %d", c,
-                                 data, what, count)
-        out = [n, p.num_filter]
-        for i in range(2):
-            span = p._dilate[i] * (p.kernel[i] - 1) + 1
-            if span > data[2 + i] + 2 * p._pad[i]:
-                raise self.error("kernel %s (dilate %s) exceeds the padded input: data %s "
-                                 "with pad %s", tuple(p.kernel), p._dilate, data, p._pad)
-            out.append((data[2 + i] + 2 * p._pad[i] - span) // p._stride[i] + 1)
+        self._check_groups(data, "num_group", p.num_group)
+        self._check_groups(data, "num_deformable_group", p.num_deformable_group)
+        spatial = (self._out_size(p, data, 0), self._out_size(p, data, 1))
         taps = p.kernel[0] * p.kernel[1]
         in_shapes[1] = _merge_input(self, "offset", in_shapes[1],
-                                    (n, p.num_deformable_group * 2 * taps) + tuple(out[2:]))
-        in_shapes[2] = _merge_input(self, "weight", in_shapes[2],
-                                    (p.num_filter, c // p.num_group) + tuple(p.kernel))
-        if not p.no_bias:
-            in_shapes[3] = _merge_input(self, "bias", in_shapes[3], (p.num_filter,))
+                                    (n, p.num_deformable_group * 2 * taps) + spatial)
+        self._merge_params(p, in_shapes, (p.num_filter, c // p.num_group) + tuple(p.kernel))
         in_shapes[0] = data
-        return in_shapes, [tuple(out)]
+        return in_shapes, [(n, p.num_filter) + spatial]
 
     def _plan(self, p, x, y):
         n, c = x.shape[0], x.shape[1]
@@ -411,10 +388,7 @@ class MultiProposal(Operator):
                     p.iou_loss, outputs[0], outputs[1], work)
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        # proposals are not differentiable: every input gets a zero gradient
-        for grad, r in zip(in_grads, req):
-            if r == "write":
-                k.fill(grad, 0.0)
+        zero_grads(k, in_grads, req)     # proposals are not differentiable
 
 
 @register

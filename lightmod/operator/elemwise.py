@@ -5,6 +5,7 @@ Each operator is one row of a table below; the classes here only say how a row r
 is in ``kernels/scalar.py`` (codes named by the ``fn`` strings), launched by the kernel set
 ``k`` (``k.elemwise_unary`` ...), so nothing here depends on the device.
 """
+from .common import zero_grads
 from .registry import Bool, Float, Operator, merge_shape, register
 
 __all__ = ["broadcast_shape"]
@@ -13,13 +14,6 @@ __all__ = ["broadcast_shape"]
 # ---------------------------------------------------------------------------------------------
 # shared behaviour
 # ---------------------------------------------------------------------------------------------
-def _zero_grads(k, in_grads, req):
-    """Write zeros where an input gradient is requested with 'write' (nothing flows back)."""
-    for g, r in zip(in_grads, req):
-        if g is not None and r == "write":
-            k.fill(g, 0)
-
-
 def _integer_mod(fn, out):
     """An integer remainder: MXNet sends no gradient through it (its tests expect zeros)."""
     return fn == "mod" and out.dtype.kind in "iu"
@@ -62,7 +56,7 @@ class _Unary(_ElemwiseBase):
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
         if out_grads[0] is None:
-            return _zero_grads(k, in_grads, req)
+            return zero_grads(k, in_grads, req)
         k.elemwise_unary_backward(self.fn, inputs[0], outputs[0], out_grads[0], in_grads[0],
                                   req[0])
 
@@ -76,7 +70,7 @@ class _ConstantGrad(_Unary):
         return ("unary", self.fn, True)
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        _zero_grads(k, in_grads, req)
+        zero_grads(k, in_grads, req)
 
 
 class _Fill(_ConstantGrad):
@@ -99,7 +93,7 @@ class _Clip(_ElemwiseBase):
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
         if out_grads[0] is None:
-            return _zero_grads(k, in_grads, req)
+            return zero_grads(k, in_grads, req)
         k.elemwise_clip_backward(inputs[0], p.a_min, p.a_max, out_grads[0], in_grads[0], req[0])
 
 
@@ -116,7 +110,7 @@ class _HardSigmoid(_ElemwiseBase):
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
         if out_grads[0] is None:
-            return _zero_grads(k, in_grads, req)
+            return zero_grads(k, in_grads, req)
         k.elemwise_hard_sigmoid_backward(inputs[0], p.alpha, p.beta, out_grads[0], in_grads[0],
                                          req[0])
 
@@ -141,7 +135,7 @@ class _Binary(_ElemwiseBase):
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
         if out_grads[0] is None or self.zero_grad or _integer_mod(self.fn, outputs[0]):
-            return _zero_grads(k, in_grads, req)
+            return zero_grads(k, in_grads, req)
         k.elemwise_binary_backward(self.fn, inputs[0], inputs[1], out_grads[0],
                                    in_grads[0], in_grads[1], req[0], req[1])
 
@@ -201,7 +195,7 @@ class _Scalar(_ElemwiseBase):
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
         if out_grads[0] is None or self.zero_grad or _integer_mod(self.fn, outputs[0]):
-            return _zero_grads(k, in_grads, req)
+            return zero_grads(k, in_grads, req)
         k.elemwise_scalar_backward(self.fn, inputs[0], p.scalar, out_grads[0], in_grads[0],
                                    req[0], self.reverse)
 
@@ -243,10 +237,10 @@ class _IdentityLikeRhs(_ElemwiseBase):
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
         if out_grads[0] is None:
-            return _zero_grads(k, in_grads, req)
+            return zero_grads(k, in_grads, req)
         if in_grads[0] is not None and req[0] != "null":
             k.assign(in_grads[0], out_grads[0], req[0])
-        _zero_grads(k, [None, in_grads[1]], req)
+        zero_grads(k, [None, in_grads[1]], req)
 
 
 register(_IdentityLikeRhs)

@@ -14,23 +14,12 @@ stay on the input triangle, det's and slogdet's are 0 for a singular matrix.
 """
 import math
 
+from .common import data_grad_needed, no_head_gradient, zero_grads
 from .conv import scratch
-from .nn import zero_grads
 from .registry import Bool, Float, Int, Operator, register
 from .tensor import contiguous_strides
 
 _FLOATS = ("float32", "float64")
-
-
-def _size(dims):
-    n = 1
-    for d in dims:
-        n *= int(d)
-    return n
-
-
-def _known(shape):
-    return shape is not None and all(d for d in shape)
 
 
 def _mats(x, rows, cols):
@@ -65,6 +54,11 @@ class _LinalgOp(Operator):
     """Common rules: float32 / float64 inputs of one dtype; square-matrix checks."""
     inputs = ("A",)
     params = {}
+
+    @property
+    def aliases(self):
+        """Every operator ``_linalg_X`` is also registered as ``linalg_X``."""
+        return (self.name[1:],)
 
     @property
     def hint(self):
@@ -228,7 +222,6 @@ _GEMM_PARAMS = {"transpose_a": Bool(False, doc="Multiply with transposed of firs
 @register
 class LinalgGemm(_Gemm):
     name = "_linalg_gemm"
-    aliases = ("linalg_gemm",)
     inputs = ("A", "B", "C")
     params = dict(_GEMM_PARAMS, beta=Float(1.0, doc="Scalar factor multiplied with C."),
                   axis=Int(-2, doc="Axis corresponding to the matrix rows."))
@@ -237,7 +230,6 @@ class LinalgGemm(_Gemm):
 @register
 class LinalgGemm2(_Gemm):
     name = "_linalg_gemm2"
-    aliases = ("linalg_gemm2",)
     inputs = ("A", "B")
     with_c = False
     params = dict(_GEMM_PARAMS, axis=Int(-2, doc="Axis corresponding to the matrix row "
@@ -248,7 +240,6 @@ class LinalgGemm2(_Gemm):
 class LinalgSyrk(_LinalgOp):
     """out = alpha A A^T (or alpha A^T A with transpose)."""
     name = "_linalg_syrk"
-    aliases = ("linalg_syrk",)
     params = {"transpose": Bool(False, doc="Use transpose of input matrix."),
               "alpha": Float(1.0, doc="Scalar factor to be applied to the result.")}
 
@@ -269,10 +260,8 @@ class LinalgSyrk(_LinalgOp):
         k.linalg_axpby(out, out, p.alpha, 0.0)
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] == "null":
+        if not data_grad_needed(k, out_grads, in_grads, req):
             return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads, req)
         x = inputs[0]
         r, c = tuple(x.shape)[-2], tuple(x.shape)[-1]
         a = _mats(x, r, c)
@@ -292,11 +281,12 @@ class LinalgSyrk(_LinalgOp):
 # ---------------------------------------------------------------------------------------------
 # trmm, trsm
 # ---------------------------------------------------------------------------------------------
+_LOWER = Bool(True, doc="True if the triangular matrix is lower triangular, false if it is "
+                       "upper triangular.")
 _TRI_PARAMS = {"transpose": Bool(False, doc="Use transposed of the triangular matrix"),
                "rightside": Bool(False, doc="Multiply triangular matrix from the right to "
                                            "non-triangular one."),
-               "lower": Bool(True, doc="True if the triangular matrix is lower triangular, "
-                                       "false if it is upper triangular."),
+               "lower": _LOWER,
                "alpha": Float(1.0, doc="Scalar factor to be applied to the result.")}
 
 
@@ -321,66 +311,69 @@ class _Triangular(_LinalgOp):
         r, c = tuple(b.shape)[-2], tuple(b.shape)[-1]
         return _mats(a, n, n), _mats(b, r, c), _mats(outputs[0], r, c)
 
+    solves = False      # trsm (solve op(A) X = alpha B) rather than trmm (multiply)
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        a, b, out = self.views(inputs, outputs)
+        run = k.linalg_trsm if self.solves else k.linalg_trmm      # the same arguments
+        run(a, b, out, p.rightside, p.transpose, p.lower, p.alpha)
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if no_head_gradient(k, out_grads, in_grads, req):
+            return
+        a, b, out = self.views(inputs, outputs)
+        da_dst, db_dst = (None if r == "null" else _mats(grad, m.shape[1], m.shape[2])
+                          for grad, r, m in zip(in_grads, req, (a, b)))
+        g = _mats(out_grads[0], b.shape[1], b.shape[2])
+        self.gradients(p, k, state, a, b, out, g, da_dst, db_dst, req)
+
+    def gradients(self, p, k, state, a, b, out, g, da_dst, db_dst, req):
+        """The gradients of A and B (as matrices; None where not requested) from head g."""
+        raise NotImplementedError
+
+    def triangle_gradient(self, p, k, state, dst, req, u, v, scale):
+        """A's gradient, scale * v u^T (left side) or scale * u^T v (rightside), on A's
+        triangle."""
+        da = _target(k, state, "da", dst, req)
+        if p.rightside:
+            k.linalg_triangle_grad(u, v, da, True, p.transpose, p.lower, scale)
+        else:
+            k.linalg_triangle_grad(v, u, da, False, p.transpose, p.lower, scale)
+        _finish(k, dst, da, req)
+
 
 @register
 class LinalgTrmm(_Triangular):
     """out = alpha op(A) B, or alpha B op(A) with rightside; A's other triangle is ignored."""
     name = "_linalg_trmm"
-    aliases = ("linalg_trmm",)
 
-    def forward(self, p, k, inputs, outputs, is_train, state):
-        a, b, out = self.views(inputs, outputs)
-        k.linalg_trmm(a, b, out, p.rightside, p.transpose, p.lower, p.alpha)
-
-    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads, req)
-        a, b, _ = self.views(inputs, outputs)
-        g = _mats(out_grads[0], b.shape[1], b.shape[2])
-        if req[0] != "null":
-            da = _target(k, state, "da", _mats(in_grads[0], a.shape[1], a.shape[2]), req[0])
-            if p.rightside:       # out = alpha B op(A):  d op(A) = alpha B^T G
-                k.linalg_triangle_grad(b, g, da, True, p.transpose, p.lower, p.alpha)
-            else:                 # out = alpha op(A) B:  d op(A) = alpha G B^T
-                k.linalg_triangle_grad(g, b, da, False, p.transpose, p.lower, p.alpha)
-            _finish(k, _mats(in_grads[0], a.shape[1], a.shape[2]), da, req[0])
-        if req[1] != "null":
-            db = _target(k, state, "db", _mats(in_grads[1], b.shape[1], b.shape[2]), req[1])
+    def gradients(self, p, k, state, a, b, out, g, da_dst, db_dst, req):
+        if da_dst is not None:
+            # out = alpha op(A) B:  d op(A) = alpha G B^T;  out = alpha B op(A):  alpha B^T G
+            self.triangle_gradient(p, k, state, da_dst, req[0], b, g, p.alpha)
+        if db_dst is not None:
+            db = _target(k, state, "db", db_dst, req[1])
             # dB = alpha op(A)^T G (left) or alpha G op(A)^T (right): trmm with op transposed
             k.linalg_trmm(a, g, db, p.rightside, not p.transpose, p.lower, p.alpha)
-            _finish(k, _mats(in_grads[1], b.shape[1], b.shape[2]), db, req[1])
+            _finish(k, db_dst, db, req[1])
 
 
 @register
 class LinalgTrsm(_Triangular):
     """out solves op(A) X = alpha B (or X op(A) = alpha B with rightside)."""
     name = "_linalg_trsm"
-    aliases = ("linalg_trsm",)
 
-    def forward(self, p, k, inputs, outputs, is_train, state):
-        a, b, out = self.views(inputs, outputs)
-        k.linalg_trsm(a, b, out, p.rightside, p.transpose, p.lower, p.alpha)
+    solves = True
 
-    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads, req)
-        a, b, x = self.views(inputs, outputs)
-        g = _mats(out_grads[0], b.shape[1], b.shape[2])
+    def gradients(self, p, k, state, a, b, out, g, da_dst, db_dst, req):
         # Y solves op(A)^T Y = G (left) or Y op(A)^T = G (right); dB = alpha Y and
-        # d op(A) = -Y X^T (left) or -X^T Y (right)
+        # d op(A) = -Y X^T (left) or -X^T Y (right), X being the output
         y = scratch(k, state, "y", b.shape, b.dtype)
         k.linalg_trsm(a, g, y, p.rightside, not p.transpose, p.lower, 1.0)
-        if req[0] != "null":
-            dst = _mats(in_grads[0], a.shape[1], a.shape[2])
-            da = _target(k, state, "da", dst, req[0])
-            if p.rightside:
-                k.linalg_triangle_grad(x, y, da, True, p.transpose, p.lower, -1.0)
-            else:
-                k.linalg_triangle_grad(y, x, da, False, p.transpose, p.lower, -1.0)
-            _finish(k, dst, da, req[0])
-        if req[1] != "null":
-            k.linalg_scaled_assign(_mats(in_grads[1], b.shape[1], b.shape[2]), y, p.alpha,
-                                   req[1])
+        if da_dst is not None:
+            self.triangle_gradient(p, k, state, da_dst, req[0], out, y, -1.0)
+        if db_dst is not None:
+            k.linalg_scaled_assign(db_dst, y, p.alpha, req[1])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -406,6 +399,20 @@ class _SquareOp(_LinalgOp):
     def work(self, k, state, key, a):
         return scratch(k, state, key, a.shape, "float64")
 
+    head = 0        # the output whose head gradient the gradient comes from
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if not data_grad_needed(k, out_grads[self.head:], in_grads, req):
+            return
+        dst = self.square(in_grads[0])
+        da = _target(k, state, "da", dst, req[0])
+        self.gradient(p, k, state, inputs[0], outputs, out_grads[self.head], da)
+        _finish(k, dst, da, req[0])
+
+    def gradient(self, p, k, state, x, outputs, g, da):
+        """Write the gradient of input A (as matrices) into da, from head gradient g."""
+        raise NotImplementedError
+
 
 def _batch_shape(a):
     """The shape of one value per matrix: the leading dims, (1,) for a single matrix."""
@@ -417,9 +424,7 @@ class LinalgPotrf(_SquareOp):
     """The Cholesky factor of symmetric positive-definite matrices (reading the ``lower``
     triangle, else the upper one)."""
     name = "_linalg_potrf"
-    aliases = ("linalg_potrf",)
-    params = {"lower": Bool(True, doc="True if the triangular matrix is lower triangular, "
-                                      "false if it is upper triangular.")}
+    params = {"lower": _LOWER}
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         a = self.square(inputs[0])
@@ -430,51 +435,33 @@ class LinalgPotrf(_SquareOp):
                              "symmetric): the Cholesky factorisation failed",
                              bad, tuple(inputs[0].shape))
 
-    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] == "null":
-            return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads, req)
+    def gradient(self, p, k, state, x, outputs, g, da):
         factor = self.square(outputs[0])
-        dst = self.square(in_grads[0])
-        da = _target(k, state, "da", dst, req[0])
-        k.linalg_potrf_backward(factor, self.square(out_grads[0]), da, p.lower,
+        k.linalg_potrf_backward(factor, self.square(g), da, p.lower,
                                 self.work(k, state, "w1", factor),
                                 self.work(k, state, "w2", factor))
-        _finish(k, dst, da, req[0])
 
 
 @register
 class LinalgPotri(_SquareOp):
     """The inverse of B from its Cholesky factor A: A^-T A^-1 (lower) or A^-1 A^-T (upper)."""
     name = "_linalg_potri"
-    aliases = ("linalg_potri",)
-    params = {"lower": Bool(True, doc="True if the triangular matrix is lower triangular, "
-                                      "false if it is upper triangular.")}
+    params = {"lower": _LOWER}
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         a = self.square(inputs[0])
         k.linalg_potri(a, self.square(outputs[0]), p.lower, self.work(k, state, "w1", a))
 
-    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] == "null":
-            return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads, req)
-        a = self.square(inputs[0])
-        dst = self.square(in_grads[0])
-        da = _target(k, state, "da", dst, req[0])
-        k.linalg_potri_backward(a, self.square(outputs[0]), self.square(out_grads[0]), da,
-                                p.lower, self.work(k, state, "w1", a),
-                                self.work(k, state, "w2", a))
-        _finish(k, dst, da, req[0])
+    def gradient(self, p, k, state, x, outputs, g, da):
+        a = self.square(x)
+        k.linalg_potri_backward(a, self.square(outputs[0]), self.square(g), da, p.lower,
+                                self.work(k, state, "w1", a), self.work(k, state, "w2", a))
 
 
 @register
 class LinalgSumlogdiag(_SquareOp):
     """The sum of the natural logarithms of the diagonal of each matrix."""
     name = "_linalg_sumlogdiag"
-    aliases = ("linalg_sumlogdiag",)
 
     def out_shapes(self, p, a):
         return [_batch_shape(a)]
@@ -483,16 +470,9 @@ class LinalgSumlogdiag(_SquareOp):
         a = self.square(inputs[0])
         k.linalg_sumlogdiag(a, outputs[0].reshape(a.shape[0]))
 
-    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] == "null":
-            return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads, req)
-        a = self.square(inputs[0])
-        dst = self.square(in_grads[0])
-        da = _target(k, state, "da", dst, req[0])
-        k.linalg_sumlogdiag_backward(a, out_grads[0].reshape(a.shape[0]), da)
-        _finish(k, dst, da, req[0])
+    def gradient(self, p, k, state, x, outputs, g, da):
+        a = self.square(x)
+        k.linalg_sumlogdiag_backward(a, g.reshape(a.shape[0]), da)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -502,7 +482,6 @@ class LinalgSumlogdiag(_SquareOp):
 class LinalgGelqf(_LinalgOp):
     """A = L Q for (..., m, n) matrices with m <= n: outputs Q (..., m, n), L (..., m, m)."""
     name = "_linalg_gelqf"
-    aliases = ("linalg_gelqf",)
 
     def num_outputs(self, p):
         return 2
@@ -544,7 +523,6 @@ class LinalgSyevd(_SquareOp):
     eigenvectors as rows, each signed so that its largest entry is positive, and L (..., n)
     the eigenvalues in ascending order, so that U A = diag(L) U."""
     name = "_linalg_syevd"
-    aliases = ("linalg_syevd",)
 
     def num_outputs(self, p):
         return 2
@@ -581,7 +559,6 @@ class LinalgSyevd(_SquareOp):
 class LinalgInverse(_SquareOp):
     """The inverse of each square matrix."""
     name = "_linalg_inverse"
-    aliases = ("linalg_inverse",)
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         a = self.square(inputs[0])
@@ -592,10 +569,8 @@ class LinalgInverse(_SquareOp):
                              tuple(inputs[0].shape))
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] == "null":
+        if not data_grad_needed(k, out_grads, in_grads, req):
             return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads, req)
         inv = self.square(outputs[0])
         g = self.square(out_grads[0])
         # dA = -B^T G B^T with B = A^-1
@@ -618,34 +593,24 @@ class _Determinant(_SquareOp):
         k.linalg_determinant(a, self.work(k, state, "w1", a), sign.reshape(a.shape[0]),
                              value.reshape(a.shape[0]), self.log)
 
-    def grad(self, k, state, inputs, coef, coef2, in_grads, req):
-        a = self.square(inputs[0])
-        dst = self.square(in_grads[0])
-        da = _target(k, state, "da", dst, req[0])
+    def gradient(self, p, k, state, x, outputs, g, da):
+        # d det(A) / dA = det(A) A^-T; d log|det(A)| / dA = A^-T
+        a = self.square(x)
         batch = a.shape[0]
-        k.linalg_det_backward(a, coef.reshape(batch), coef2.reshape(batch), coef2 is not coef,
-                              da, scratch(k, state, "inv", a.shape, "float64"),
+        coef2 = g if self.log else outputs[0]
+        k.linalg_det_backward(a, g.reshape(batch), coef2.reshape(batch), not self.log, da,
+                              scratch(k, state, "inv", a.shape, "float64"),
                               self.work(k, state, "w1", a))
-        _finish(k, dst, da, req[0])
 
 
 @register
 class LinalgDet(_Determinant):
     """The determinant of each square matrix; its gradient is 0 for a singular matrix."""
     name = "_linalg_det"
-    aliases = ("linalg_det",)
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         sign = scratch(k, state, "sign", outputs[0].shape, outputs[0].dtype)
         self.determinant(k, state, inputs, sign, outputs[0])
-
-    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] == "null":
-            return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads, req)
-        # d det(A) / dA = det(A) A^-T
-        self.grad(k, state, inputs, out_grads[0], outputs[0], in_grads, req)
 
 
 @register
@@ -653,21 +618,14 @@ class LinalgSlogdet(_Determinant):
     """The sign and the log of the absolute value of each determinant (0 and -inf for a
     singular matrix); the gradient flows from logabsdet only, and is 0 for a singular one."""
     name = "_linalg_slogdet"
-    aliases = ("linalg_slogdet",)
     log = True
+    head = 1        # logabsdet
 
     def num_outputs(self, p):
         return 2
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         self.determinant(k, state, inputs, outputs[0], outputs[1])
-
-    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] == "null":
-            return
-        if out_grads[1] is None:
-            return zero_grads(k, in_grads, req)
-        self.grad(k, state, inputs, out_grads[1], out_grads[1], in_grads, req)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -723,10 +681,8 @@ class _MatrixVector(_LinalgOp):
             self.run(p, k, inputs[0], outputs[0], False)
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] == "null":
+        if not data_grad_needed(k, out_grads, in_grads, req):
             return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads, req)
         dst = in_grads[0]
         buf = _target(k, state, "da", dst, req[0])
         if self.to_matrix:          # the gradient picks the entries back out
@@ -753,14 +709,12 @@ class _Diagonal(_MatrixVector):
 class LinalgExtractdiag(_Diagonal):
     """The ``offset`` diagonal of each square matrix as a vector."""
     name = "_linalg_extractdiag"
-    aliases = ("linalg_extractdiag",)
 
 
 @register
 class LinalgMakediag(_Diagonal):
     """Square matrices holding each vector on their ``offset`` diagonal, zeros elsewhere."""
     name = "_linalg_makediag"
-    aliases = ("linalg_makediag",)
     to_matrix = True
 
 
@@ -787,12 +741,10 @@ class LinalgExtracttrian(_Triangle):
     """The triangle on and below the ``offset`` diagonal (offset < 0, or 0 with lower) of each
     square matrix row by row, or on and above it column by column, as a vector."""
     name = "_linalg_extracttrian"
-    aliases = ("linalg_extracttrian",)
 
 
 @register
 class LinalgMaketrian(_Triangle):
     """The inverse of extracttrian: square matrices with each vector in that triangle."""
     name = "_linalg_maketrian"
-    aliases = ("linalg_maketrian",)
     to_matrix = True

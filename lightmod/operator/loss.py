@@ -7,7 +7,8 @@ gradient. Normalisation rules follow MXNet 1.9.1
 gradient by the number of labels, and multi_output divides by the spatial size unless
 'valid'.
 """
-from .nn import ElementwiseOp, assign_shape, known, prod, zero_grads
+from .common import assign_shape, data_grad_needed, known, prod, zero_grads
+from .nn import ElementwiseOp
 from .registry import Bool, Enum, Float, Operator, merge_shape, register
 
 
@@ -297,10 +298,7 @@ class SoftmaxCrossEntropy(Operator):
         if req[1] != "null":
             raise self.error("cannot compute the gradient with respect to label; bind label "
                              "with grad_req 'null'")
-        if req[0] == "null":
-            return
-        if out_grads[0] is None:
-            zero_grads(k, in_grads[:1], req[:1])
+        if not data_grad_needed(k, out_grads, in_grads, req):
             return
         k.softmax_ce_backward(inputs[0], inputs[1], out_grads[0], in_grads[0],
                               req[0] == "add")

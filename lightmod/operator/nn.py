@@ -7,56 +7,16 @@ nothing here imports numba. Arrays are reshaped to the 2-D / 3-D views the kerne
 """
 import numpy as np
 
-from .registry import Bool, Enum, Float, Int, Operator, OptFloat, Shape, merge_shape, register
+from .common import assign_shape, known, no_head_gradient, prod, zero_grads
+from .registry import Bool, Enum, Float, Int, NoneAllowed, Operator, OptFloat, Shape, register
 
-__all__ = ["prod", "known", "assign_shape", "zero_grads", "OptBool", "ElementwiseOp"]
-
-
-def prod(dims):
-    out = 1
-    for d in dims:
-        out *= int(d)
-    return out
+__all__ = ["OptBool", "ElementwiseOp"]
 
 
-def known(shape):
-    """True when the shape has a known rank (dims themselves may still be 0 = unknown)."""
-    return shape is not None and len(shape) > 0
-
-
-def assign_shape(op, shapes, index, name, expected, context=""):
-    """Merge ``expected`` into shapes[index]; on a conflict raise an error naming the input."""
-    try:
-        shapes[index] = merge_shape(shapes[index], tuple(expected))
-    except ValueError:
-        raise op.error("%s has shape %s, expected %s%s", name, tuple(shapes[index]),
-                       tuple(expected), context) from None
-
-
-def zero_grads(k, in_grads, req):
-    """Gradient of zero into every requested input (nothing to do for 'add')."""
-    for g, r in zip(in_grads, req):
-        if r == "write":
-            k.fill(g, 0.0)
-
-
-
-def no_head_gradient(k, out_grads, in_grads, req):
-    """True, after giving every input a zero gradient, when the output has no head gradient
-    (nothing downstream reads it)."""
-    if out_grads[0] is None:
-        zero_grads(k, in_grads, req)
-        return True
-    return False
-
-class OptBool(Bool):
+class OptBool(NoneAllowed, Bool):
     """A boolean that MXNet declares as 'boolean or None' (None reads as False)."""
     type_name = "boolean or None"
-
-    def parse(self, value):
-        if value is None or (isinstance(value, str) and value.strip() in ("None", "")):
-            return False
-        return super().parse(value)
+    none_value = False
 
 
 class ElementwiseOp(Operator):

@@ -11,31 +11,17 @@ them untouched.
 """
 import numpy as np
 
-from .conv import float16_via_float32, scratch
-from .registry import REQUIRED, Bool, Enum, Float, FloatTuple, Int, Operator, OptFloat, merge_shape, register
+from .common import prod
+from .conv import _merge_input, float16_via_float32, scratch
+from .registry import REQUIRED, Bool, Enum, Float, FloatTuple, Int, Operator, OptFloat, register
 
 __all__ = ["BatchNorm", "InstanceNorm", "LayerNorm", "L2Normalization", "LRN", "BatchNormV1",
            "GroupNorm", "ImageNormalize"]
 
 
-def _prod(values):
-    out = 1
-    for v in values:
-        out *= int(v)
-    return out
-
-
 def _split3(shape, axis):
     """(outer, shape[axis], inner) for viewing an array as 3-D around axis."""
-    return _prod(shape[:axis]), int(shape[axis]), _prod(shape[axis + 1:])
-
-
-def _merge(op, name, given, expected):
-    try:
-        return merge_shape(given, expected)
-    except ValueError:
-        raise op.error("input '%s' has shape %s but %s is expected", name, given,
-                       expected) from None
+    return prod(shape[:axis]), int(shape[axis]), prod(shape[axis + 1:])
 
 
 def _param_dtype(dtype):
@@ -43,8 +29,84 @@ def _param_dtype(dtype):
     return "float32" if dtype == "float16" else dtype
 
 
+def _grad_buffers(k, in_grads, req, dy, spare):
+    """(dx, dgamma, dbeta, their req codes) for a normalisation's backward kernel. A gradient
+    that is not requested gets a stand-in the kernel does not write (its req code is 'null'):
+    dy for dx, ``spare`` for the parameters."""
+    dx = in_grads[0].reshape(dy.shape) if req[0] != "null" else dy
+    dgamma = in_grads[1] if req[1] != "null" else spare
+    dbeta = in_grads[2] if req[2] != "null" else spare
+    return dx, dgamma, dbeta, [k.req_code(r) for r in req[:3]]
+
+
+class _Normalisation(Operator):
+    """A normalisation layer: the normalised data, then hidden statistics outputs named
+    ``stat_names`` (visible too where the op has ``output_mean_var`` and it is set)."""
+    stat_names = ("mean", "std")
+
+    def num_outputs(self, p):
+        return 1 + len(self.stat_names)
+
+    def num_visible_outputs(self, p):
+        shown = "output_mean_var" in self.params and p.output_mean_var
+        return self.num_outputs(p) if shown else 1
+
+    def list_outputs(self, p):
+        return ["output", *self.stat_names][:self.num_visible_outputs(p)]
+
+    def _axis(self, p, data):
+        axis = p.axis + len(data) if p.axis < 0 else p.axis
+        if axis < 0 or axis >= len(data):
+            raise self.error("axis %d is out of range for data %s", p.axis, data)
+        return axis
+
+
+class _ScaleShift(_Normalisation):
+    """Normalisation followed by a learnt scale and shift: inputs data, gamma, beta (and any
+    auxiliary statistics) where every input after data has the shape ``param_shape``."""
+
+    def param_shape(self, p, data):
+        """The shape of gamma and beta for data of shape ``data`` (None while unknown);
+        raises on data the op cannot take."""
+        raise NotImplementedError
+
+    def stat_shape(self, p, data):
+        raise NotImplementedError
+
+    def infer_shape(self, p, in_shapes):
+        in_shapes = list(in_shapes)
+        data = None if in_shapes[0] is None else tuple(in_shapes[0])
+        param = self.param_shape(p, data)
+        if param is not None:
+            for i, name in enumerate(self.inputs[1:], 1):
+                in_shapes[i] = _merge_input(self, name, in_shapes[i], param)
+        if data is None:
+            return in_shapes, [None] * self.num_outputs(p)
+        in_shapes[0] = data
+        return in_shapes, [data] + [self.stat_shape(p, data)] * len(self.stat_names)
+
+
+class _DataOnly(_Normalisation):
+    """A normalisation of one input with one hidden output (of ``hidden_shape``)."""
+    inputs = ("data",)
+    stat_names = ("hidden",)
+
+    def hidden_shape(self, p, data):
+        raise NotImplementedError
+
+    def infer_shape(self, p, in_shapes):
+        data = in_shapes[0]
+        if data is None:
+            return list(in_shapes), [None, None]
+        data = tuple(data)
+        return [data], [data, self.hidden_shape(p, data)]
+
+    def infer_type(self, p, in_types):
+        return [in_types[0]], [in_types[0]] * 2
+
+
 @register
-class BatchNorm(Operator):
+class BatchNorm(_ScaleShift):
     """Batch normalisation with moving statistics as auxiliary states."""
     name = "BatchNorm"
     inputs = ("data", "gamma", "beta", "moving_mean", "moving_var")
@@ -61,33 +123,13 @@ class BatchNorm(Operator):
         "min_calib_range": OptFloat(None, "quantisation knob; ignored"),
         "max_calib_range": OptFloat(None, "quantisation knob; ignored"),
     }
+    stat_names = ("mean", "var")
 
-    def num_outputs(self, p):
-        return 3
+    def param_shape(self, p, data):
+        return None if data is None else (data[self._axis(p, data)],)
 
-    def num_visible_outputs(self, p):
-        return 3 if p.output_mean_var else 1
-
-    def list_outputs(self, p):
-        return ["output", "mean", "var"][:self.num_visible_outputs(p)]
-
-    def _axis(self, p, data):
-        axis = p.axis + len(data) if p.axis < 0 else p.axis
-        if axis < 0 or axis >= len(data):
-            raise self.error("axis %d is out of range for data %s", p.axis, data)
-        return axis
-
-    def infer_shape(self, p, in_shapes):
-        in_shapes = list(in_shapes)
-        data = in_shapes[0]
-        if data is None:
-            return in_shapes, [None, None, None]
-        data = tuple(data)
-        c = data[self._axis(p, data)]
-        for i, name in enumerate(self.inputs[1:], 1):
-            in_shapes[i] = _merge(self, name, in_shapes[i], (c,))
-        in_shapes[0] = data
-        return in_shapes, [data, (c,), (c,)]
+    def stat_shape(self, p, data):
+        return self.param_shape(p, data)
 
     def infer_type(self, p, in_types):
         dtype = in_types[0]
@@ -117,44 +159,31 @@ class BatchNorm(Operator):
         shape3 = self._views(p, x)
         batch_stats = state.get("batch_stats", False)
         dy = out_grads[0].reshape(shape3)
-        dx = in_grads[0].reshape(shape3) if req[0] != "null" else dy
-        dgamma = in_grads[1] if req[1] != "null" else outputs[1]
-        dbeta = in_grads[2] if req[2] != "null" else outputs[1]
+        dx, dgamma, dbeta, codes = _grad_buffers(k, in_grads, req, dy, outputs[1])
         k.bn_backward(x.reshape(shape3), dy, dx, gamma, outputs[1], outputs[2], dgamma, dbeta,
-                      batch_stats, p.fix_gamma, k.req_code(req[0]), k.req_code(req[1]),
-                      k.req_code(req[2]))
+                      batch_stats, p.fix_gamma, *codes)
         if batch_stats:
             k.bn_update_moving(moving_mean, moving_var, outputs[1], state["batch_var"],
                                p.momentum)
 
 
 @register
-class InstanceNorm(Operator):
+class InstanceNorm(_ScaleShift):
     """Normalise each (sample, channel) over its spatial positions, then scale and shift."""
     name = "InstanceNorm"
     inputs = ("data", "gamma", "beta")
     params = {"eps": Float(1e-3, "added to the variance before the square root")}
 
-    def num_outputs(self, p):
-        return 3
-
-    def num_visible_outputs(self, p):
-        return 1
-
-    def infer_shape(self, p, in_shapes):
-        in_shapes = list(in_shapes)
-        data = in_shapes[0]
+    def param_shape(self, p, data):
         if data is None:
-            return in_shapes, [None, None, None]
-        data = tuple(data)
+            return None
         if len(data) < 3:
             raise self.error("data has shape %s: expected (batch, channel, spatial...) with at "
                              "least 3 dims", data)
-        c = data[1]
-        in_shapes[1] = _merge(self, "gamma", in_shapes[1], (c,))
-        in_shapes[2] = _merge(self, "beta", in_shapes[2], (c,))
-        in_shapes[0] = data
-        return in_shapes, [data, data[:2], data[:2]]
+        return (data[1],)
+
+    def stat_shape(self, p, data):
+        return data[:2]
 
     def infer_type(self, p, in_types):
         dtype = next((t for t in in_types if t is not None), None)
@@ -165,24 +194,21 @@ class InstanceNorm(Operator):
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         x, gamma, beta = inputs
-        shape3 = (x.shape[0], x.shape[1], _prod(x.shape[2:]))
+        shape3 = (x.shape[0], x.shape[1], prod(x.shape[2:]))
         k.instance_norm_forward(x.reshape(shape3), outputs[0].reshape(shape3), gamma, beta,
                                 outputs[1], outputs[2], p.eps)
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
         x, gamma, beta = inputs
-        shape3 = (x.shape[0], x.shape[1], _prod(x.shape[2:]))
+        shape3 = (x.shape[0], x.shape[1], prod(x.shape[2:]))
         dy = out_grads[0].reshape(shape3)
-        dx = in_grads[0].reshape(shape3) if req[0] != "null" else dy
-        dgamma = in_grads[1] if req[1] != "null" else gamma
-        dbeta = in_grads[2] if req[2] != "null" else gamma
+        dx, dgamma, dbeta, codes = _grad_buffers(k, in_grads, req, dy, gamma)
         k.instance_norm_backward(x.reshape(shape3), dy, dx, gamma, outputs[1], outputs[2],
-                                 dgamma, dbeta, p.eps, k.req_code(req[0]), k.req_code(req[1]),
-                                 k.req_code(req[2]))
+                                 dgamma, dbeta, p.eps, *codes)
 
 
 @register
-class LayerNorm(Operator):
+class LayerNorm(_ScaleShift):
     """Normalise over one axis (the last by default), then scale and shift along it."""
     name = "LayerNorm"
     inputs = ("data", "gamma", "beta")
@@ -192,33 +218,12 @@ class LayerNorm(Operator):
         "output_mean_var": Bool(False, "also output the mean and the std"),
     }
 
-    def num_outputs(self, p):
-        return 3
+    def param_shape(self, p, data):
+        return None if data is None else (data[self._axis(p, data)],)
 
-    def num_visible_outputs(self, p):
-        return 3 if p.output_mean_var else 1
-
-    def list_outputs(self, p):
-        return ["output", "mean", "std"][:self.num_visible_outputs(p)]
-
-    def _axis(self, p, data):
-        axis = p.axis + len(data) if p.axis < 0 else p.axis
-        if axis < 0 or axis >= len(data):
-            raise self.error("axis %d is out of range for data %s", p.axis, data)
-        return axis
-
-    def infer_shape(self, p, in_shapes):
-        in_shapes = list(in_shapes)
-        data = in_shapes[0]
-        if data is None:
-            return in_shapes, [None, None, None]
-        data = tuple(data)
+    def stat_shape(self, p, data):
         axis = self._axis(p, data)
-        in_shapes[1] = _merge(self, "gamma", in_shapes[1], (data[axis],))
-        in_shapes[2] = _merge(self, "beta", in_shapes[2], (data[axis],))
-        in_shapes[0] = data
-        stat = data[:axis] + (1,) + data[axis + 1:]
-        return in_shapes, [data, stat, stat]
+        return data[:axis] + (1,) + data[axis + 1:]
 
     @float16_via_float32
     def forward(self, p, k, inputs, outputs, is_train, state):
@@ -239,27 +244,18 @@ class LayerNorm(Operator):
             k.row_norm_backward(x3, outputs[0].reshape(shape3), dy, in_grads[0].reshape(shape3),
                                 gamma, mean, std, 0, accumulate=(req[0] == "add"))
         if req[1] != "null" or req[2] != "null":
-            dgamma = in_grads[1] if req[1] != "null" else gamma
-            dbeta = in_grads[2] if req[2] != "null" else gamma
-            k.param_grad_columns(x3, dy, mean, std, dgamma, dbeta, k.req_code(req[1]),
-                                 k.req_code(req[2]))
+            _, dgamma, dbeta, codes = _grad_buffers(k, in_grads, req, dy, gamma)
+            k.param_grad_columns(x3, dy, mean, std, dgamma, dbeta, *codes[1:])
 
 
 @register
-class L2Normalization(Operator):
+class L2Normalization(_DataOnly):
     """Divide by the L2 norm over each instance, each channel vector or each spatial map."""
     name = "L2Normalization"
-    inputs = ("data",)
     params = {
         "eps": Float(1e-10, "added to the sum of squares"),
         "mode": Enum("channel", "instance", "spatial", default="instance"),
     }
-
-    def num_outputs(self, p):
-        return 2
-
-    def num_visible_outputs(self, p):
-        return 1
 
     def _layout(self, p, data):
         """(shape3 around the normalised axis, hidden norm shape)."""
@@ -268,20 +264,13 @@ class L2Normalization(Operator):
             raise self.error("mode '%s' needs data with at least %d dims, got %s", p.mode, need,
                              data)
         if p.mode == "instance":
-            return (data[0], _prod(data[1:]), 1), (data[0],)
+            return (data[0], prod(data[1:]), 1), (data[0],)
         if p.mode == "channel":
-            return (data[0], data[1], _prod(data[2:])), (data[0],) + tuple(data[2:])
-        return (data[0] * data[1], _prod(data[2:]), 1), tuple(data[:2])
+            return (data[0], data[1], prod(data[2:])), (data[0],) + tuple(data[2:])
+        return (data[0] * data[1], prod(data[2:]), 1), tuple(data[:2])
 
-    def infer_shape(self, p, in_shapes):
-        data = in_shapes[0]
-        if data is None:
-            return list(in_shapes), [None, None]
-        data = tuple(data)
-        return [data], [data, self._layout(p, data)[1]]
-
-    def infer_type(self, p, in_types):
-        return [in_types[0]], [in_types[0]] * 2
+    def hidden_shape(self, p, data):
+        return self._layout(p, data)[1]
 
     @float16_via_float32
     def forward(self, p, k, inputs, outputs, is_train, state):
@@ -306,10 +295,9 @@ class L2Normalization(Operator):
 
 
 @register
-class LRN(Operator):
+class LRN(_DataOnly):
     """Local response normalisation across channels (AlexNet)."""
     name = "LRN"
-    inputs = ("data",)
     params = {
         "alpha": Float(1e-4, "variance scaling"),
         "beta": Float(0.75, "power"),
@@ -321,29 +309,16 @@ class LRN(Operator):
         if p.nsize <= 0:
             raise self.error("nsize must be positive, got %d", p.nsize)
 
-    def num_outputs(self, p):
-        return 2
-
-    def num_visible_outputs(self, p):
-        return 1
-
-    def infer_shape(self, p, in_shapes):
-        data = in_shapes[0]
-        if data is None:
-            return list(in_shapes), [None, None]
-        data = tuple(data)
+    def hidden_shape(self, p, data):
         if len(data) != 4:
             raise self.error("data has shape %s: expected 4-D data (batch, channel, y, x)",
                              data)
-        return [data], [data, data]
-
-    def infer_type(self, p, in_types):
-        return [in_types[0]], [in_types[0]] * 2
+        return data
 
     @float16_via_float32
     def forward(self, p, k, inputs, outputs, is_train, state):
         x = inputs[0]
-        shape3 = (x.shape[0], x.shape[1], _prod(x.shape[2:]))
+        shape3 = (x.shape[0], x.shape[1], prod(x.shape[2:]))
         k.lrn_forward(x.reshape(shape3), outputs[0].reshape(shape3), outputs[1].reshape(shape3),
                       p.nsize, p.alpha, p.beta, p.knorm)
 
@@ -352,7 +327,7 @@ class LRN(Operator):
         if req[0] == "null":
             return
         x = inputs[0]
-        shape3 = (x.shape[0], x.shape[1], _prod(x.shape[2:]))
+        shape3 = (x.shape[0], x.shape[1], prod(x.shape[2:]))
         tmp = scratch(k, state, "lrn_tmp", shape3, x.dtype)
         k.lrn_backward(x.reshape(shape3), outputs[1].reshape(shape3),
                        out_grads[0].reshape(shape3), in_grads[0].reshape(shape3), tmp, p.nsize,
@@ -372,7 +347,7 @@ class BatchNormV1(BatchNorm):
 
 
 @register
-class GroupNorm(Operator):
+class GroupNorm(_ScaleShift):
     """Normalise each (sample, group of channels) over its channels and positions, then
     scale and shift with one gamma and beta per group."""
     name = "GroupNorm"
@@ -387,32 +362,17 @@ class GroupNorm(Operator):
         if p.num_groups <= 0:
             raise self.error("num_groups must be positive, got %d", p.num_groups)
 
-    def num_outputs(self, p):
-        return 3
+    def param_shape(self, p, data):
+        return (p.num_groups,)      # known before the data is
 
-    def num_visible_outputs(self, p):
-        return 3 if p.output_mean_var else 1
-
-    def list_outputs(self, p):
-        return ["output", "mean", "std"][:self.num_visible_outputs(p)]
-
-    def infer_shape(self, p, in_shapes):
-        in_shapes = list(in_shapes)
-        data = in_shapes[0]
-        in_shapes[1] = _merge(self, "gamma", in_shapes[1], (p.num_groups,))
-        in_shapes[2] = _merge(self, "beta", in_shapes[2], (p.num_groups,))
-        if data is None:
-            return in_shapes, [None, None, None]
-        data = tuple(data)
+    def stat_shape(self, p, data):
         if len(data) < 2:
             raise self.error("data has shape %s: expected (batch, channel, ...) with at least "
                              "2 dims", data)
         if data[1] and data[1] % p.num_groups:
             raise self.error("data has shape %s: its %d channels do not split into num_groups="
                              "%d groups", data, data[1], p.num_groups)
-        in_shapes[0] = data
-        stat = (data[0], p.num_groups)
-        return in_shapes, [data, stat, stat]
+        return (data[0], p.num_groups)
 
     def _shape3(self, p, x):
         return (x.shape[0], p.num_groups, x.size // (x.shape[0] * p.num_groups))
@@ -434,12 +394,9 @@ class GroupNorm(Operator):
         shape3 = self._shape3(p, x)
         var = state["group_var"]
         dy = out_grads[0].reshape(shape3)
-        dx = in_grads[0].reshape(shape3) if req[0] != "null" else dy
-        dgamma = in_grads[1] if req[1] != "null" else gamma
-        dbeta = in_grads[2] if req[2] != "null" else gamma
+        dx, dgamma, dbeta, codes = _grad_buffers(k, in_grads, req, dy, gamma)
         k.instance_norm_backward(x.reshape(shape3), dy, dx, gamma, outputs[1], var, dgamma,
-                                 dbeta, p.eps, k.req_code(req[0]), k.req_code(req[1]),
-                                 k.req_code(req[2]))
+                                 dbeta, p.eps, *codes)
 
 
 @register

@@ -48,14 +48,7 @@ class _Update(Operator):
         return False
 
     def infer_shape(self, p, in_shapes):
-        shape = None
-        names = self.list_inputs(p)
-        for name, s in zip(names, in_shapes):
-            try:
-                shape = merge_shape(shape, s)
-            except ValueError:
-                raise self.error("input '%s' has shape %s, expected %s (the weight's shape)",
-                                 name, s, shape) from None
+        shape = self.same_shape(p, in_shapes, "the weight's shape")
         return [shape] * len(in_shapes), [shape]
 
     def infer_type(self, p, in_types):
@@ -88,145 +81,79 @@ class _Update(Operator):
         return k.opt_nonzero_rows(grad) if p.get("_lazy_rows", False) else None
 
 
-@register
-class SGDUpdate(_Update):
-    name = "sgd_update"
-    lazy = "param"
-    params = _common(lr=Float(doc="Learning rate"), wd=Float(0.0, "Weight decay"))
-    params["lazy_update"] = Bool(True, "Update only the rows of a row_sparse gradient")
-    hyper = ("lr", "wd", "rescale_grad", "clip_gradient")
+def _declare_update(name, params, hyper, states=(), lazy=None, mp=False):
+    """Register the update operator ``name``: inputs weight, grad and its ``states``
+    (auxiliary inputs updated in place). Multi-precision (``mp``) ops also take the float32
+    master weight last and keep every state in float32. ``hyper`` and ``lazy``: see _Update."""
+    if mp:
+        states = tuple(states) + ("weight32",)
+    return register(type(name, (_Update,), {
+        "name": name, "inputs": ("weight", "grad") + tuple(states), "aux": tuple(states),
+        "fp32_inputs": tuple(states) if mp else (), "lazy": lazy, "params": params,
+        "hyper": hyper}))
 
 
-@register
-class SGDMomUpdate(_Update):
-    name = "sgd_mom_update"
-    inputs = ("weight", "grad", "mom")
-    aux = ("mom",)
-    lazy = "param"
-    params = _common(lr=Float(doc="Learning rate"), momentum=Float(0.0, "Momentum"))
-    params["lazy_update"] = Bool(True, "Update only the rows of a row_sparse gradient")
-    hyper = ("lr", "wd", "momentum", "rescale_grad", "clip_gradient")
+def _lr(**extra):
+    """_common with the learning rate first."""
+    return _common(lr=Float(doc="Learning rate"), **extra)
 
 
-@register
-class MPSGDUpdate(_Update):
-    name = "mp_sgd_update"
-    inputs = ("weight", "grad", "weight32")
-    aux = ("weight32",)
-    fp32_inputs = ("weight32",)
-    params = _common(lr=Float(doc="Learning rate"))
-    params["lazy_update"] = Bool(True, "Accepted for compatibility (the update is dense)")
-    hyper = ("lr", "wd", "rescale_grad", "clip_gradient")
+def _with(params, **more):
+    params.update(more)
+    return params
 
 
-@register
-class MPSGDMomUpdate(_Update):
-    name = "mp_sgd_mom_update"
-    inputs = ("weight", "grad", "mom", "weight32")
-    aux = ("mom", "weight32")
-    fp32_inputs = ("mom", "weight32")
-    params = _common(lr=Float(doc="Learning rate"), momentum=Float(0.0, "Momentum"))
-    params["lazy_update"] = Bool(True, "Accepted for compatibility (the update is dense)")
-    hyper = ("lr", "wd", "momentum", "rescale_grad", "clip_gradient")
+_LAZY = Bool(True, "Update only the rows of a row_sparse gradient")
+_DENSE = Bool(True, "Accepted for compatibility (the update is dense)")
+_MOMENTUM = Float(0.0, "Momentum")
+_EPSILON = Float(1e-8, "Numerical stability constant")
+_CLIP_WEIGHTS = Float(-1.0, "Clip weights to [-clip_weights, clip_weights]; off when negative")
+_SGD = ("lr", "wd", "rescale_grad", "clip_gradient")
+_SGD_MOM = ("lr", "wd", "momentum", "rescale_grad", "clip_gradient")
 
-
-@register
-class NAGMomUpdate(_Update):
-    name = "nag_mom_update"
-    inputs = ("weight", "grad", "mom")
-    aux = ("mom",)
-    params = _common(lr=Float(doc="Learning rate"), momentum=Float(0.0, "Momentum"))
-    hyper = ("lr", "wd", "momentum", "rescale_grad", "clip_gradient")
-
-
-@register
-class MPNAGMomUpdate(_Update):
-    name = "mp_nag_mom_update"
-    inputs = ("weight", "grad", "mom", "weight32")
-    aux = ("mom", "weight32")
-    fp32_inputs = ("mom", "weight32")
-    params = _common(lr=Float(doc="Learning rate"), momentum=Float(0.0, "Momentum"))
-    hyper = ("lr", "wd", "momentum", "rescale_grad", "clip_gradient")
-
-
-@register
-class AdamUpdate(_Update):
-    name = "adam_update"
-    inputs = ("weight", "grad", "mean", "var")
-    aux = ("mean", "var")
-    lazy = "param"
-    params = _common(lr=Float(doc="Learning rate"), beta1=Float(0.9, "Decay of the 1st moment"),
-                     beta2=Float(0.999, "Decay of the 2nd moment"),
-                     epsilon=Float(1e-8, "Numerical stability constant"))
-    params["lazy_update"] = Bool(True, "Update only the rows of a row_sparse gradient")
-    hyper = ("lr", "wd", "beta1", "beta2", "epsilon", "rescale_grad", "clip_gradient")
-
-
-@register
-class RMSPropUpdate(_Update):
-    name = "rmsprop_update"
-    inputs = ("weight", "grad", "n")
-    aux = ("n",)
-    params = _common(lr=Float(doc="Learning rate"), gamma1=Float(0.95, "Decay rate"),
-                     epsilon=Float(1e-8, "Numerical stability constant"))
-    params["clip_weights"] = Float(-1.0, "Clip weights to [-clip_weights, clip_weights]; off "
-                                   "when negative")
-    hyper = ("lr", "wd", "gamma1", "epsilon", "rescale_grad", "clip_gradient", "clip_weights")
-
-
-@register
-class RMSPropAlexUpdate(_Update):
-    name = "rmspropalex_update"
-    inputs = ("weight", "grad", "n", "g", "delta")
-    aux = ("n", "g", "delta")
-    params = _common(lr=Float(doc="Learning rate"), gamma1=Float(0.95, "Decay rate"),
-                     gamma2=Float(0.9, "Decay rate"),
-                     epsilon=Float(1e-8, "Numerical stability constant"))
-    params["clip_weights"] = Float(-1.0, "Clip weights to [-clip_weights, clip_weights]; off "
-                                   "when negative")
-    hyper = ("lr", "wd", "gamma1", "gamma2", "epsilon", "rescale_grad", "clip_gradient", "clip_weights")
-
-
-@register
-class FtrlUpdate(_Update):
-    name = "ftrl_update"
-    inputs = ("weight", "grad", "z", "n")
-    aux = ("z", "n")
-    lazy = "all_rsp"
-    params = _common(lr=Float(doc="Learning rate"), lamda1=Float(0.01, "L1 regularization"),
-                     beta=Float(1.0, "Per-coordinate learning rate beta"))
-    hyper = ("lr", "wd", "lamda1", "beta", "rescale_grad", "clip_gradient")
-
-
-@register
-class FTMLUpdate(_Update):
-    name = "ftml_update"
-    inputs = ("weight", "grad", "d", "v", "z")
-    aux = ("d", "v", "z")
-    params = {"lr": Float(doc="Learning rate"), "beta1": Float(0.6, "Decay of the 1st moment"),
-              "beta2": Float(0.999, "Decay of the 2nd moment"),
-              "epsilon": Float(1e-8, "Numerical stability constant"),
-              "t": Int(doc="Number of update"), "wd": Float(0.0, "Weight decay"),
-              "rescale_grad": Float(1.0, "Rescale gradient to grad = rescale_grad*grad"),
-              "clip_grad": Float(-1.0, _GRAD_CLIP_DOC)}
-    hyper = ("lr", "wd", "beta1", "beta2", "epsilon", "t", "rescale_grad", "clip_grad")
-
-
-@register
-class SignSGDUpdate(_Update):
-    name = "signsgd_update"
-    params = _common(lr=Float(doc="Learning rate"))
-    hyper = ("lr", "wd")
-
-
-@register
-class SignumUpdate(_Update):
-    name = "signum_update"
-    inputs = ("weight", "grad", "mom")
-    aux = ("mom",)
-    params = _common(lr=Float(doc="Learning rate"), momentum=Float(0.0, "Momentum"))
-    params["wd_lh"] = Float(0.0, "Decoupled weight decay (Loshchilov & Hutter)")
-    hyper = ("lr", "wd", "momentum", "wd_lh", "rescale_grad", "clip_gradient")
+_declare_update("sgd_update", _with(_lr(), lazy_update=_LAZY), _SGD, lazy="param")
+_declare_update("sgd_mom_update", _with(_lr(momentum=_MOMENTUM), lazy_update=_LAZY), _SGD_MOM,
+                ("mom",), lazy="param")
+_declare_update("mp_sgd_update", _with(_lr(), lazy_update=_DENSE), _SGD, mp=True)
+_declare_update("mp_sgd_mom_update", _with(_lr(momentum=_MOMENTUM), lazy_update=_DENSE),
+                _SGD_MOM, ("mom",), mp=True)
+_declare_update("nag_mom_update", _lr(momentum=_MOMENTUM), _SGD_MOM, ("mom",))
+_declare_update("mp_nag_mom_update", _lr(momentum=_MOMENTUM), _SGD_MOM, ("mom",), mp=True)
+_declare_update("adam_update",
+                _with(_lr(beta1=Float(0.9, "Decay of the 1st moment"),
+                          beta2=Float(0.999, "Decay of the 2nd moment"), epsilon=_EPSILON),
+                      lazy_update=_LAZY),
+                ("lr", "wd", "beta1", "beta2", "epsilon", "rescale_grad", "clip_gradient"),
+                ("mean", "var"), lazy="param")
+_declare_update("rmsprop_update",
+                _with(_lr(gamma1=Float(0.95, "Decay rate"), epsilon=_EPSILON),
+                      clip_weights=_CLIP_WEIGHTS),
+                ("lr", "wd", "gamma1", "epsilon", "rescale_grad", "clip_gradient",
+                 "clip_weights"), ("n",))
+_declare_update("rmspropalex_update",
+                _with(_lr(gamma1=Float(0.95, "Decay rate"), gamma2=Float(0.9, "Decay rate"),
+                          epsilon=_EPSILON), clip_weights=_CLIP_WEIGHTS),
+                ("lr", "wd", "gamma1", "gamma2", "epsilon", "rescale_grad", "clip_gradient",
+                 "clip_weights"), ("n", "g", "delta"))
+_declare_update("ftrl_update",
+                _lr(lamda1=Float(0.01, "L1 regularization"),
+                    beta=Float(1.0, "Per-coordinate learning rate beta")),
+                ("lr", "wd", "lamda1", "beta", "rescale_grad", "clip_gradient"), ("z", "n"),
+                lazy="all_rsp")
+_declare_update("ftml_update",
+                {"lr": Float(doc="Learning rate"),
+                 "beta1": Float(0.6, "Decay of the 1st moment"),
+                 "beta2": Float(0.999, "Decay of the 2nd moment"), "epsilon": _EPSILON,
+                 "t": Int(doc="Number of update"), "wd": Float(0.0, "Weight decay"),
+                 "rescale_grad": Float(1.0, "Rescale gradient to grad = rescale_grad*grad"),
+                 "clip_grad": Float(-1.0, _GRAD_CLIP_DOC)},
+                ("lr", "wd", "beta1", "beta2", "epsilon", "t", "rescale_grad", "clip_grad"),
+                ("d", "v", "z"))
+_declare_update("signsgd_update", _lr(), ("lr", "wd"))
+_declare_update("signum_update",
+                _with(_lr(momentum=_MOMENTUM),
+                      wd_lh=Float(0.0, "Decoupled weight decay (Loshchilov & Hutter)")),
+                ("lr", "wd", "momentum", "wd_lh", "rescale_grad", "clip_gradient"), ("mom",))
 
 
 _LAMB1_PARAMS = {

@@ -10,6 +10,7 @@ indexes pad[1] of a 1-D pad); lightmod implements what the attribute documents.
 """
 import math
 
+from .common import prod
 from .conv import float16_via_float32, scratch, spatial_tuple
 from .registry import Bool, Enum, Operator, OptInt, Shape, register
 
@@ -20,13 +21,6 @@ _NC_LAYOUTS = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
 
 def _lead3(values, fill):
     return (fill,) * (3 - len(values)) + tuple(values)
-
-
-def _prod(values):
-    out = 1
-    for v in values:
-        out *= int(v)
-    return out
 
 
 @register
@@ -139,7 +133,7 @@ class Pooling(Operator):
             planes = shape[0] * shape[1]
             dims = _lead3(shape[2:], 1) + _lead3(out, 1)
             geo = _lead3(kernel, 1) + _lead3(stride, 1) + _lead3(pad, 0)
-            plan = state["plan"] = (tuple(shape), planes, _prod(shape[2:]), _prod(out), dims,
+            plan = state["plan"] = (tuple(shape), planes, prod(shape[2:]), prod(out), dims,
                                     geo)
             state["mask_ready"] = False
         return plan

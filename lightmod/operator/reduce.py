@@ -7,8 +7,9 @@ broadcasts the head gradient and multiplies by the per-element derivative (MXNet
 and min send it to every element equal to the result, prod uses out / x). Matrix products are
 ``k.matmul_batched`` on 3-d views (batch, rows, cols); transposes are flags, never copies.
 """
+from .common import data_grad_needed, zero_grads
 from .registry import Bool, Dtype, Enum, Int, Shape, register
-from .tensor import _TensorOp, contiguous_strides, reduce_plan, shape_size, zero_grads
+from .tensor import _TensorOp, contiguous_strides, reduce_plan, shape_size
 
 __all__ = []
 
@@ -89,10 +90,8 @@ class _Reduce(_TensorOp):
         k.reduce_axes(outputs[0], inputs[0], cshape, raxes, self.kind_for(p), "write")
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] == "null":
+        if not data_grad_needed(k, out_grads, in_grads, req):
             return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads, req)
         cshape, raxes = self.plan(p, inputs[0].shape)
         k.reduce_axes_backward(in_grads[0], out_grads[0], inputs[0], outputs[0], cshape, raxes,
                                self.kind_for(p), req[0])
@@ -304,11 +303,8 @@ class _BroadcastTo(_TensorOp):
         k.strided_gather(out, x, 0, out.shape, strides, "write")
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        zero_grads(k, in_grads[1:], req[1:])
-        if req[0] == "null":
+        if not data_grad_needed(k, out_grads, in_grads, req):
             return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads[:1], req[:1])
         x, out = inputs[0], outputs[0]
         axes = tuple(i for i, (d, o) in enumerate(zip(x.shape, out.shape)) if d == 1 and o != 1)
         cshape, raxes = reduce_plan(tuple(out.shape), axes)

@@ -35,7 +35,7 @@ import numpy as np
 from ..base import MXNetError
 
 __all__ = ["Operator", "register", "get", "find", "all_ops", "Params", "REQUIRED",
-           "Int", "Float", "Bool", "Str", "Enum", "Shape", "OptInt", "OptFloat", "Dtype",
+           "Int", "Float", "Bool", "Str", "Enum", "Shape", "NoneAllowed", "OptInt", "OptFloat", "Dtype",
            "FloatTuple", "AnyStr", "shape_is_known", "merge_shape"]
 
 
@@ -112,13 +112,19 @@ class Int(Param):
         raise ValueError("expected an integer")
 
 
-class OptInt(Int):
-    type_name = "int or None"
+class NoneAllowed:
+    """Mixin for the parameters MXNet declares as 'X or None': None, 'None' and '' parse to
+    ``none_value``; anything else as the parameter type it is mixed into."""
+    none_value = None
 
     def parse(self, value):
         if value is None or (isinstance(value, str) and value.strip() in ("None", "")):
-            return None
+            return self.none_value
         return super().parse(value)
+
+
+class OptInt(NoneAllowed, Int):
+    type_name = "int or None"
 
 
 class Float(Param):
@@ -142,13 +148,8 @@ class Float(Param):
         raise ValueError("expected a number")
 
 
-class OptFloat(Float):
+class OptFloat(NoneAllowed, Float):
     type_name = "float or None"
-
-    def parse(self, value):
-        if value is None or (isinstance(value, str) and value.strip() in ("None", "")):
-            return None
-        return super().parse(value)
 
 
 class Bool(Param):
@@ -418,14 +419,20 @@ class Operator:
         hidden ones included. Raise ``self.error(...)`` naming the argument on a mismatch.
         The default treats the op as element-wise over identical shapes.
         """
+        shape = self.same_shape(p, in_shapes)
+        return [shape] * len(in_shapes), [shape] * self.num_outputs(p)
+
+    def same_shape(self, p, in_shapes, why="all inputs must have the same shape"):
+        """The one shape every input must have, merged from what is known of each; the error
+        names the first input that does not fit, and ``why``."""
         shape = None
         for name, s in zip(self.list_inputs(p), in_shapes):
             try:
                 shape = merge_shape(shape, s)
             except ValueError:
-                raise self.error("input '%s' has shape %s, expected %s (all inputs must have "
-                                 "the same shape)", name, s, shape) from None
-        return [shape] * len(in_shapes), [shape] * self.num_outputs(p)
+                raise self.error("input '%s' has shape %s, expected %s (%s)", name, s, shape,
+                                 why) from None
+        return shape
 
     def infer_shape_backward(self, p, in_shapes, out_shapes):
         """Fill input shapes from known output shapes (MXNet infers in both directions).

@@ -23,7 +23,8 @@ says so. float16 is rejected too (MXNet's CPU operator has no float16 GEMM).
 """
 import numpy as np
 
-from .nn import ElementwiseOp, assign_shape, known, zero_grads
+from .common import assign_shape, known, zero_grads
+from .nn import ElementwiseOp
 from .registry import Bool, Enum, Float, Int, Operator, OptFloat, OptInt, Shape, register
 
 __all__ = ["GATES", "GATE_NAMES", "param_layout", "param_size", "packed_pieces",

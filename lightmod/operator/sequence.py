@@ -6,16 +6,10 @@ Data is (steps, batch, ...) with ``axis=0`` (the default) or (batch, steps, ...)
 sequence's length (integers, stored in any dtype); without it every sequence is full length.
 The lengths get no gradient (a zero one where one is asked for).
 """
+from .common import prod, zero_grads
 from .registry import Bool, Float, Int, Operator, merge_shape, register
 
 __all__ = ["SequenceMask", "SequenceReverse", "SequenceLast"]
-
-
-def _prod(values):
-    out = 1
-    for v in values:
-        out *= int(v)
-    return out
 
 
 class _SequenceOp(Operator):
@@ -65,100 +59,94 @@ class _SequenceOp(Operator):
 
     @staticmethod
     def _view3(shape):
-        return (int(shape[0]), int(shape[1]), _prod(shape[2:]))
+        return (int(shape[0]), int(shape[1]), prod(shape[2:]))
 
     def _lengths(self, p, inputs):
         # without lengths the kernels never read this argument
         return inputs[1] if p.use_sequence_length else inputs[0]
 
-    @staticmethod
-    def _zero_length_grad(k, p, in_grads, req):
-        if p.use_sequence_length and req[1] == "write":
-            k.fill(in_grads[1], 0.0)
+    def infer_shape(self, p, in_shapes):
+        in_shapes, data = self._infer_inputs(p, in_shapes)
+        return in_shapes, [None if data is None else self.out_shape(p, data)]
+
+    def out_shape(self, p, data):
+        return data
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if req[0] != "null":
+            self.data_gradient(p, k, out_grads[0], self._lengths(p, inputs), in_grads[0],
+                               self._view3(inputs[0].shape), req[0] == "add")
+        zero_grads(k, in_grads[1:], req[1:])       # the lengths get none
+
+    def data_gradient(self, p, k, dy, lengths, dx, view, accumulate):
+        """Write (or add) the gradient of data, seen as ``view`` (steps, batch, rest)."""
+        raise NotImplementedError
+
+
+class _StepMap(_SequenceOp):
+    """SequenceMask and SequenceReverse: the output has data's shape, and the gradient is the
+    same map (``apply``) of the head gradient, masked steps getting zero."""
+
+    def apply(self, p, k, src, lengths, dst, masked_value, accumulate):
+        raise NotImplementedError
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        view = self._view3(inputs[0].shape)
+        masked_value = p.get("value", 0.0)     # SequenceMask's parameter (Reverse masks nothing)
+        self.apply(p, k, inputs[0].reshape(view), self._lengths(p, inputs),
+                   outputs[0].reshape(view), masked_value, False)
+
+    def data_gradient(self, p, k, dy, lengths, dx, view, accumulate):
+        self.apply(p, k, dy.reshape(view), lengths, dx.reshape(view), 0.0, accumulate)
+
+
+def _lengths_first(**params):
+    """Every sequence operator's parameters start with use_sequence_length."""
+    return {"use_sequence_length": Bool(False, "take the lengths from the sequence_length input"),
+            **params}
+
+
+_AXIS = Int(0, "the time axis: 0 (steps, batch, ...) or 1 (batch, steps, ...)")
 
 
 @register
-class SequenceMask(_SequenceOp):
+class SequenceMask(_StepMap):
     """Set every step past its sequence's length to ``value``."""
     name = "SequenceMask"
-    params = {
-        "use_sequence_length": Bool(False, "take the lengths from the sequence_length input"),
-        "value": Float(0.0, "the value masked steps get"),
-        "axis": Int(0, "the time axis: 0 (steps, batch, ...) or 1 (batch, steps, ...)"),
-    }
+    params = _lengths_first(value=Float(0.0, "the value masked steps get"), axis=_AXIS)
 
-    def infer_shape(self, p, in_shapes):
-        in_shapes, data = self._infer_inputs(p, in_shapes)
-        return in_shapes, [data]
-
-    def forward(self, p, k, inputs, outputs, is_train, state):
-        view = self._view3(inputs[0].shape)
-        k.sequence_mask(inputs[0].reshape(view), self._lengths(p, inputs),
-                        outputs[0].reshape(view), p.value, p.use_sequence_length, p.axis == 1)
-
-    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] != "null":
-            view = self._view3(inputs[0].shape)
-            k.sequence_mask(out_grads[0].reshape(view), self._lengths(p, inputs),
-                            in_grads[0].reshape(view), 0.0, p.use_sequence_length, p.axis == 1,
-                            accumulate=(req[0] == "add"))
-        self._zero_length_grad(k, p, in_grads, req)
+    def apply(self, p, k, src, lengths, dst, masked_value, accumulate):
+        k.sequence_mask(src, lengths, dst, masked_value, p.use_sequence_length, p.axis == 1,
+                        accumulate=accumulate)
 
 
 @register
-class SequenceReverse(_SequenceOp):
+class SequenceReverse(_StepMap):
     """Reverse the first ``length`` steps of every sequence; later steps stay in place."""
     name = "SequenceReverse"
-    params = {
-        "use_sequence_length": Bool(False, "take the lengths from the sequence_length input"),
-        "axis": Int(0, "the time axis (only 0 is supported, as in MXNet)"),
-    }
+    params = _lengths_first(axis=Int(0, "the time axis (only 0 is supported, as in MXNet)"))
     axes = (0,)
 
-    def infer_shape(self, p, in_shapes):
-        in_shapes, data = self._infer_inputs(p, in_shapes)
-        return in_shapes, [data]
-
-    def forward(self, p, k, inputs, outputs, is_train, state):
-        view = self._view3(inputs[0].shape)
-        k.sequence_reverse(inputs[0].reshape(view), self._lengths(p, inputs),
-                           outputs[0].reshape(view), p.use_sequence_length, False)
-
-    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] != "null":
-            # reversing is its own inverse: the gradient is reversed the same way
-            view = self._view3(inputs[0].shape)
-            k.sequence_reverse(out_grads[0].reshape(view), self._lengths(p, inputs),
-                               in_grads[0].reshape(view), p.use_sequence_length, False,
-                               accumulate=(req[0] == "add"))
-        self._zero_length_grad(k, p, in_grads, req)
+    def apply(self, p, k, src, lengths, dst, masked_value, accumulate):
+        # nothing is masked; reversing is its own inverse, so the gradient is reversed too
+        k.sequence_reverse(src, lengths, dst, p.use_sequence_length, False,
+                           accumulate=accumulate)
 
 
 @register
 class SequenceLast(_SequenceOp):
     """The last valid step of every sequence: data without its time axis."""
     name = "SequenceLast"
-    params = {
-        "use_sequence_length": Bool(False, "take the lengths from the sequence_length input"),
-        "axis": Int(0, "the time axis: 0 (steps, batch, ...) or 1 (batch, steps, ...)"),
-    }
+    params = _lengths_first(axis=_AXIS)
 
-    def infer_shape(self, p, in_shapes):
-        in_shapes, data = self._infer_inputs(p, in_shapes)
-        if data is None:
-            return in_shapes, [None]
-        return in_shapes, [data[:p.axis] + data[p.axis + 1:]]
+    def out_shape(self, p, data):
+        return data[:p.axis] + data[p.axis + 1:]
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         view = self._view3(inputs[0].shape)
         k.sequence_last(inputs[0].reshape(view), self._lengths(p, inputs),
                         outputs[0].reshape(outputs[0].size), p.use_sequence_length, p.axis == 1)
 
-    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] != "null":
-            view = self._view3(inputs[0].shape)
-            k.sequence_last_backward(out_grads[0].reshape(out_grads[0].size),
-                                     self._lengths(p, inputs), in_grads[0].reshape(view),
-                                     p.use_sequence_length, p.axis == 1,
-                                     accumulate=(req[0] == "add"))
-        self._zero_length_grad(k, p, in_grads, req)
+    def data_gradient(self, p, k, dy, lengths, dx, view, accumulate):
+        k.sequence_last_backward(dy.reshape(dy.size), lengths, dx.reshape(view),
+                                 p.use_sequence_length, p.axis == 1, accumulate=accumulate)

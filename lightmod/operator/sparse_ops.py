@@ -17,7 +17,8 @@ Everything is composed from kernels both kernel sets have (``where_forward``,
 ``take_backward``, ``reduce_axes``, the element-wise launchers); scratch arrays live in the
 step's ``state`` so a bound executor allocates them once.
 """
-from .elemwise import _Binary, _Scalar, _zero_grads
+from .common import zero_grads
+from .elemwise import _Binary, _Scalar
 from .reduce import R_NORM1
 from .registry import Operator, register
 
@@ -138,12 +139,12 @@ class SparseRetain(Operator):
         k.where_forward(out, mask, data, out, inner)
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        _zero_grads(k, in_grads[1:], req[1:])
+        zero_grads(k, in_grads[1:], req[1:])
         grad = in_grads[0]
         if grad is None or req[0] == "null":
             return
         if out_grads[0] is None or grad.size == 0:
-            return _zero_grads(k, in_grads[:1], req[:1])
+            return zero_grads(k, in_grads[:1], req[:1])
         mask, inner = self._row_mask(k, state, inputs[0], inputs[1])
         kept = _scratch(k, state, "kept_grad", grad.shape, grad.dtype)
         k.fill(kept, 0)

@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from ..base import MXNetIndexError
+from .common import cleared_data_grad, data_grad_needed, zero_grads
 from .registry import (
     Bool,
     Dtype,
@@ -31,7 +32,7 @@ from .registry import (
     shape_is_known,
 )
 
-__all__ = ["contiguous_strides", "reduce_plan", "shape_size", "zero_grads"]
+__all__ = ["contiguous_strides", "reduce_plan", "shape_size"]
 
 # reduction code of a plain sum (kernels/scalar_tensor.py R_SUM; importing kernels here is not
 # allowed, so the number is repeated, and checked by the tests)
@@ -81,13 +82,6 @@ def reduce_plan(shape, reduced):
     return tuple(cshape), tuple(i for i, r in enumerate(kinds) if r)
 
 
-def zero_grads(k, in_grads, req):
-    """Write zeros into every gradient requested with 'write' (nothing flows back)."""
-    for g, r in zip(in_grads, req):
-        if g is not None and r == "write":
-            k.fill(g, 0)
-
-
 def _unknown_count(shape):
     return sum(1 for d in shape if not d)
 
@@ -124,6 +118,31 @@ class _TensorOp(Operator):
             raise self.error("%s: shape %s does not match %s", what, a, b) from None
 
 
+class _OneInput(_TensorOp):
+    """One input: nothing is inferred until its shape is known; ``out_shape`` then gives the
+    output's shape (and raises on an input the op cannot take)."""
+
+    def infer_shape(self, p, in_shapes):
+        s = in_shapes[0]
+        if s is None:
+            return [None], [None]
+        return [s], [self.out_shape(p, s)]
+
+    def out_shape(self, p, s):
+        raise NotImplementedError
+
+
+class _CountedOutputs(_TensorOp):
+    """Ops whose ``num_outputs`` parameter (at least 1) is their number of outputs."""
+
+    def check_params(self, p):
+        if p.num_outputs < 1:
+            raise self.error("num_outputs=%d must be at least 1", p.num_outputs)
+
+    def num_outputs(self, p):
+        return p.num_outputs
+
+
 class _SameShape(_TensorOp):
     """Output shape == input 0's shape; known output shapes flow back to the input."""
 
@@ -144,10 +163,8 @@ class _FlatCopy(_TensorOp):
         k.assign(outputs[0], inputs[0].reshape(outputs[0].shape), "write")
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] == "null":
+        if not data_grad_needed(k, out_grads, in_grads, req):
             return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads, req)
         k.assign(in_grads[0], out_grads[0].reshape(in_grads[0].shape), req[0])
 
 
@@ -155,18 +172,15 @@ class _FlatCopy(_TensorOp):
 # Flatten, Reshape, expand_dims, squeeze
 # ---------------------------------------------------------------------------------------------
 @register
-class Flatten(_FlatCopy):
+class Flatten(_OneInput, _FlatCopy):
     name = "Flatten"
     aliases = ("flatten",)
 
-    def infer_shape(self, p, in_shapes):
-        s = in_shapes[0]
-        if s is None:
-            return [None], [None]
+    def out_shape(self, p, s):
         if len(s) == 0:
             raise self.error("input 'data' must have at least one dim, got shape %s", s)
         rest = shape_size(s[1:]) if len(s) > 1 else 1
-        return [s], [(s[0], rest)]
+        return (s[0], rest)
 
     def infer_shape_backward(self, p, in_shapes, out_shapes):
         s, out = in_shapes[0], out_shapes[0]
@@ -404,16 +418,13 @@ class SizeArray(_ShapeInfo):
 
 
 @register
-class ExpandDims(_FlatCopy):
+class ExpandDims(_OneInput, _FlatCopy):
     name = "expand_dims"
     params = {"axis": Int(doc="Position of the new axis, in [-ndim-1, ndim]")}
 
-    def infer_shape(self, p, in_shapes):
-        s = in_shapes[0]
-        if s is None:
-            return [None], [None]
+    def out_shape(self, p, s):
         a = self.axis(p.axis, len(s), shape=s, extra=1)
-        return [s], [s[:a] + (1,) + s[a:]]
+        return s[:a] + (1,) + s[a:]
 
     def infer_shape_backward(self, p, in_shapes, out_shapes):
         out = out_shapes[0]
@@ -471,17 +482,14 @@ class Squeeze(_FlatCopy):
 # ---------------------------------------------------------------------------------------------
 # transpose, SwapAxis
 # ---------------------------------------------------------------------------------------------
-class _Permute(_TensorOp):
+class _Permute(_OneInput):
     """out = data with its axes permuted; the gradient is the inverse permutation.
 
     Subclasses define ``perm(p, shape)``: the input axis read by each output axis."""
 
-    def infer_shape(self, p, in_shapes):
-        s = in_shapes[0]
-        if s is None:
-            return [None], [None]
+    def out_shape(self, p, s):
         perm = self.perm(p, s)
-        return [s], [tuple(s[a] for a in perm)]
+        return tuple(s[a] for a in perm)
 
     def infer_shape_backward(self, p, in_shapes, out_shapes):
         out = out_shapes[0]
@@ -500,10 +508,8 @@ class _Permute(_TensorOp):
                          tuple(st[a] for a in self.perm(p, x.shape)), "write")
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] == "null":
+        if not data_grad_needed(k, out_grads, in_grads, req):
             return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads, req)
         perm = self.perm(p, inputs[0].shape)
         ost = contiguous_strides(outputs[0].shape)
         inv = [0] * len(perm)
@@ -657,18 +663,8 @@ class Stack(_Join):
     params = {"axis": Int(0, doc="The axis of the new dim in the result"),
               "num_args": Int(doc="Number of inputs to stack")}
 
-    def _common(self, p, in_shapes):
-        common = None
-        for name, s in zip(self.list_inputs(p), in_shapes):
-            try:
-                common = merge_shape(common, s)
-            except ValueError:
-                raise self.error("input '%s' has shape %s, expected %s (all inputs must have "
-                                 "the same shape)", name, s, common) from None
-        return common
-
     def infer_shape(self, p, in_shapes):
-        s = self._common(p, in_shapes)
+        s = self.same_shape(p, in_shapes)
         if s is None:
             return list(in_shapes), [None]
         a = self.axis(p.axis, len(s), shape=s, extra=1)
@@ -679,7 +675,7 @@ class Stack(_Join):
         if out is None:
             return in_shapes
         a = self.axis(p.axis, len(out) - 1, shape=out, extra=1)
-        s = self.merge(self._common(p, in_shapes), out[:a] + out[a + 1:],
+        s = self.merge(self.same_shape(p, in_shapes), out[:a] + out[a + 1:],
                        "inputs vs the output without axis=%d" % p.axis)
         return [s] * len(in_shapes)
 
@@ -691,19 +687,12 @@ class Stack(_Join):
 
 
 @register
-class SliceChannel(_TensorOp):
+class SliceChannel(_CountedOutputs):
     name = "SliceChannel"
     aliases = ("split",)
     params = {"num_outputs": Int(doc="Number of splits; must divide the axis evenly"),
               "axis": Int(1, doc="Axis along which to split"),
               "squeeze_axis": Bool(False, doc="Remove the split axis (its parts must be 1)")}
-
-    def check_params(self, p):
-        if p.num_outputs < 1:
-            raise self.error("num_outputs=%d must be at least 1", p.num_outputs)
-
-    def num_outputs(self, p):
-        return p.num_outputs
 
     def infer_shape(self, p, in_shapes):
         s = in_shapes[0]
@@ -770,17 +759,14 @@ class SliceChannel(_TensorOp):
 # ---------------------------------------------------------------------------------------------
 # slice, slice_axis
 # ---------------------------------------------------------------------------------------------
-class _Slice(_TensorOp):
+class _Slice(_OneInput):
     """out = a strided window of data; the gradient is scattered back (zeros elsewhere).
 
     Subclasses define ``window(p, shape)``: per axis (start, length, step); unknown (0) dims
     give length 0 (unknown)."""
 
-    def infer_shape(self, p, in_shapes):
-        s = in_shapes[0]
-        if s is None:
-            return [None], [None]
-        return [s], [tuple(n for _, n, _ in self.window(p, s))]
+    def out_shape(self, p, s):
+        return tuple(n for _, n, _ in self.window(p, s))
 
     def _view(self, p, shape):
         st = contiguous_strides(shape)
@@ -794,12 +780,8 @@ class _Slice(_TensorOp):
         k.strided_gather(outputs[0], inputs[0], offset, shape, strides, "write")
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] == "null":
-            return
-        g = in_grads[0]
-        if req[0] == "write":
-            k.fill(g, 0)
-        if out_grads[0] is not None:
+        g = cleared_data_grad(k, in_grads, req)
+        if g is not None and out_grads[0] is not None:
             offset, shape, strides = self._view(p, g.shape)
             k.strided_scatter(g, out_grads[0], offset, shape, strides, req[0])
 
@@ -887,8 +869,26 @@ class _IndexTypes(_TensorOp):
         return filled, [data_t]
 
 
+class _AlongAxis(_IndexTypes):
+    """take and pick: read the data along ``p.axis`` at the positions of an index input (as
+    outer x n x inner); the gradient is scattered back by ``scatter_kernel(k)``."""
+
+    def _geometry(self, p, shape):
+        return _outer_inner(shape, self.axis(p.axis, len(shape), shape=tuple(shape)))
+
+    def scatter_kernel(self, k):
+        raise NotImplementedError
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        if not data_grad_needed(k, out_grads, in_grads, req):
+            return
+        outer, n, inner = self._geometry(p, inputs[0].shape)
+        self.scatter_kernel(k)(in_grads[0], out_grads[0], inputs[1], outer, n, inner,
+                               p.mode == "wrap", req[0])
+
+
 @register
-class Take(_IndexTypes):
+class Take(_AlongAxis):
     name = "take"
     inputs = ("a", "indices")
     index_inputs = ("indices",)
@@ -905,9 +905,6 @@ class Take(_IndexTypes):
             return list(in_shapes), [None]
         return list(in_shapes), [a[:ax] + tuple(idx) + a[ax + 1:]]
 
-    def _geometry(self, p, shape):
-        return _outer_inner(shape, self.axis(p.axis, len(shape), shape=tuple(shape)))
-
     def forward(self, p, k, inputs, outputs, is_train, state):
         a, idx = inputs
         outer, n, inner = self._geometry(p, a.shape)
@@ -917,19 +914,12 @@ class Take(_IndexTypes):
                              tuple(a.shape))
         k.take_forward(outputs[0], a, idx, outer, n, inner, p.mode == "wrap")
 
-    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        zero_grads(k, in_grads[1:], req[1:])
-        if req[0] == "null":
-            return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads[:1], req[:1])
-        outer, n, inner = self._geometry(p, inputs[0].shape)
-        k.take_backward(in_grads[0], out_grads[0], inputs[1], outer, n, inner,
-                        p.mode == "wrap", req[0])
+    def scatter_kernel(self, k):
+        return k.take_backward
 
 
 @register
-class Pick(_IndexTypes):
+class Pick(_AlongAxis):
     name = "pick"
     inputs = ("data", "index")
     index_inputs = ("index",)
@@ -957,22 +947,12 @@ class Pick(_IndexTypes):
                              "without axis %d)", idx, plain, data, p.axis)
         return [data, idx], [out]
 
-    def _geometry(self, p, shape):
-        return _outer_inner(shape, self.axis(p.axis, len(shape), shape=tuple(shape)))
-
     def forward(self, p, k, inputs, outputs, is_train, state):
         outer, n, inner = self._geometry(p, inputs[0].shape)
         k.pick_forward(outputs[0], inputs[0], inputs[1], outer, n, inner, p.mode == "wrap")
 
-    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        zero_grads(k, in_grads[1:], req[1:])
-        if req[0] == "null":
-            return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads[:1], req[:1])
-        outer, n, inner = self._geometry(p, inputs[0].shape)
-        k.pick_backward(in_grads[0], out_grads[0], inputs[1], outer, n, inner,
-                        p.mode == "wrap", req[0])
+    def scatter_kernel(self, k):
+        return k.pick_backward
 
 
 @register
@@ -1091,7 +1071,7 @@ class AmpCast(Cast):
 
 
 @register
-class AmpMulticast(_TensorOp):
+class AmpMulticast(_CountedOutputs):
     """``amp_multicast``: casts its ``num_outputs`` inputs to their widest floating type (the
     narrowest with ``cast_narrow``); output i is input i cast, gradients come back in each
     input's type."""
@@ -1099,13 +1079,6 @@ class AmpMulticast(_TensorOp):
     variadic = "num_outputs"
     params = {"num_outputs": Int(doc="Number of inputs (and outputs)"),
               "cast_narrow": Bool(False, doc="Cast to the narrowest instead of the widest type")}
-
-    def check_params(self, p):
-        if p.num_outputs < 1:
-            raise self.error("num_outputs=%d must be at least 1", p.num_outputs)
-
-    def num_outputs(self, p):
-        return p.num_outputs
 
     def infer_shape(self, p, in_shapes):
         return list(in_shapes), list(in_shapes)
@@ -1248,7 +1221,7 @@ class AddN(_TensorOp):
 # ---------------------------------------------------------------------------------------------
 # tile, repeat
 # ---------------------------------------------------------------------------------------------
-class _Repeating(_TensorOp):
+class _Repeating(_OneInput):
     """Ops whose output reads each input element several times.
 
     Subclasses define ``view(p, shape)``: (view shape, input element strides over it, the
@@ -1260,10 +1233,8 @@ class _Repeating(_TensorOp):
         k.strided_gather(outputs[0], inputs[0], 0, vshape, vstrides, "write")
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] == "null":
+        if not data_grad_needed(k, out_grads, in_grads, req):
             return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads, req)
         vshape, _, raxes = self.view(p, inputs[0].shape)
         cshape, craxes = reduce_plan(tuple(vshape), tuple(raxes))
         k.reduce_axes(in_grads[0], out_grads[0], cshape, craxes, R_SUM, req[0])
@@ -1284,12 +1255,9 @@ class Tile(_Repeating):
         return ((1,) * (nd - len(shape)) + tuple(shape),
                 (1,) * (nd - len(p.reps)) + tuple(p.reps))
 
-    def infer_shape(self, p, in_shapes):
-        s = in_shapes[0]
-        if s is None:
-            return [None], [None]
+    def out_shape(self, p, s):
         shape, reps = self._pad(p, s)
-        return [s], [tuple(d * r for d, r in zip(shape, reps))]
+        return tuple(d * r for d, r in zip(shape, reps))
 
     def infer_shape_backward(self, p, in_shapes, out_shapes):
         s, out = in_shapes[0], out_shapes[0]
@@ -1322,14 +1290,11 @@ class Repeat(_Repeating):
         if p.repeats < 0:
             raise self.error("repeats=%d cannot be a negative number", p.repeats)
 
-    def infer_shape(self, p, in_shapes):
-        s = in_shapes[0]
-        if s is None:
-            return [None], [None]
+    def out_shape(self, p, s):
         if p.axis is None:
-            return [s], [(shape_size(s) * p.repeats,)]
+            return (shape_size(s) * p.repeats,)
         a = self.axis(p.axis, len(s), shape=s)
-        return [s], [s[:a] + (s[a] * p.repeats,) + s[a + 1:]]
+        return s[:a] + (s[a] * p.repeats,) + s[a + 1:]
 
     def infer_shape_backward(self, p, in_shapes, out_shapes):
         s, out = in_shapes[0], out_shapes[0]
@@ -1351,20 +1316,17 @@ class Repeat(_Repeating):
 # ---------------------------------------------------------------------------------------------
 # argmax, argmin
 # ---------------------------------------------------------------------------------------------
-class _ArgReduce(_TensorOp):
+class _ArgReduce(_OneInput):
     is_max = True
     params = {"axis": OptInt(None, doc="The axis (None: the flattened input)"),
               "keepdims": Bool(False, doc="Keep the reduced axis as a size-1 dim")}
 
-    def infer_shape(self, p, in_shapes):
-        s = in_shapes[0]
-        if s is None:
-            return [None], [None]
+    def out_shape(self, p, s):
         if p.axis is None:
-            return [s], [(1,) * len(s) if p.keepdims else (1,)]
+            return (1,) * len(s) if p.keepdims else (1,)
         a = self.axis(p.axis, len(s), shape=s)
         out = s[:a] + (1,) + s[a + 1:] if p.keepdims else s[:a] + s[a + 1:]
-        return [s], [out or (1,)]
+        return out or (1,)
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         x = inputs[0]
@@ -1392,20 +1354,17 @@ class ArgMin(_ArgReduce):
 
 
 @register
-class ArgMaxChannel(_TensorOp):
+class ArgMaxChannel(_OneInput):
     """``argmax_channel``: the position of the largest value along axis 1 (the first one on
     ties), as float; the output drops that axis. Data needs at least 2 dimensions."""
     name = "argmax_channel"
     params = {}
 
-    def infer_shape(self, p, in_shapes):
-        s = in_shapes[0]
-        if s is None:
-            return [None], [None]
+    def out_shape(self, p, s):
         if len(s) < 2:
             raise self.error("data must have at least 2 dimensions (argmax runs along axis 1), "
                              "got shape %s", tuple(s))
-        return [s], [s[:1] + s[2:]]
+        return s[:1] + s[2:]
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         x = inputs[0]
@@ -1531,7 +1490,7 @@ class ArgSort(_Sorting):
 # ops that read one strided view of their input: diag, depth_to_space, space_to_depth,
 # slice_like, split_v2
 # ---------------------------------------------------------------------------------------------
-class _ViewRead(_TensorOp):
+class _ViewRead(_OneInput):
     """out = a strided view of data (element offset, shape, strides over data); the gradient
     goes back through the same view (zeros where the view does not reach).
 
@@ -1582,24 +1541,21 @@ class Diag(_ViewRead):
                              p.axis1, p.axis2, s)
         return a1, a2
 
-    def infer_shape(self, p, in_shapes):
-        s = in_shapes[0]
-        if s is None:
-            return [None], [None]
+    def out_shape(self, p, s):
         if len(s) == 0:
             raise self.error("input 'data' must have at least 1 dim, got shape %s", s)
         if len(s) == 1:
             n = s[0] + abs(p.k) if s[0] else 0
-            return [s], [(n, n)]
+            return (n, n)
         a1, a2 = self._axes(p, s)
         rest = tuple(d for i, d in enumerate(s) if i not in (a1, a2))
         if not (s[a1] and s[a2]):
-            return [s], [rest + (0,)]
+            return rest + (0,)
         length = _diag_length(s[a1], s[a2], p.k)
         if length <= 0:
             raise self.error("k=%d is out of range for axes %d and %d of the input of shape %s "
                              "(the diagonal would be empty)", p.k, a1, a2, s)
-        return [s], [rest + (length,)]
+        return rest + (length,)
 
     def _diagonal_view(self, p, mshape, st, a1, a2):
         """(offset, shape, strides) of diagonal k of an array of shape mshape / strides st."""
@@ -1625,10 +1581,8 @@ class Diag(_ViewRead):
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
         if len(inputs[0].shape) > 1:
             return super().backward(p, k, out_grads, inputs, outputs, in_grads, req, state)
-        if req[0] == "null":
+        if not data_grad_needed(k, out_grads, in_grads, req):
             return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads, req)
         og = out_grads[0]
         offset, vshape, vstrides = self._diagonal_view(p, tuple(og.shape),
                                                        contiguous_strides(og.shape), 0, 1)
@@ -1661,16 +1615,13 @@ class DepthToSpace(_BlockMove):
     the position (i, j) of the b x b block that replaces each pixel of channel c."""
     name = "depth_to_space"
 
-    def infer_shape(self, p, in_shapes):
-        s = in_shapes[0]
-        if s is None:
-            return [None], [None]
+    def out_shape(self, p, s):
         self.checked(s)
         b = p.block_size
         if s[1] % (b * b):
             raise self.error("the channels of input 'data' (shape %s) must be a multiple of "
                              "block_size^2 = %d", s, b * b)
-        return [s], [(s[0], s[1] // (b * b), s[2] * b, s[3] * b)]
+        return (s[0], s[1] // (b * b), s[2] * b, s[3] * b)
 
     def view(self, p, shape):
         n, c, h, w = shape
@@ -1685,16 +1636,13 @@ class SpaceToDepth(_BlockMove):
     """(N, C, H, W) -> (N, C * b^2, H / b, W / b), the inverse of depth_to_space."""
     name = "space_to_depth"
 
-    def infer_shape(self, p, in_shapes):
-        s = in_shapes[0]
-        if s is None:
-            return [None], [None]
+    def out_shape(self, p, s):
         self.checked(s)
         b = p.block_size
         if s[2] % b or s[3] % b:
             raise self.error("the height and width of input 'data' (shape %s) must be "
                              "multiples of block_size=%d", s, b)
-        return [s], [(s[0], s[1] * b * b, s[2] // b, s[3] // b)]
+        return (s[0], s[1] * b * b, s[2] // b, s[3] // b)
 
     def view(self, p, shape):
         n, c, h, w = shape
@@ -1746,13 +1694,8 @@ class SliceLike(_TensorOp):
                          "write")
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        zero_grads(k, in_grads[1:], req[1:])
-        if req[0] == "null":
-            return
-        g = in_grads[0]
-        if req[0] == "write":
-            k.fill(g, 0)
-        if out_grads[0] is not None:
+        g = cleared_data_grad(k, in_grads, req)
+        if g is not None and out_grads[0] is not None:
             k.strided_scatter(g, out_grads[0], 0, outputs[0].shape, contiguous_strides(g.shape),
                               "add")
 
@@ -1810,11 +1753,9 @@ class _Split(_TensorOp):
             k.strided_gather(out, x, offset, vshape, st, "write")
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        if req[0] == "null":
+        g = cleared_data_grad(k, in_grads, req)
+        if g is None:
             return
-        g = in_grads[0]
-        if req[0] == "write":
-            k.fill(g, 0)
         for og, (offset, vshape, st) in zip(out_grads, self._views(p, g.shape)):
             if og is not None:
                 k.strided_scatter(g, og, offset, vshape, st, "add")
@@ -1902,11 +1843,8 @@ class _RowPick(_IndexTypes):
         k.pick_forward(outputs[0], inputs[0], inputs[1], rows, n, 1, False)
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        zero_grads(k, in_grads[1:], req[1:])
-        if req[0] == "null":
+        if not data_grad_needed(k, out_grads, in_grads, req):
             return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads[:1], req[:1])
         rows, n = self._geometry(inputs[0].shape)
         k.pick_backward(in_grads[0], out_grads[0], inputs[1], rows, n, 1, False, req[0])
 
@@ -2228,13 +2166,8 @@ class GatherND(_IndexedND):
         k.gather_nd(outputs[0], data, idx, dims, strides, inner)
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        zero_grads(k, in_grads[1:], req[1:])
-        if req[0] == "null":
-            return
-        g = in_grads[0]
-        if req[0] == "write":
-            k.fill(g, 0)
-        if out_grads[0] is not None:
+        g = cleared_data_grad(k, in_grads, req)
+        if g is not None and out_grads[0] is not None:
             dims, strides, inner = _nd_geometry(tuple(inputs[1].shape), tuple(g.shape))
             k.scatter_nd(g, out_grads[0], inputs[1], dims, strides, inner, "add")
 
@@ -2271,11 +2204,8 @@ class ScatterND(_IndexedND):
         k.scatter_nd(out, data, idx, dims, strides, inner, "write")
 
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        zero_grads(k, in_grads[1:], req[1:])
-        if req[0] == "null":
+        if not data_grad_needed(k, out_grads, in_grads, req):
             return
-        if out_grads[0] is None:
-            return zero_grads(k, in_grads[:1], req[:1])
         idx = inputs[1]
         dims, strides, inner = _nd_geometry(tuple(idx.shape), tuple(outputs[0].shape))
         if req[0] == "write":
@@ -2291,7 +2221,7 @@ class ScatterND(_IndexedND):
 # ---------------------------------------------------------------------------------------------
 # ravel_multi_index, unravel_index
 # ---------------------------------------------------------------------------------------------
-class _IndexConversion(_TensorOp):
+class _IndexConversion(_OneInput):
     """Between coordinates (m, N) in an array of ``shape`` and flat C-order indices (N,). The
     first dim of shape may be -1 (open: it does not change the strides). No gradient flows."""
     params = {"shape": Shape(doc="Shape of the array the indices address (the first dim may "
@@ -2317,14 +2247,11 @@ class RavelMultiIndex(_IndexConversion):
     name = "_ravel_multi_index"
     aliases = ("ravel_multi_index",)
 
-    def infer_shape(self, p, in_shapes):
-        s = in_shapes[0]
-        if s is None:
-            return [None], [None]
+    def out_shape(self, p, s):
         if len(s) != 2 or (s[0] and s[0] != len(p.shape)):
             raise self.error("input 'data' must have shape (%d, N) (one row per dim of shape=%s)"
                              ", got %s", len(p.shape), p.shape, s)
-        return [s], [(s[1],)]
+        return (s[1],)
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         k.ravel_index(outputs[0], inputs[0], self.strides(p))
@@ -2335,13 +2262,10 @@ class UnravelIndex(_IndexConversion):
     name = "_unravel_index"
     aliases = ("unravel_index",)
 
-    def infer_shape(self, p, in_shapes):
-        s = in_shapes[0]
-        if s is None:
-            return [None], [None]
+    def out_shape(self, p, s):
         if len(s) != 1:
             raise self.error("input 'data' must be 1-D (flat indices), got shape %s", s)
-        return [s], [(len(p.shape), s[0])]
+        return (len(p.shape), s[0])
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         k.unravel_index(outputs[0], inputs[0], p.shape, self.strides(p))
@@ -2409,7 +2333,7 @@ class Histogram(_TensorOp):
 
 
 @register
-class ArangeLike(_TensorOp):
+class ArangeLike(_OneInput):
     """``contrib.arange_like``: start, start + step, ... shaped like ``data`` (or as long as
     its axis ``axis``), each value repeated ``repeat`` times; data only gives its shape."""
     name = "_contrib_arange_like"
@@ -2424,13 +2348,10 @@ class ArangeLike(_TensorOp):
         if p.repeat < 1:
             raise self.error("repeat=%d must be at least 1", p.repeat)
 
-    def infer_shape(self, p, in_shapes):
-        s = in_shapes[0]
-        if s is None:
-            return [None], [None]
+    def out_shape(self, p, s):
         if p.axis is None:
-            return [s], [s]
-        return [s], [(s[self.axis(p.axis, len(s), shape=s)],)]
+            return s
+        return (s[self.axis(p.axis, len(s), shape=s)],)
 
     def forward(self, p, k, inputs, outputs, is_train, state):
         k.range_fill(outputs[0], p.start, p.step, p.repeat)
