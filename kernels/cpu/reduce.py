@@ -28,14 +28,15 @@ def _count(cshape, raxes):
     return n
 
 
-def _out_strides(cshape, raxes):
-    """Element strides of the (contiguous) output over cshape; 0 on reduced axes."""
+def output_strides(cshape, raxes):
+    """Element strides of the (contiguous) output over cshape; 0 on reduced axes (pure
+    Python, shared with the CUDA half)."""
     st, acc = [0] * len(cshape), 1
     for d in range(len(cshape) - 1, -1, -1):
         if d not in raxes:
             st[d] = acc
             acc *= cshape[d]
-    return np.array(st, dtype=np.int64)
+    return tuple(st)
 
 
 def _math(x):
@@ -134,7 +135,7 @@ def reduce_axes_backward(gin, gout, data, out, cshape, raxes, kind, req):
                                gin.dtype).reshape(-1) if back else gin.reshape(-1)
     g, x, y = _math(gout), _math(data), _math(out)
     fn = _reduce_grad.pick(gin.size)
-    ost = _out_strides(cshape, raxes)
+    ost = np.array(output_strides(cshape, raxes), dtype=np.int64)
     fn(acc, g, x, y, np.array(cshape[:-1], dtype=np.int64), ost[:-1], int(cshape[-1]),
        int(ost[-1]), kind, float(_count(cshape, raxes)), req == "add")
     if back:
