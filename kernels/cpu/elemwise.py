@@ -16,7 +16,8 @@ from ..elemwise_launchers import param_unary_launchers
 from ..scalar import BINARY_CODES, UNARY_CODES
 from .jit import parallel_loop
 
-__all__ = ["empty", "zeros", "full", "fill", "copy", "from_host", "to_host",
+__all__ = ["empty", "zeros", "full", "fill", "copy", "from_host", "to_host", "assign",
+           "assign_scalar",
            "broadcast_plan", "elemwise_unary", "elemwise_unary_backward", "elemwise_binary",
            "elemwise_binary_backward", "elemwise_scalar", "elemwise_scalar_backward",
            "elemwise_clip", "elemwise_clip_backward", "elemwise_hard_sigmoid",
@@ -53,6 +54,22 @@ def from_host(arr, dtype=None):
 
 def to_host(arr):
     return np.array(arr, copy=True)
+
+
+def assign(dst, src, req):
+    """Store src into dst following a gradient request ('write', 'add', 'null')."""
+    if req == "write":
+        np.copyto(dst, src, casting="unsafe")
+    elif req == "add":
+        dst += src
+
+
+def assign_scalar(dst, value, req):
+    """Store the constant value into every element of dst following a gradient request."""
+    if req == "write":
+        dst[...] = value
+    elif req == "add":
+        dst += value
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from numba import prange
 
 from .. import scalar_tensor as S
 from ..scalar import strided_offset
+from .elemwise import assign
 from .jit import ParallelLoop
 
 __all__ = ["reduce_axes", "reduce_axes_backward", "arg_reduce", "matmul_batched"]
@@ -124,11 +125,7 @@ def reduce_axes_backward(gin, gout, data, out, cshape, raxes, kind, req):
         g = np.asarray(gout).reshape(kept) * scale
         if not gin.flags.c_contiguous:
             return _store(gin, np.broadcast_to(g, tuple(cshape)), req)
-        view = gin.reshape(tuple(cshape))
-        if req == "add":
-            view += g
-        else:
-            np.copyto(view, g, casting="unsafe")
+        assign(gin.reshape(tuple(cshape)), g, req)
         return
     back = gin.dtype == np.float16 or not gin.flags.c_contiguous
     acc = np.ascontiguousarray(gin, dtype=np.float32 if gin.dtype == np.float16 else

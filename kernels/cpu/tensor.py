@@ -14,6 +14,7 @@ from numpy.lib.stride_tricks import as_strided
 from ..scalar import store
 from ..scalar_lookup import picked_offset
 from ..scalar_tensor import histogram_bin, resolve_index
+from .elemwise import assign
 from .jit import ParallelLoop
 
 __all__ = ["strided_gather", "strided_scatter", "indices_in_range", "take_forward",
@@ -101,11 +102,7 @@ def strided_gather(dst, src, offset, shape, strides, req="write"):
         return
     view = _view(_flat(src), offset, shape, strides)
     buf, back = _out(dst)
-    out = buf.reshape(tuple(shape))
-    if req == "add":
-        out += view
-    else:
-        np.copyto(out, view, casting="unsafe")
+    assign(buf.reshape(tuple(shape)), view, req)
     _finish(dst, buf, back)
 
 
@@ -114,12 +111,7 @@ def strided_scatter(dst, src, offset, shape, strides, req="write"):
     if req == "null" or src.size == 0:
         return
     buf, back = _out(dst)
-    view = _view(buf, offset, shape, strides)
-    values = src.reshape(tuple(shape))
-    if req == "add":
-        view += values
-    else:
-        np.copyto(view, values, casting="unsafe")
+    assign(_view(buf, offset, shape, strides), src.reshape(tuple(shape)), req)
     _finish(dst, buf, back)
 
 
@@ -292,6 +284,14 @@ _where = ParallelLoop(_where_impl, cost=_COST)
 _where_grad = ParallelLoop(_where_grad_impl, cost=_COST)
 
 
+def where_gradients_wanted(gx, gy, gout, req_x, req_y):
+    """(want_x, want_y): which of where's input gradients are written (both False when gout
+    is empty). Pure Python, shared with the CUDA half."""
+    if gout.size == 0:
+        return False, False
+    return gx is not None and req_x != "null", gy is not None and req_y != "null"
+
+
 def where_forward(out, cond, x, y, inner):
     """out = x where cond != 0 else y; cond has one entry per ``inner`` elements."""
     _write(_where, out, _math(cond), _bits(_flat(x)), _bits(_flat(y)), inner)
@@ -299,9 +299,8 @@ def where_forward(out, cond, x, y, inner):
 
 def where_backward(gx, gy, cond, gout, inner, req_x, req_y):
     """gx (req_x) gout where cond else 0; gy (req_y) the rest. None/'null' grads are skipped."""
-    want_x = gx is not None and req_x != "null"
-    want_y = gy is not None and req_y != "null"
-    if not (want_x or want_y) or gout.size == 0:
+    want_x, want_y = where_gradients_wanted(gx, gy, gout, req_x, req_y)
+    if not (want_x or want_y):
         return
     g = _math(gout)
     ax, back_x = _out(gx, math=True) if want_x else (g, False)

@@ -10,6 +10,7 @@ the elements that come before it (O(n) each: fine for rows of up to a few thousa
 import numpy as np
 from numba import cuda
 
+from ..cpu.tensor import where_gradients_wanted
 from ..scalar import store, strided_offset
 from ..scalar_lookup import picked_offset
 from ..scalar_tensor import histogram_bin, resolve_index
@@ -245,9 +246,8 @@ def where_forward(out, cond, x, y, inner):
 
 def where_backward(gx, gy, cond, gout, inner, req_x, req_y):
     """gx (req_x) gout where cond else 0; gy (req_y) the rest. None/'null' grads are skipped."""
-    want_x = gx is not None and req_x != "null"
-    want_y = gy is not None and req_y != "null"
-    if not (want_x or want_y) or gout.size == 0:
+    want_x, want_y = where_gradients_wanted(gx, gy, gout, req_x, req_y)
+    if not (want_x or want_y):
         return
     g = flat(gout)
     fx = flat(gx) if want_x else g
