@@ -506,9 +506,12 @@ def strided_offset(i, shape, strides):
 # @njit function cannot take the simulator's arrays) -------------------------------------------
 @register_jitable(forceinline=True)
 def store(dst, i, v, accumulate):
-    """dst[i] = v, or dst[i] += v when accumulating (a gradient request 'add'). Forced inline
-    (LLVM): left a call, it slowed some CPU loops 3x. (numba's IR inlining, inline="always",
-    fails in numba-cuda for a register_jitable function.)"""
+    """dst[i] = v, or dst[i] += v when accumulating (a gradient request 'add').
+
+    The CUDA kernels call it as it is. The CPU loops call ``cpu/elemwise.py``'s ``store``, this
+    function compiled with numba's IR inlining (``inline="always"``), so that LLVM unswitches
+    the loops on ``accumulate`` and vectorises them (through this overload, even force-inlined,
+    they ran up to 1.7x slower); numba-cuda cannot IR-inline a register_jitable function."""
     if accumulate:
         dst[i] += v
     else:

@@ -190,6 +190,9 @@ def _acc(req):
 # ---------------------------------------------------------------------------------------------
 # jitted loops
 # ---------------------------------------------------------------------------------------------
+# scalar.store (a gradient request's write or add) inlined into the loops' numba IR (see there)
+store = njit(inline="always")(S.store)
+
 # The cheap hot operators get loops of their own that call the tiny per-op functions of
 # scalar.py directly (inlined, so the loop vectorises); everything else shares one loop that
 # dispatches on the code per element. Blocks of BLOCK elements are the prange work unit.
@@ -251,7 +254,7 @@ def _unary_grad_block(code, x, y, g, dx, acc, lo, hi):
     else:
         xs, ys, gs, ds = x[lo:hi], y[lo:hi], g[lo:hi], dx[lo:hi]
         for i in range(ds.size):
-            S.store(ds, i, gs[i] * S.unary_grad(code, xs[i], ys[i]), acc)
+            store(ds, i, gs[i] * S.unary_grad(code, xs[i], ys[i]), acc)
 
 
 @parallel_loop(error_model="numpy")
@@ -300,7 +303,7 @@ def _bcast(code, a, b, out, shape, sa, sb):
 @parallel_loop(error_model="numpy")
 def _binary_grad(code, which, x, other, g, dx, keep, red, nred, so, sother, acc):
     for j in prange(dx.size):
-        S.store(dx, j, S.broadcast_grad_sum(code, which, x, other, g, j, keep, red, nred, so,
+        store(dx, j, S.broadcast_grad_sum(code, which, x, other, g, j, keep, red, nred, so,
                                             sother), acc)
 
 
@@ -344,7 +347,7 @@ def _scalar(code, x, s, out, reverse):
 @parallel_loop(error_model="numpy")
 def _scalar_grad(code, x, s, g, dx, reverse, acc):
     for i in prange(x.size):
-        S.store(dx, i, g[i] * S.scalar_op_grad(code, x[i], s, reverse), acc)
+        store(dx, i, g[i] * S.scalar_op_grad(code, x[i], s, reverse), acc)
 
 
 @parallel_loop(error_model="numpy")
@@ -356,7 +359,7 @@ def _param_unary(code, x, p, q, out):
 @parallel_loop(error_model="numpy")
 def _param_unary_grad(code, x, p, q, g, dx, acc):
     for i in prange(x.size):
-        S.store(dx, i, g[i] * S.param_unary_grad(code, x[i], p, q), acc)
+        store(dx, i, g[i] * S.param_unary_grad(code, x[i], p, q), acc)
 
 
 # ---------------------------------------------------------------------------------------------

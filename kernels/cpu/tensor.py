@@ -11,10 +11,9 @@ import numpy as np
 from numba import njit, prange
 from numpy.lib.stride_tricks import as_strided
 
-from ..scalar import store
 from ..scalar_lookup import picked_offset
 from ..scalar_tensor import histogram_bin, resolve_index
-from .elemwise import assign
+from .elemwise import assign, store
 from .jit import ParallelLoop
 
 __all__ = ["strided_gather", "strided_scatter", "indices_in_range", "take_forward",
