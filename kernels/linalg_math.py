@@ -1,23 +1,82 @@
 """Per-matrix math of the ``linalg`` family, written once for both kernel halves.
 
-Each function works on one matrix (2-d views of a batch) with plain loops and scalar math, so the
-CPU half compiles it with ``njit`` and the CUDA half with ``cuda.jit(device=True)``
-(``kernels/cpu/linalg.py``, ``kernels/cuda/linalg.py``): the functions are deliberately left
-undecorated here. They allocate nothing (device code cannot) and call no other function of this
-file (a device function can only call compiled functions), so the scratch matrices they need
-are arguments, and shared steps (a triangular solve, a product) are written out where used.
+Each function works on one matrix (2-d views of a batch) with plain loops and scalar math.
+They are ``register_jitable``: numba compiles them into whichever code calls them (the CPU
+loops of ``kernels/cpu/linalg.py``, the CUDA kernels of ``kernels/cuda/linalg.py``), and the
+CUDA simulator runs them as Python on its own arrays, so unlike ``@njit`` functions they may
+take arrays and call each other. They allocate nothing (device code cannot): the scratch
+matrices they need are arguments.
 
 Triangles: ``lower`` says which triangle of a stored matrix holds the factor. Functions read
 a triangular factor through its *lower view* ``L[i, j] = a[i, j]`` (lower) or ``a[j, i]``
 (upper), so one algorithm serves both layouts. Unless a docstring says otherwise the output
 matrices are written completely.
+
+NOTE: numba's on-disk cache only tracks the caller's source file; after editing this file,
+delete ``kernels/**/__pycache__/*.nbi`` / ``*.nbc`` so the launchers recompile.
 """
 import math
+
+from numba.extending import register_jitable
+
+# the functions both kernel sets export (kernels/cpu/linalg.py, kernels/cuda/linalg.py)
+LAUNCHER_NAMES = (
+    "linalg_potrf", "linalg_potri", "linalg_trmm", "linalg_trsm", "linalg_triangle_grad",
+    "linalg_potrf_backward", "linalg_potri_backward", "linalg_gelqf", "linalg_gelqf_backward",
+    "linalg_syevd", "linalg_syevd_backward", "linalg_inverse", "linalg_determinant",
+    "linalg_det_backward", "linalg_diagonal", "linalg_triangle", "linalg_sumlogdiag",
+    "linalg_sumlogdiag_backward", "linalg_axpby", "linalg_scaled_assign")
+
+
+# ---------------------------------------------------------------------------------------------
+# steps several functions share
+# ---------------------------------------------------------------------------------------------
+@register_jitable
+def matmul(a, b, out):
+    """``out = a b`` (pass ``x.T`` for a transposed operand)."""
+    for i in range(out.shape[0]):
+        for j in range(out.shape[1]):
+            s = 0.0
+            for k in range(a.shape[1]):
+                s += a[i, k] * b[k, j]
+            out[i, j] = s
+    return 0
+
+
+@register_jitable
+def solve_lower_transposed(factor, lower, rhs, x):
+    """Solve ``L^T x = rhs`` for the vector ``x``, L the lower view of ``factor`` (L^T is
+    upper triangular: substitute from the last row). rhs and x may be rows or columns of
+    matrices."""
+    n = factor.shape[0]
+    for step in range(n):
+        i = n - 1 - step
+        s = rhs[i]
+        for k in range(i + 1, n):
+            lki = factor[k, i] if lower else factor[i, k]
+            s -= lki * x[k]
+        x[i] = s / factor[i, i]
+    return 0
+
+
+@register_jitable
+def reflect_row(x, v, i, tau):
+    """``x = x H`` for the row vector x and the Householder reflector ``H = I - tau u u^T``,
+    ``u = [0, ..., 0, 1, v[i+1:]]`` (its 1 at position i)."""
+    s = x[i]
+    for j in range(i + 1, x.shape[0]):
+        s += x[j] * v[j]
+    s *= tau
+    x[i] -= s
+    for j in range(i + 1, x.shape[0]):
+        x[j] -= s * v[j]
+    return 0
 
 
 # ---------------------------------------------------------------------------------------------
 # Cholesky factorisation and inverse from the factor (potrf, potri)
 # ---------------------------------------------------------------------------------------------
+@register_jitable
 def cholesky(a, out, lower):
     """Factor the symmetric matrix whose ``lower`` (else upper) triangle ``a`` holds into
     ``out`` (lower: A = L L^T with L in out's lower triangle; upper: A = U^T U). The other
@@ -53,6 +112,7 @@ def cholesky(a, out, lower):
     return 0
 
 
+@register_jitable
 def cholesky_inverse(a, out, lower, work):
     """``out = L^-T L^-1`` for the lower view L of the triangular factor ``a`` (potri: the
     inverse of the matrix whose Cholesky factor a is). ``work`` (n, n) receives L^-1."""
@@ -81,6 +141,7 @@ def cholesky_inverse(a, out, lower, work):
 # ---------------------------------------------------------------------------------------------
 # triangular products and solves (trmm, trsm) and their gradient with respect to the triangle
 # ---------------------------------------------------------------------------------------------
+@register_jitable
 def triangular_product(a, b, out, rightside, transpose, lower, alpha):
     """``out = alpha op(A) B`` (or ``alpha B op(A)`` with rightside), A the ``lower`` (else
     upper) triangle of ``a``, op transposing when asked. Written as T Y with T = op(A) (left)
@@ -103,6 +164,7 @@ def triangular_product(a, b, out, rightside, transpose, lower, alpha):
     return 0
 
 
+@register_jitable
 def triangular_solve(a, b, out, rightside, transpose, lower, alpha):
     """Solve ``op(A) X = alpha B`` (or ``X op(A) = alpha B`` with rightside) for ``out``, A
     the ``lower`` (else upper) triangle of ``a``. Written as T Y = alpha C with T = op(A) or
@@ -127,6 +189,7 @@ def triangular_solve(a, b, out, rightside, transpose, lower, alpha):
     return 0
 
 
+@register_jitable
 def triangle_grad(p, q, da, rightside, transpose, lower, scale):
     """The gradient of trmm / trsm with respect to the triangle: ``da = scale M`` (``M^T`` when
     transpose) on the ``lower`` (else upper) triangle and 0 elsewhere, with ``M = p q^T``
@@ -149,6 +212,7 @@ def triangle_grad(p, q, da, rightside, transpose, lower, scale):
     return 0
 
 
+@register_jitable
 def cholesky_grad(factor, dfactor, da, lower, work, work2):
     """potrf's gradient ``dA = 0.5 L^-T sym(L^T dL) L^-1`` for the lower view L of ``factor``
     (dL the lower view of ``dfactor``), where sym copies the lower triangle onto the upper one.
@@ -164,30 +228,19 @@ def cholesky_grad(factor, dfactor, da, lower, work, work2):
                 s += lki * dkj
             work[i, j] = s
             work[j, i] = s
-    # work2 = L^-T work: solve L^T Y = work (L^T upper: substitute from the last row)
+    # work2 = L^-T work: solve L^T Y = work, column by column
     for c in range(n):
-        for step in range(n):
-            i = n - 1 - step
-            s = work[i, c]
-            for k in range(i + 1, n):
-                lki = factor[k, i] if lower else factor[i, k]
-                s -= lki * work2[k, c]
-            work2[i, c] = s / factor[i, i]
+        solve_lower_transposed(factor, lower, work[:, c], work2[:, c])
     # da = 0.5 work2 L^-1: solve X L = work2, i.e. L^T X^T = work2^T, row by row of X
     for r in range(n):
-        for step in range(n):
-            i = n - 1 - step
-            s = work2[r, i]
-            for k in range(i + 1, n):
-                lki = factor[k, i] if lower else factor[i, k]
-                s -= lki * da[r, k]
-            da[r, i] = s / factor[i, i]
+        solve_lower_transposed(factor, lower, work2[r, :], da[r, :])
     for r in range(n):
         for c in range(n):
             da[r, c] *= 0.5
     return 0
 
 
+@register_jitable
 def cholesky_inverse_grad(a, inv, g, da, lower, work, work2):
     """potri's gradient: ``dL = -tril(B (G + G^T) B L)`` for B = ``inv`` (the output), G the
     head gradient and L the lower view of ``a``; written into the same triangle of ``da`` that
@@ -196,18 +249,8 @@ def cholesky_inverse_grad(a, inv, g, da, lower, work, work2):
     for i in range(n):
         for j in range(n):
             work[i, j] = g[i, j] + g[j, i]
-    for i in range(n):                      # work2 = B work
-        for j in range(n):
-            s = 0.0
-            for k in range(n):
-                s += inv[i, k] * work[k, j]
-            work2[i, j] = s
-    for i in range(n):                      # work = work2 B
-        for j in range(n):
-            s = 0.0
-            for k in range(n):
-                s += work2[i, k] * inv[k, j]
-            work[i, j] = s
+    matmul(inv, work, work2)                # work2 = B work
+    matmul(work2, inv, work)                # work = work2 B
     for i in range(n):                      # dL = -tril(work L)
         for j in range(n):
             if j > i:
@@ -230,6 +273,7 @@ def cholesky_inverse_grad(a, inv, g, da, lower, work, work2):
 # ---------------------------------------------------------------------------------------------
 # LQ factorisation (gelqf)
 # ---------------------------------------------------------------------------------------------
+@register_jitable
 def lq_factor(a, q, l, work):
     """``A = L Q`` for ``a`` of shape (m, n), m <= n: L (m, m) lower triangular, Q (m, n) with
     orthonormal rows, by Householder reflections applied from the right with LAPACK's sign
@@ -258,13 +302,7 @@ def lq_factor(a, q, l, work):
                 work[i, j] *= scale
         work[i, i] = beta
         for r in range(i + 1, m):              # the rows below, times H from the right
-            s = work[r, i]
-            for j in range(i + 1, n):
-                s += work[r, j] * work[i, j]
-            s *= tau
-            work[r, i] -= s
-            for j in range(i + 1, n):
-                work[r, j] -= s * work[i, j]
+            reflect_row(work[r], work[i], i, tau)
     for i in range(m):
         for j in range(m):
             l[i, j] = work[i, j] if j <= i else 0.0
@@ -281,16 +319,11 @@ def lq_factor(a, q, l, work):
             continue
         tau = 2.0 / (1.0 + vv)
         for r in range(m):
-            s = q[r, i]
-            for j in range(i + 1, n):
-                s += q[r, j] * work[i, j]
-            s *= tau
-            q[r, i] -= s
-            for j in range(i + 1, n):
-                q[r, j] -= s * work[i, j]
+            reflect_row(q[r], work[i], i, tau)
     return 0
 
 
+@register_jitable
 def lq_grad(q, l, dq, dl, da, work, work2):
     """gelqf's gradient ``dA = L^-T (dQ + sym(M) Q)`` with ``M = L^T dL - dQ Q^T`` and sym
     copying M's lower triangle onto its upper one. work: (m, m); work2: (m, n)."""
@@ -311,19 +344,15 @@ def lq_grad(q, l, dq, dl, da, work, work2):
             for k in range(m):
                 s += work[i, k] * q[k, c]
             work2[i, c] = s
-    for c in range(n):                        # solve L^T X = work2 (upper: from the last row)
-        for step in range(m):
-            i = m - 1 - step
-            s = work2[i, c]
-            for k in range(i + 1, m):
-                s -= l[k, i] * da[k, c]
-            da[i, c] = s / l[i, i]
+    for c in range(n):                        # solve L^T X = work2, column by column
+        solve_lower_transposed(l, True, work2[:, c], da[:, c])
     return 0
 
 
 # ---------------------------------------------------------------------------------------------
 # symmetric eigendecomposition (syevd)
 # ---------------------------------------------------------------------------------------------
+@register_jitable
 def sym_eig(a, u, lam, work):
     """Eigenvalues ``lam`` (ascending) and eigenvectors (the rows of ``u``) of the symmetric
     matrix whose lower triangle ``a`` holds, so that ``U A = diag(lam) U``. Cyclic Jacobi
@@ -396,40 +425,27 @@ def sym_eig(a, u, lam, work):
     return 0
 
 
+@register_jitable
 def sym_eig_grad(u, lam, du, dlam, da, work, work2):
     """syevd's gradient ``dA = U^T S U``: S has ``dlam`` on its diagonal and, off it,
     ``(T_ij - T_ji) / (2 (lam_i - lam_j))`` with ``T = dU U^T``. work, work2: (n, n)."""
     n = u.shape[0]
-    for i in range(n):
-        for j in range(n):
-            s = 0.0
-            for k in range(n):
-                s += du[i, k] * u[j, k]
-            work[i, j] = s
+    matmul(du, u.T, work)                     # T = dU U^T
     for i in range(n):
         work2[i, i] = dlam[i]
         for j in range(i):
             v = (work[i, j] - work[j, i]) / (2.0 * (lam[i] - lam[j]))
             work2[i, j] = v
             work2[j, i] = v
-    for i in range(n):                        # work = S U
-        for j in range(n):
-            s = 0.0
-            for k in range(n):
-                s += work2[i, k] * u[k, j]
-            work[i, j] = s
-    for i in range(n):                        # da = U^T work
-        for j in range(n):
-            s = 0.0
-            for k in range(n):
-                s += u[k, i] * work[k, j]
-            da[i, j] = s
+    matmul(work2, u, work)                    # work = S U
+    matmul(u.T, work, da)                     # da = U^T work
     return 0
 
 
 # ---------------------------------------------------------------------------------------------
 # LU with partial pivoting: inverse, determinant (inverse, det, slogdet)
 # ---------------------------------------------------------------------------------------------
+@register_jitable
 def lu_inverse(a, out, work):
     """``out = A^-1`` by Gauss-Jordan elimination with partial pivoting on ``work`` (n, n).
     Returns 0, or 1 when A is singular (a zero pivot; out is then undefined)."""
@@ -469,6 +485,7 @@ def lu_inverse(a, out, work):
     return 0
 
 
+@register_jitable
 def lu_determinant(a, work, sign_out, value_out, index, log):
     """The determinant of ``a`` by LU elimination with partial pivoting on ``work`` (n, n):
     ``sign_out[index]`` = its sign (0 when singular) and ``value_out[index]`` = log|det A|
@@ -513,6 +530,7 @@ def lu_determinant(a, work, sign_out, value_out, index, log):
 # ---------------------------------------------------------------------------------------------
 # diagonals and triangles as vectors (extractdiag, makediag, extracttrian, maketrian), sumlogdiag
 # ---------------------------------------------------------------------------------------------
+@register_jitable
 def diagonal_copy(mat, vec, offset, to_matrix):
     """Between the ``offset`` diagonal of the square ``mat`` (above the main one when
     positive) and ``vec``: fill vec from it, or (to_matrix) zero mat and write vec onto it."""
@@ -531,6 +549,7 @@ def diagonal_copy(mat, vec, offset, to_matrix):
     return 0
 
 
+@register_jitable
 def triangle_copy(mat, vec, offset, lower, to_matrix):
     """Between a triangle of the square ``mat`` and ``vec``: the triangle on and below the
     ``offset`` diagonal (offset < 0, or 0 with lower) in row-major order, or on and above it
@@ -557,6 +576,7 @@ def triangle_copy(mat, vec, offset, lower, to_matrix):
     return 0
 
 
+@register_jitable
 def sum_log_diagonal(a, out, index):
     """``out[index]`` = the sum of the natural logarithms of the diagonal of ``a``."""
     s = 0.0
@@ -566,6 +586,7 @@ def sum_log_diagonal(a, out, index):
     return 0
 
 
+@register_jitable
 def sum_log_diagonal_grad(a, g, index, da):
     """sumlogdiag's gradient: ``g[index] / a_ii`` on the diagonal of ``da``, 0 elsewhere."""
     n = a.shape[0]
@@ -575,6 +596,7 @@ def sum_log_diagonal_grad(a, g, index, da):
     return 0
 
 
+@register_jitable
 def inverse_transpose_scaled(inv, singular, coef, coef2, use_coef2, index, da):
     """det's and slogdet's gradient from the inverse: ``da = coef[index] * inv^T`` (times
     ``coef2[index]`` when use_coef2), or 0 when the matrix is ``singular`` (MXNet passes no

@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 from numba import njit  # noqa: F401
+from numba.extending import register_jitable
 
 # --- unary codes ------------------------------------------------------------------------------
 U_RELU, U_SIGMOID, U_TANH, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_SQUARE, U_ABS, U_NEGATIVE, \
@@ -42,6 +43,9 @@ UNARY_CODES = {
     "rcbrt": U_RCBRT, "logical_not": U_LOGICAL_NOT, "erf": U_ERF, "gamma": U_GAMMA,
     "gammaln": U_GAMMALN,
 }
+
+# --- unary functions with two parameters (clip's bounds, hard_sigmoid's alpha and beta) -------
+P_CLIP, P_HARD_SIGMOID = range(2)
 
 # 180 / pi and its inverse (degrees and radians)
 DEGREES_PER_RADIAN = 57.29577951308232
@@ -460,6 +464,30 @@ def hard_sigmoid_grad(x, alpha, beta):
     return alpha if (y > 0.0 and y < 1.0) else 0.0
 
 
+@njit(cache=True, inline="always", error_model="numpy")
+def param_unary(code, x, p, q):
+    """f(x; p, q) for the two-parameter unary function ``code`` (P_CLIP, P_HARD_SIGMOID)."""
+    if code == P_CLIP:
+        return clip(x, p, q)
+    return hard_sigmoid(x, p, q)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def param_unary_grad(code, x, p, q):
+    """df/dx of ``param_unary(code, x, p, q)``."""
+    if code == P_CLIP:
+        return clip_grad(x, p, q)
+    return hard_sigmoid_grad(x, p, q)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def scalar_op_grad(code, x, s, reverse):
+    """d/dx of ``x op s`` (reverse: ``s op x``) for the binary operator ``code``."""
+    if reverse:
+        return binary_grad_rhs(code, s, x)
+    return binary_grad_lhs(code, x, s)
+
+
 @njit(cache=True)
 def strided_offset(i, shape, strides):
     """Offset of flat C-order index i of ``shape`` in an array with element ``strides``."""
@@ -472,3 +500,37 @@ def strided_offset(i, shape, strides):
         i = q
     return off
 
+
+# --- helpers on arrays: register_jitable, so that numba compiles them into the CPU loops and the
+# CUDA kernels that call them and the CUDA simulator runs them as Python on its own arrays (an
+# @njit function cannot take the simulator's arrays) -------------------------------------------
+@register_jitable(forceinline=True)
+def store(dst, i, v, accumulate):
+    """dst[i] = v, or dst[i] += v when accumulating (a gradient request 'add').
+
+    The CUDA kernels call it as it is. The CPU loops call ``cpu/elemwise.py``'s ``store``, this
+    function compiled with numba's IR inlining (``inline="always"``), so that LLVM unswitches
+    the loops on ``accumulate`` and vectorises them (through this overload, even force-inlined,
+    they ran up to 1.7x slower); numba-cuda cannot IR-inline a register_jitable function."""
+    if accumulate:
+        dst[i] += v
+    else:
+        dst[i] = v
+
+
+@register_jitable
+def broadcast_grad_sum(code, which, x, other, g, j, keep, red, nred, so, sother):
+    """Sum over the broadcast dims of g * d(a op b)/d(input ``which``: 0 = a, 1 = b) at element
+    j of that input ``x`` (``keep``/``red`` split the collapsed shape into the input's own dims
+    and the reduced ones; ``so``/``sother`` are g's and the other input's strides)."""
+    base_o = strided_offset(j, keep, so)
+    base_b = strided_offset(j, keep, sother)
+    s = 0.0
+    for r in range(nred):
+        io = base_o + strided_offset(r, red, so)
+        ib = base_b + strided_offset(r, red, sother)
+        if which == 0:
+            s += g[io] * binary_grad_lhs(code, x[j], other[ib])
+        else:
+            s += g[io] * binary_grad_rhs(code, other[ib], x[j])
+    return s

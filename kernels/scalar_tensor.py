@@ -9,6 +9,7 @@ written once. The per-element reduction functions are inlined into the loops (``
 import math
 
 from numba import njit
+from numba.extending import register_jitable
 
 # --- reduction kinds (codes passed to k.reduce_axes / k.reduce_axes_backward) -------------------
 R_SUM, R_MEAN, R_PROD, R_MAX, R_MIN, R_NANSUM, R_NANPROD, R_SUMSQ, R_NORM1, R_NORM2, \
@@ -38,6 +39,25 @@ def uniform_bin(x, lo, hi, nbins):
         return -1
     b = int((x - lo) * nbins / (hi - lo)) if hi > lo else 0
     return nbins - 1 if b >= nbins else b
+
+
+@register_jitable
+def histogram_bin(x, edges, nbins, uniform, lo, hi):
+    """The bin of x: one of nbins equal bins over [lo, hi] (uniform), else the b with
+    edges[b] <= x < edges[b + 1] (the last bin closed); -1 outside. register_jitable (it takes
+    an array): compiled into the callers of both halves, Python under the CUDA simulator."""
+    if uniform:
+        return uniform_bin(x, lo, hi, nbins)
+    if not (edges[0] <= x <= edges[nbins]):
+        return -1
+    lo_i, hi_i = 0, nbins          # the last edge <= x: binary search
+    while hi_i - lo_i > 1:
+        mid = (lo_i + hi_i) // 2
+        if edges[mid] <= x:
+            lo_i = mid
+        else:
+            hi_i = mid
+    return lo_i
 
 
 @njit(cache=True, error_model="numpy")

@@ -4,25 +4,10 @@ Each family lives in its own file and is re-exported here, one line per family.
 """
 import numpy as np
 
-__all__ = ["assign", "assign_scalar", "device_kind"]
+__all__ = ["device_kind"]
 device_kind = "cpu"
 
-
-def assign(dst, src, req):
-    """Store src into dst following a gradient request ('write', 'add', 'null')."""
-    if req == "write":
-        np.copyto(dst, src, casting="unsafe")
-    elif req == "add":
-        dst += src
-
-
-def assign_scalar(dst, value, req):
-    """Store the constant value into every element of dst following a gradient request."""
-    if req == "write":
-        dst[...] = value
-    elif req == "add":
-        dst += value
-# --- families (one line each) ---
+# --- families (one line each; assign and assign_scalar are elemwise.py's memory helpers) ---
 from .conv import *  # noqa: F401,F403,E402
 from .pooling import *  # noqa: F401,F403,E402
 from .norm import *  # noqa: F401,F403,E402

@@ -12,10 +12,12 @@ import numpy as np
 from numba import njit, prange
 
 from .. import scalar as S
+from ..elemwise_launchers import param_unary_launchers
 from ..scalar import BINARY_CODES, UNARY_CODES
 from .jit import parallel_loop
 
-__all__ = ["empty", "zeros", "full", "fill", "copy", "from_host", "to_host",
+__all__ = ["empty", "zeros", "full", "fill", "copy", "from_host", "to_host", "assign",
+           "assign_scalar",
            "broadcast_plan", "elemwise_unary", "elemwise_unary_backward", "elemwise_binary",
            "elemwise_binary_backward", "elemwise_scalar", "elemwise_scalar_backward",
            "elemwise_clip", "elemwise_clip_backward", "elemwise_hard_sigmoid",
@@ -52,6 +54,22 @@ def from_host(arr, dtype=None):
 
 def to_host(arr):
     return np.array(arr, copy=True)
+
+
+def assign(dst, src, req):
+    """Store src into dst following a gradient request ('write', 'add', 'null')."""
+    if req == "write":
+        np.copyto(dst, src, casting="unsafe")
+    elif req == "add":
+        dst += src
+
+
+def assign_scalar(dst, value, req):
+    """Store the constant value into every element of dst following a gradient request."""
+    if req == "write":
+        dst[...] = value
+    elif req == "add":
+        dst += value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -125,6 +143,15 @@ def reduce_plan(plan, which):
     return keep, red, nred, contiguous_strides(shape), (sb if which == 0 else sa)
 
 
+def gradient_plans(a, b, da, db, req_a, req_b):
+    """The inputs of ``a op b`` whose gradient is wanted, as ``(which, dx, req, plan)`` with
+    ``plan = reduce_plan(...)`` for that input (0 = a, 1 = b)."""
+    plan = broadcast_plan(tuple(a.shape), tuple(b.shape))
+    for which, (dx, req) in enumerate(((da, req_a), (db, req_b))):
+        if dx is not None and req != "null" and dx.size:
+            yield which, dx, req, reduce_plan(plan, which)
+
+
 # ---------------------------------------------------------------------------------------------
 # argument preparation
 # ---------------------------------------------------------------------------------------------
@@ -163,6 +190,9 @@ def _acc(req):
 # ---------------------------------------------------------------------------------------------
 # jitted loops
 # ---------------------------------------------------------------------------------------------
+# scalar.store (a gradient request's write or add) inlined into the loops' numba IR (see there)
+store = njit(inline="always")(S.store)
+
 # The cheap hot operators get loops of their own that call the tiny per-op functions of
 # scalar.py directly (inlined, so the loop vectorises); everything else shares one loop that
 # dispatches on the code per element. Blocks of BLOCK elements are the prange work unit.
@@ -224,11 +254,7 @@ def _unary_grad_block(code, x, y, g, dx, acc, lo, hi):
     else:
         xs, ys, gs, ds = x[lo:hi], y[lo:hi], g[lo:hi], dx[lo:hi]
         for i in range(ds.size):
-            v = gs[i] * S.unary_grad(code, xs[i], ys[i])
-            if acc:
-                ds[i] += v
-            else:
-                ds[i] = v
+            store(ds, i, gs[i] * S.unary_grad(code, xs[i], ys[i]), acc)
 
 
 @parallel_loop(error_model="numpy")
@@ -274,33 +300,11 @@ def _bcast(code, a, b, out, shape, sa, sb):
         out[i] = S.binary(code, a[S.strided_offset(i, shape, sa)], b[S.strided_offset(i, shape, sb)])
 
 
-
-@njit(cache=True, error_model="numpy")
-def _binary_grad_one(code, which, x, other, g, j, keep, red, nred, so, sother):
-    """Sum over the broadcast dims of g * d(a op b)/d(input `which`) at element j of it
-    (``keep``/``red`` split the collapsed shape into the input's dims and reduced dims)."""
-    base_o = S.strided_offset(j, keep, so)
-    base_b = S.strided_offset(j, keep, sother)
-    s = 0.0
-    for r in range(nred):
-        io = base_o + S.strided_offset(r, red, so)
-        ib = base_b + S.strided_offset(r, red, sother)
-        if which == 0:
-            s += g[io] * S.binary_grad_lhs(code, x[j], other[ib])
-        else:
-            s += g[io] * S.binary_grad_rhs(code, other[ib], x[j])
-    return s
-
-
 @parallel_loop(error_model="numpy")
 def _binary_grad(code, which, x, other, g, dx, keep, red, nred, so, sother, acc):
     for j in prange(dx.size):
-        v = _binary_grad_one(code, which, x, other, g, j, keep, red, nred, so, sother)
-        if acc:
-            dx[j] += v
-        else:
-            dx[j] = v
-
+        store(dx, j, S.broadcast_grad_sum(code, which, x, other, g, j, keep, red, nred, so,
+                                            sother), acc)
 
 
 @njit(inline="always")
@@ -343,49 +347,19 @@ def _scalar(code, x, s, out, reverse):
 @parallel_loop(error_model="numpy")
 def _scalar_grad(code, x, s, g, dx, reverse, acc):
     for i in prange(x.size):
-        if reverse:
-            v = g[i] * S.binary_grad_rhs(code, s, x[i])
-        else:
-            v = g[i] * S.binary_grad_lhs(code, x[i], s)
-        if acc:
-            dx[i] += v
-        else:
-            dx[i] = v
-
+        store(dx, i, g[i] * S.scalar_op_grad(code, x[i], s, reverse), acc)
 
 
 @parallel_loop(error_model="numpy")
-def _clip(x, lo, hi, out):
+def _param_unary(code, x, p, q, out):
     for i in prange(x.size):
-        out[i] = S.clip(x[i], lo, hi)
-
+        out[i] = S.param_unary(code, x[i], p, q)
 
 
 @parallel_loop(error_model="numpy")
-def _clip_grad(x, lo, hi, g, dx, acc):
+def _param_unary_grad(code, x, p, q, g, dx, acc):
     for i in prange(x.size):
-        v = g[i] * S.clip_grad(x[i], lo, hi)
-        if acc:
-            dx[i] += v
-        else:
-            dx[i] = v
-
-
-
-@parallel_loop(error_model="numpy")
-def _hard_sigmoid(x, alpha, beta, out):
-    for i in prange(x.size):
-        out[i] = S.hard_sigmoid(x[i], alpha, beta)
-
-
-@parallel_loop(error_model="numpy")
-def _hard_sigmoid_grad(x, alpha, beta, g, dx, acc):
-    for i in prange(x.size):
-        v = g[i] * S.hard_sigmoid_grad(x[i], alpha, beta)
-        if acc:
-            dx[i] += v
-        else:
-            dx[i] = v
+        store(dx, i, g[i] * S.param_unary_grad(code, x[i], p, q), acc)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -443,12 +417,10 @@ def elemwise_binary_backward(name, a, b, g, da, db, req_a, req_b):
         if db is not None and req_b != "null":
             sum_to_shape(g if name == "add" else -g, db, req_b)
         return
-    plan = broadcast_plan(tuple(a.shape), tuple(b.shape))
     fa, fb, fg = _flat_in(a), _flat_in(b), _flat_in(g)
-    for which, (dx, req, x, other) in enumerate(((da, req_a, fa, fb), (db, req_b, fb, fa))):
-        if dx is None or req == "null" or dx.size == 0:
-            continue
-        keep, red, nred, so, sother = reduce_plan(plan, which)
+    for which, dx, req, (keep, red, nred, so, sother) in gradient_plans(a, b, da, db, req_a,
+                                                                       req_b):
+        x, other = (fa, fb) if which == 0 else (fb, fa)
         fo, back = _flat_out(dx)
         _binary_grad(dx.size * nred, code, which, x, other, fg, fo, keep, red, nred, so, sother,
                      _acc(req))
@@ -475,38 +447,26 @@ def elemwise_scalar_backward(name, x, scalar, g, dx, req, reverse=False):
     _finish(dx, fo, back)
 
 
-def elemwise_clip(x, a_min, a_max, out):
+def _elemwise_param_unary(code, x, p, q, out):
     if out.size == 0:
         return
     fo, back = _flat_out(out)
-    _clip(out.size, _flat_in(x), _scalar_for(x, a_min), _scalar_for(x, a_max), fo)
+    _param_unary(out.size, code, _flat_in(x), _scalar_for(x, p), _scalar_for(x, q), fo)
     _finish(out, fo, back)
 
 
-def elemwise_clip_backward(x, a_min, a_max, g, dx, req):
+def _elemwise_param_unary_backward(code, x, p, q, g, dx, req):
     if req == "null" or dx.size == 0:
         return
     fo, back = _flat_out(dx)
-    _clip_grad(dx.size, _flat_in(x), _scalar_for(x, a_min), _scalar_for(x, a_max), _flat_in(g), fo,
-               _acc(req))
+    _param_unary_grad(dx.size, code, _flat_in(x), _scalar_for(x, p), _scalar_for(x, q),
+                      _flat_in(g), fo, _acc(req))
     _finish(dx, fo, back)
 
 
-def elemwise_hard_sigmoid(x, alpha, beta, out):
-    if out.size == 0:
-        return
-    fo, back = _flat_out(out)
-    _hard_sigmoid(out.size, _flat_in(x), _scalar_for(x, alpha), _scalar_for(x, beta), fo)
-    _finish(out, fo, back)
-
-
-def elemwise_hard_sigmoid_backward(x, alpha, beta, g, dx, req):
-    if req == "null" or dx.size == 0:
-        return
-    fo, back = _flat_out(dx)
-    _hard_sigmoid_grad(dx.size, _flat_in(x), _scalar_for(x, alpha), _scalar_for(x, beta),
-                       _flat_in(g), fo, _acc(req))
-    _finish(dx, fo, back)
+(elemwise_clip, elemwise_clip_backward, elemwise_hard_sigmoid,
+ elemwise_hard_sigmoid_backward) = param_unary_launchers(_elemwise_param_unary,
+                                                         _elemwise_param_unary_backward)
 
 
 def sum_to_shape(src, dst, req="write"):

@@ -1,41 +1,18 @@
 """CPU launchers of the ``linalg`` family: the per-matrix math of ``kernels/linalg_math.py``
-compiled with ``njit`` and run over the batch (the leading axis of 3-d views) with ``prange``.
+compiled into the loops below and run over the batch (the leading axis of 3-d views) with ``prange``.
 
 Batched matrices are passed as (batch, rows, cols) arrays, vectors as (batch, length); the
 scratch matrices (``work``) are float64 arrays of the same batch the operator allocates once.
 The launchers returning an int give the first matrix of the batch that failed (-1: none).
 """
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from .. import linalg_math as M
 from .jit import parallel_loop
 
-__all__ = ["linalg_potrf", "linalg_potri", "linalg_trmm", "linalg_trsm", "linalg_triangle_grad",
-           "linalg_potrf_backward", "linalg_potri_backward", "linalg_gelqf",
-           "linalg_gelqf_backward", "linalg_syevd", "linalg_syevd_backward", "linalg_inverse",
-           "linalg_determinant", "linalg_det_backward", "linalg_diagonal", "linalg_triangle",
-           "linalg_sumlogdiag", "linalg_sumlogdiag_backward", "linalg_axpby",
-           "linalg_scaled_assign"]
+__all__ = list(M.LAUNCHER_NAMES)
 
-_cholesky = njit(cache=True)(M.cholesky)
-_cholesky_inverse = njit(cache=True)(M.cholesky_inverse)
-_triangular_product = njit(cache=True)(M.triangular_product)
-_triangular_solve = njit(cache=True)(M.triangular_solve)
-_triangle_grad = njit(cache=True)(M.triangle_grad)
-_cholesky_grad = njit(cache=True)(M.cholesky_grad)
-_cholesky_inverse_grad = njit(cache=True)(M.cholesky_inverse_grad)
-_lq_factor = njit(cache=True)(M.lq_factor)
-_lq_grad = njit(cache=True)(M.lq_grad)
-_sym_eig = njit(cache=True)(M.sym_eig)
-_sym_eig_grad = njit(cache=True)(M.sym_eig_grad)
-_lu_inverse = njit(cache=True)(M.lu_inverse)
-_lu_determinant = njit(cache=True)(M.lu_determinant)
-_inverse_transpose_scaled = njit(cache=True)(M.inverse_transpose_scaled)
-_diagonal_copy = njit(cache=True)(M.diagonal_copy)
-_triangle_copy = njit(cache=True)(M.triangle_copy)
-_sum_log_diagonal = njit(cache=True)(M.sum_log_diagonal)
-_sum_log_diagonal_grad = njit(cache=True)(M.sum_log_diagonal_grad)
 
 # a matrix of n x n costs about n^3 element operations; the loops below go parallel once the
 # batch holds enough of them (see cpu/jit.py)
@@ -55,7 +32,7 @@ def _first_failure(info):
 @parallel_loop(cost=_COST)
 def _potrf_loop(a, out, lower, info):
     for b in prange(a.shape[0]):
-        info[b] = _cholesky(a[b], out[b], lower)
+        info[b] = M.cholesky(a[b], out[b], lower)
 
 
 def linalg_potrf(a, out, lower, info):
@@ -68,7 +45,7 @@ def linalg_potrf(a, out, lower, info):
 @parallel_loop(cost=_COST)
 def _potri_loop(a, out, lower, work):
     for b in prange(a.shape[0]):
-        _cholesky_inverse(a[b], out[b], lower, work[b])
+        M.cholesky_inverse(a[b], out[b], lower, work[b])
 
 
 def linalg_potri(a, out, lower, work):
@@ -79,7 +56,7 @@ def linalg_potri(a, out, lower, work):
 @parallel_loop(cost=_COST)
 def _potrf_grad_loop(factor, dfactor, da, lower, work, work2):
     for b in prange(factor.shape[0]):
-        _cholesky_grad(factor[b], dfactor[b], da[b], lower, work[b], work2[b])
+        M.cholesky_grad(factor[b], dfactor[b], da[b], lower, work[b], work2[b])
 
 
 def linalg_potrf_backward(factor, dfactor, da, lower, work, work2):
@@ -90,7 +67,7 @@ def linalg_potrf_backward(factor, dfactor, da, lower, work, work2):
 @parallel_loop(cost=_COST)
 def _potri_grad_loop(a, inv, g, da, lower, work, work2):
     for b in prange(a.shape[0]):
-        _cholesky_inverse_grad(a[b], inv[b], g[b], da[b], lower, work[b], work2[b])
+        M.cholesky_inverse_grad(a[b], inv[b], g[b], da[b], lower, work[b], work2[b])
 
 
 def linalg_potri_backward(a, inv, g, da, lower, work, work2):
@@ -100,33 +77,33 @@ def linalg_potri_backward(a, inv, g, da, lower, work, work2):
 
 # --- triangular products and solves ---------------------------------------------------------------
 @parallel_loop(cost=_COST)
-def _trmm_loop(a, b, out, rightside, transpose, lower, alpha):
+def _triangular_loop(a, b, out, solve, rightside, transpose, lower, alpha):
     for i in prange(a.shape[0]):
-        _triangular_product(a[i], b[i], out[i], rightside, transpose, lower, alpha)
+        if solve:
+            M.triangular_solve(a[i], b[i], out[i], rightside, transpose, lower, alpha)
+        else:
+            M.triangular_product(a[i], b[i], out[i], rightside, transpose, lower, alpha)
 
 
-@parallel_loop(cost=_COST)
-def _trsm_loop(a, b, out, rightside, transpose, lower, alpha):
-    for i in prange(a.shape[0]):
-        _triangular_solve(a[i], b[i], out[i], rightside, transpose, lower, alpha)
+def _triangular(a, b, out, solve, rightside, transpose, lower, alpha):
+    _triangular_loop(b.size * a.shape[1], a, b, out, solve, bool(rightside), bool(transpose),
+                     bool(lower), float(alpha))
 
 
 def linalg_trmm(a, b, out, rightside, transpose, lower, alpha):
     """out[i] = alpha op(tri(a[i])) b[i] (or alpha b[i] op(tri(a[i])) with rightside)."""
-    _trmm_loop(b.size * a.shape[1], a, b, out, bool(rightside), bool(transpose), bool(lower),
-               float(alpha))
+    _triangular(a, b, out, False, rightside, transpose, lower, alpha)
 
 
 def linalg_trsm(a, b, out, rightside, transpose, lower, alpha):
     """out[i] solves op(tri(a[i])) X = alpha b[i] (or X op(tri(a[i])) = alpha b[i])."""
-    _trsm_loop(b.size * a.shape[1], a, b, out, bool(rightside), bool(transpose), bool(lower),
-               float(alpha))
+    _triangular(a, b, out, True, rightside, transpose, lower, alpha)
 
 
 @parallel_loop(cost=_COST)
 def _tri_grad_loop(p, q, da, rightside, transpose, lower, scale):
     for i in prange(da.shape[0]):
-        _triangle_grad(p[i], q[i], da[i], rightside, transpose, lower, scale)
+        M.triangle_grad(p[i], q[i], da[i], rightside, transpose, lower, scale)
 
 
 def linalg_triangle_grad(p, q, da, rightside, transpose, lower, scale):
@@ -139,7 +116,7 @@ def linalg_triangle_grad(p, q, da, rightside, transpose, lower, scale):
 @parallel_loop(cost=_COST)
 def _gelqf_loop(a, q, l, work):
     for b in prange(a.shape[0]):
-        _lq_factor(a[b], q[b], l[b], work[b])
+        M.lq_factor(a[b], q[b], l[b], work[b])
 
 
 def linalg_gelqf(a, q, l, work):
@@ -150,7 +127,7 @@ def linalg_gelqf(a, q, l, work):
 @parallel_loop(cost=_COST)
 def _gelqf_grad_loop(q, l, dq, dl, da, work, work2):
     for b in prange(q.shape[0]):
-        _lq_grad(q[b], l[b], dq[b], dl[b], da[b], work[b], work2[b])
+        M.lq_grad(q[b], l[b], dq[b], dl[b], da[b], work[b], work2[b])
 
 
 def linalg_gelqf_backward(q, l, dq, dl, da, work, work2):
@@ -161,7 +138,7 @@ def linalg_gelqf_backward(q, l, dq, dl, da, work, work2):
 @parallel_loop(cost=_COST)
 def _syevd_loop(a, u, lam, work):
     for b in prange(a.shape[0]):
-        _sym_eig(a[b], u[b], lam[b], work[b])
+        M.sym_eig(a[b], u[b], lam[b], work[b])
 
 
 def linalg_syevd(a, u, lam, work):
@@ -172,7 +149,7 @@ def linalg_syevd(a, u, lam, work):
 @parallel_loop(cost=_COST)
 def _syevd_grad_loop(u, lam, du, dlam, da, work, work2):
     for b in prange(u.shape[0]):
-        _sym_eig_grad(u[b], lam[b], du[b], dlam[b], da[b], work[b], work2[b])
+        M.sym_eig_grad(u[b], lam[b], du[b], dlam[b], da[b], work[b], work2[b])
 
 
 def linalg_syevd_backward(u, lam, du, dlam, da, work, work2):
@@ -184,7 +161,7 @@ def linalg_syevd_backward(u, lam, du, dlam, da, work, work2):
 @parallel_loop(cost=_COST)
 def _inverse_loop(a, out, work, info):
     for b in prange(a.shape[0]):
-        info[b] = _lu_inverse(a[b], out[b], work[b])
+        info[b] = M.lu_inverse(a[b], out[b], work[b])
 
 
 def linalg_inverse(a, out, work, info):
@@ -196,7 +173,7 @@ def linalg_inverse(a, out, work, info):
 @parallel_loop(cost=_COST)
 def _determinant_loop(a, work, sign, value, log):
     for b in prange(a.shape[0]):
-        _lu_determinant(a[b], work[b], sign, value, b, log)
+        M.lu_determinant(a[b], work[b], sign, value, b, log)
 
 
 def linalg_determinant(a, work, sign, value, log):
@@ -207,8 +184,8 @@ def linalg_determinant(a, work, sign, value, log):
 @parallel_loop(cost=_COST)
 def _det_grad_loop(a, coef, coef2, use_coef2, da, inv, work):
     for b in prange(a.shape[0]):
-        singular = _lu_inverse(a[b], inv[b], work[b])
-        _inverse_transpose_scaled(inv[b], singular, coef, coef2, use_coef2, b, da[b])
+        singular = M.lu_inverse(a[b], inv[b], work[b])
+        M.inverse_transpose_scaled(inv[b], singular, coef, coef2, use_coef2, b, da[b])
 
 
 def linalg_det_backward(a, coef, coef2, use_coef2, da, inv, work):
@@ -220,7 +197,7 @@ def linalg_det_backward(a, coef, coef2, use_coef2, da, inv, work):
 @parallel_loop(cost=_COST)
 def _diagonal_loop(mat, vec, offset, to_matrix):
     for b in prange(mat.shape[0]):
-        _diagonal_copy(mat[b], vec[b], offset, to_matrix)
+        M.diagonal_copy(mat[b], vec[b], offset, to_matrix)
 
 
 def linalg_diagonal(mat, vec, offset, to_matrix):
@@ -231,7 +208,7 @@ def linalg_diagonal(mat, vec, offset, to_matrix):
 @parallel_loop(cost=_COST)
 def _triangle_loop(mat, vec, offset, lower, to_matrix):
     for b in prange(mat.shape[0]):
-        _triangle_copy(mat[b], vec[b], offset, lower, to_matrix)
+        M.triangle_copy(mat[b], vec[b], offset, lower, to_matrix)
 
 
 def linalg_triangle(mat, vec, offset, lower, to_matrix):
@@ -242,7 +219,7 @@ def linalg_triangle(mat, vec, offset, lower, to_matrix):
 @parallel_loop(cost=_COST)
 def _sumlogdiag_loop(a, out):
     for b in prange(a.shape[0]):
-        _sum_log_diagonal(a[b], out, b)
+        M.sum_log_diagonal(a[b], out, b)
 
 
 def linalg_sumlogdiag(a, out):
@@ -253,7 +230,7 @@ def linalg_sumlogdiag(a, out):
 @parallel_loop(cost=_COST)
 def _sumlogdiag_grad_loop(a, g, da):
     for b in prange(a.shape[0]):
-        _sum_log_diagonal_grad(a[b], g, b, da[b])
+        M.sum_log_diagonal_grad(a[b], g, b, da[b])
 
 
 def linalg_sumlogdiag_backward(a, g, da):

@@ -13,6 +13,7 @@ from numba import prange
 
 from .. import scalar_tensor as S
 from ..scalar import strided_offset
+from .elemwise import assign
 from .jit import ParallelLoop
 
 __all__ = ["reduce_axes", "reduce_axes_backward", "arg_reduce", "matmul_batched"]
@@ -28,14 +29,15 @@ def _count(cshape, raxes):
     return n
 
 
-def _out_strides(cshape, raxes):
-    """Element strides of the (contiguous) output over cshape; 0 on reduced axes."""
+def output_strides(cshape, raxes):
+    """Element strides of the (contiguous) output over cshape; 0 on reduced axes (pure
+    Python, shared with the CUDA half)."""
     st, acc = [0] * len(cshape), 1
     for d in range(len(cshape) - 1, -1, -1):
         if d not in raxes:
             st[d] = acc
             acc *= cshape[d]
-    return np.array(st, dtype=np.int64)
+    return tuple(st)
 
 
 def _math(x):
@@ -123,18 +125,14 @@ def reduce_axes_backward(gin, gout, data, out, cshape, raxes, kind, req):
         g = np.asarray(gout).reshape(kept) * scale
         if not gin.flags.c_contiguous:
             return _store(gin, np.broadcast_to(g, tuple(cshape)), req)
-        view = gin.reshape(tuple(cshape))
-        if req == "add":
-            view += g
-        else:
-            np.copyto(view, g, casting="unsafe")
+        assign(gin.reshape(tuple(cshape)), g, req)
         return
     back = gin.dtype == np.float16 or not gin.flags.c_contiguous
     acc = np.ascontiguousarray(gin, dtype=np.float32 if gin.dtype == np.float16 else
                                gin.dtype).reshape(-1) if back else gin.reshape(-1)
     g, x, y = _math(gout), _math(data), _math(out)
     fn = _reduce_grad.pick(gin.size)
-    ost = _out_strides(cshape, raxes)
+    ost = np.array(output_strides(cshape, raxes), dtype=np.int64)
     fn(acc, g, x, y, np.array(cshape[:-1], dtype=np.int64), ost[:-1], int(cshape[-1]),
        int(ost[-1]), kind, float(_count(cshape, raxes)), req == "add")
     if back:

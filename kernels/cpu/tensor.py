@@ -12,7 +12,8 @@ from numba import njit, prange
 from numpy.lib.stride_tricks import as_strided
 
 from ..scalar_lookup import picked_offset
-from ..scalar_tensor import resolve_index, uniform_bin
+from ..scalar_tensor import histogram_bin, resolve_index
+from .elemwise import assign, store
 from .jit import ParallelLoop
 
 __all__ = ["strided_gather", "strided_scatter", "indices_in_range", "take_forward",
@@ -67,6 +68,26 @@ def _finish(dst, buf, back):
         np.copyto(dst, buf.reshape(dst.shape), casting="unsafe")
 
 
+def _write(loop, out, *args, math=False):
+    """Run the ParallelLoop ``loop`` (sized by out) as ``loop(out's flat buffer, *args)``: loops
+    that only move elements get the buffer's raw bits, ``math`` loops compute into it (float16
+    through float32)."""
+    if out.size == 0:
+        return
+    buf, back = _out(out, math=math)
+    loop.pick(out.size)(buf if math else _bits(buf), *args)
+    _finish(out, buf, back)
+
+
+def _accumulator(grad, req):
+    """(flat buffer a scatter-add gradient adds into, zeroed for 'write'; whether to copy it
+    back into grad afterwards)."""
+    acc, back = _out(grad, math=True)
+    if req == "write":
+        acc[:] = 0
+    return acc, back
+
+
 # ---------------------------------------------------------------------------------------------
 # strided copies
 # ---------------------------------------------------------------------------------------------
@@ -80,11 +101,7 @@ def strided_gather(dst, src, offset, shape, strides, req="write"):
         return
     view = _view(_flat(src), offset, shape, strides)
     buf, back = _out(dst)
-    out = buf.reshape(tuple(shape))
-    if req == "add":
-        out += view
-    else:
-        np.copyto(out, view, casting="unsafe")
+    assign(buf.reshape(tuple(shape)), view, req)
     _finish(dst, buf, back)
 
 
@@ -93,12 +110,7 @@ def strided_scatter(dst, src, offset, shape, strides, req="write"):
     if req == "null" or src.size == 0:
         return
     buf, back = _out(dst)
-    view = _view(buf, offset, shape, strides)
-    values = src.reshape(tuple(shape))
-    if req == "add":
-        view += values
-    else:
-        np.copyto(view, values, casting="unsafe")
+    assign(_view(buf, offset, shape, strides), src.reshape(tuple(shape)), req)
     _finish(dst, buf, back)
 
 
@@ -156,21 +168,14 @@ _take_grad_cols_parallel = njit(cache=True, parallel=True)(_take_grad_cols_impl)
 
 def take_forward(out, data, idx, outer, n, inner, wrap):
     """out[o, j, t] = data[o, index(idx[j]), t] over data viewed as (outer, n, inner)."""
-    if out.size == 0:
-        return
-    fn = _take.pick(out.size)
-    buf, back = _out(out)
-    fn(_bits(buf), _bits(_flat(data)), _math(idx), outer, n, inner, bool(wrap))
-    _finish(out, buf, back)
+    _write(_take, out, _bits(_flat(data)), _math(idx), outer, n, inner, bool(wrap))
 
 
 def take_backward(grad, gout, idx, outer, n, inner, wrap, req):
     """grad (req) the scatter-add of gout back to the rows take read (repeats accumulate)."""
     if req == "null":
         return
-    acc, back = _out(grad, math=True)
-    if req == "write":
-        acc[:] = 0
+    acc, back = _accumulator(grad, req)
     g, ix = _math(gout), _math(idx)
     if outer > 1 or not _take_grad_rows.runs_parallel(gout.size):
         _take_grad_rows(gout.size, acc, g, ix, outer, n, inner, bool(wrap))
@@ -199,23 +204,15 @@ _pick_grad = ParallelLoop(_pick_grad_impl, cost=_COST)
 
 def pick_forward(out, data, idx, outer, n, inner, wrap):
     """out[o, t] = data[o, index(idx[o, t]), t] over data viewed as (outer, n, inner)."""
-    if out.size == 0:
-        return
-    fn = _pick.pick(out.size)
-    buf, back = _out(out)
-    fn(_bits(buf), _bits(_flat(data)), _math(idx), n, inner, bool(wrap))
-    _finish(out, buf, back)
+    _write(_pick, out, _bits(_flat(data)), _math(idx), n, inner, bool(wrap))
 
 
 def pick_backward(grad, gout, idx, outer, n, inner, wrap, req):
     """grad (req) gout placed at the picked positions (zeros elsewhere for 'write')."""
     if req == "null":
         return
-    acc, back = _out(grad, math=True)
-    if req == "write":
-        acc[:] = 0
-    fn = _pick_grad.pick(gout.size)
-    fn(acc, _math(gout), _math(idx), n, inner, bool(wrap))
+    acc, back = _accumulator(grad, req)
+    _pick_grad.pick(gout.size)(acc, _math(gout), _math(idx), n, inner, bool(wrap))
     _finish(grad, acc, back)
 
 
@@ -276,37 +273,33 @@ def _where_grad_impl(gx, gy, cond, g, inner, want_x, add_x, want_y, add_y):
         take_x = cond[i // inner] != 0
         if want_x:
             v = g[i] if take_x else 0.0
-            if add_x:
-                gx[i] += v
-            else:
-                gx[i] = v
+            store(gx, i, v, add_x)
         if want_y:
             v = 0.0 if take_x else g[i]
-            if add_y:
-                gy[i] += v
-            else:
-                gy[i] = v
+            store(gy, i, v, add_y)
 
 
 _where = ParallelLoop(_where_impl, cost=_COST)
 _where_grad = ParallelLoop(_where_grad_impl, cost=_COST)
 
 
+def where_gradients_wanted(gx, gy, gout, req_x, req_y):
+    """(want_x, want_y): which of where's input gradients are written (both False when gout
+    is empty). Pure Python, shared with the CUDA half."""
+    if gout.size == 0:
+        return False, False
+    return gx is not None and req_x != "null", gy is not None and req_y != "null"
+
+
 def where_forward(out, cond, x, y, inner):
     """out = x where cond != 0 else y; cond has one entry per ``inner`` elements."""
-    if out.size == 0:
-        return
-    fn = _where.pick(out.size)
-    buf, back = _out(out)
-    fn(_bits(buf), _math(cond), _bits(_flat(x)), _bits(_flat(y)), inner)
-    _finish(out, buf, back)
+    _write(_where, out, _math(cond), _bits(_flat(x)), _bits(_flat(y)), inner)
 
 
 def where_backward(gx, gy, cond, gout, inner, req_x, req_y):
     """gx (req_x) gout where cond else 0; gy (req_y) the rest. None/'null' grads are skipped."""
-    want_x = gx is not None and req_x != "null"
-    want_y = gy is not None and req_y != "null"
-    if not (want_x or want_y) or gout.size == 0:
+    want_x, want_y = where_gradients_wanted(gx, gy, gout, req_x, req_y)
+    if not (want_x or want_y):
         return
     g = _math(gout)
     ax, back_x = _out(gx, math=True) if want_x else (g, False)
@@ -354,10 +347,7 @@ def _rank_grad_impl(grad, gout, ranks, n, inner, k, add):
         if r < k:
             q = i // inner
             v = gout[((q // n) * k + r) * inner + (i - q * inner)]
-        if add:
-            grad[i] += v
-        else:
-            grad[i] = v
+        store(grad, i, v, add)
 
 
 _rank_select = ParallelLoop(_rank_select_impl, cost=_COST)
@@ -409,11 +399,7 @@ _range_fill = ParallelLoop(_range_fill_impl, cost=1.0)
 
 def range_fill(out, start, step, repeat):
     """out[i] = start + (i // repeat) * step, computed in float64 and rounded into out."""
-    if out.size == 0:
-        return
-    buf, back = _out(out, math=True)
-    _range_fill.pick(out.size)(buf, float(start), float(step), int(repeat))
-    _finish(out, buf, back)
+    _write(_range_fill, out, float(start), float(step), int(repeat), math=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -446,10 +432,7 @@ def _scatter_nd_impl(out, src, idx, dims, strides, inner, add):
     for y in range(count):
         dst = _nd_offset(idx, y, count, dims, strides)
         for t in range(inner):
-            if add:
-                out[dst + t] += src[y * inner + t]
-            else:
-                out[dst + t] = src[y * inner + t]
+            store(out, dst + t, src[y * inner + t], add)
 
 
 _gather_nd = ParallelLoop(_gather_nd_impl, cost=_COST)
@@ -467,13 +450,8 @@ def nd_indices_in_range(idx, dims):
 
 def gather_nd(out, data, idx, dims, strides, inner):
     """out[y, t] = data[sum_m index(idx[m, y]) * strides[m] + t] (negative indices wrap once)."""
-    if out.size == 0:
-        return
-    buf, back = _out(out)
-    _gather_nd.pick(out.size)(_bits(buf), _bits(_flat(data)), _math(idx),
-                              np.asarray(dims, dtype=np.int64),
-                              np.asarray(strides, dtype=np.int64), int(inner))
-    _finish(out, buf, back)
+    _write(_gather_nd, out, _bits(_flat(data)), _math(idx), np.asarray(dims, dtype=np.int64),
+           np.asarray(strides, dtype=np.int64), int(inner))
 
 
 def scatter_nd(out, src, idx, dims, strides, inner, req="write"):
@@ -516,11 +494,7 @@ _unravel = ParallelLoop(_unravel_impl, cost=_COST)
 
 def ravel_index(out, coords, strides):
     """out[n] = sum_m int(coords[m, n]) * strides[m]."""
-    if out.size == 0:
-        return
-    buf, back = _out(out, math=True)
-    _ravel.pick(out.size)(buf, _math(coords), np.asarray(strides, dtype=np.int64))
-    _finish(out, buf, back)
+    _write(_ravel, out, _math(coords), np.asarray(strides, dtype=np.int64), math=True)
 
 
 def unravel_index(out, flat_index, dims, strides):
@@ -541,20 +515,7 @@ def _histogram_impl(counts, data, edges, uniform, lo, hi):
     # serial: every element adds to a shared count
     nbins = counts.size
     for i in range(data.size):
-        x = data[i]
-        if uniform:
-            b = uniform_bin(x, lo, hi, nbins)
-        else:
-            b = -1
-            if edges[0] <= x <= edges[nbins]:
-                lo_i, hi_i = 0, nbins          # the last edge <= x, the last bin closed
-                while hi_i - lo_i > 1:
-                    mid = (lo_i + hi_i) // 2
-                    if edges[mid] <= x:
-                        lo_i = mid
-                    else:
-                        hi_i = mid
-                b = lo_i
+        b = histogram_bin(data[i], edges, nbins, uniform, lo, hi)
         if b >= 0:
             counts[b] += 1
 

@@ -9,7 +9,8 @@ import numpy as np
 from numba import cuda
 
 from .. import scalar as S
-from ..cpu.elemwise import broadcast_plan, reduce_plan
+from ..cpu.elemwise import broadcast_plan, gradient_plans, reduce_plan
+from ..elemwise_launchers import param_unary_launchers
 from ..scalar import BINARY_CODES, UNARY_CODES
 from .memory import copy, empty, flat, launch_config
 
@@ -31,11 +32,7 @@ def _unary_kernel(code, x, out):
 @cuda.jit
 def _unary_grad_kernel(code, x, y, g, dx, acc):
     for i in range(cuda.grid(1), dx.shape[0], cuda.gridsize(1)):
-        v = g[i] * S.unary_grad(code, x[i], y[i])
-        if acc:
-            dx[i] += v
-        else:
-            dx[i] = v
+        S.store(dx, i, g[i] * S.unary_grad(code, x[i], y[i]), acc)
 
 
 @cuda.jit
@@ -54,21 +51,8 @@ def _bcast_kernel(code, a, b, out, shape, sa, sb):
 @cuda.jit
 def _binary_grad_kernel(code, which, x, other, g, dx, keep, red, nred, so, sother, acc):
     for j in range(cuda.grid(1), dx.shape[0], cuda.gridsize(1)):
-        # sum over the broadcast dims (red) at element j of the input's own dims (keep)
-        base_o = S.strided_offset(j, keep, so)
-        base_b = S.strided_offset(j, keep, sother)
-        v = 0.0
-        for r in range(nred):
-            io = base_o + S.strided_offset(r, red, so)
-            ib = base_b + S.strided_offset(r, red, sother)
-            if which == 0:
-                v += g[io] * S.binary_grad_lhs(code, x[j], other[ib])
-            else:
-                v += g[io] * S.binary_grad_rhs(code, other[ib], x[j])
-        if acc:
-            dx[j] += v
-        else:
-            dx[j] = v
+        S.store(dx, j, S.broadcast_grad_sum(code, which, x, other, g, j, keep, red, nred, so,
+                                            sother), acc)
 
 
 @cuda.jit
@@ -83,46 +67,19 @@ def _scalar_kernel(code, x, s, out, reverse):
 @cuda.jit
 def _scalar_grad_kernel(code, x, s, g, dx, reverse, acc):
     for i in range(cuda.grid(1), dx.shape[0], cuda.gridsize(1)):
-        if reverse:
-            v = g[i] * S.binary_grad_rhs(code, s, x[i])
-        else:
-            v = g[i] * S.binary_grad_lhs(code, x[i], s)
-        if acc:
-            dx[i] += v
-        else:
-            dx[i] = v
+        S.store(dx, i, g[i] * S.scalar_op_grad(code, x[i], s, reverse), acc)
 
 
 @cuda.jit
-def _clip_kernel(x, lo, hi, out):
+def _param_unary_kernel(code, x, p, q, out):
     for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
-        out[i] = S.clip(x[i], lo, hi)
+        out[i] = S.param_unary(code, x[i], p, q)
 
 
 @cuda.jit
-def _clip_grad_kernel(x, lo, hi, g, dx, acc):
+def _param_unary_grad_kernel(code, x, p, q, g, dx, acc):
     for i in range(cuda.grid(1), dx.shape[0], cuda.gridsize(1)):
-        v = g[i] * S.clip_grad(x[i], lo, hi)
-        if acc:
-            dx[i] += v
-        else:
-            dx[i] = v
-
-
-@cuda.jit
-def _hard_sigmoid_kernel(x, alpha, beta, out):
-    for i in range(cuda.grid(1), out.shape[0], cuda.gridsize(1)):
-        out[i] = S.hard_sigmoid(x[i], alpha, beta)
-
-
-@cuda.jit
-def _hard_sigmoid_grad_kernel(x, alpha, beta, g, dx, acc):
-    for i in range(cuda.grid(1), dx.shape[0], cuda.gridsize(1)):
-        v = g[i] * S.hard_sigmoid_grad(x[i], alpha, beta)
-        if acc:
-            dx[i] += v
-        else:
-            dx[i] = v
+        S.store(dx, i, g[i] * S.param_unary_grad(code, x[i], p, q), acc)
 
 
 @cuda.jit
@@ -132,10 +89,7 @@ def _sum_reduced_kernel(src, dst, keep, red, nred, strides, acc):
         v = 0.0
         for r in range(nred):
             v += src[base + S.strided_offset(r, red, strides)]
-        if acc:
-            dst[j] += v
-        else:
-            dst[j] = v
+        S.store(dst, j, v, acc)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,12 +158,10 @@ def elemwise_binary(name, a, b, out):
 
 def elemwise_binary_backward(name, a, b, g, da, db, req_a, req_b):
     code = BINARY_CODES[name]
-    plan = broadcast_plan(tuple(a.shape), tuple(b.shape))
     fa, fb, fg = _flat_in(a), _flat_in(b), _flat_in(g)
-    for which, (dx, req, x, other) in enumerate(((da, req_a, fa, fb), (db, req_b, fb, fa))):
-        if dx is None or req == "null" or dx.size == 0:
-            continue
-        keep, red, nred, so, sother = reduce_plan(plan, which)
+    for which, dx, req, (keep, red, nred, so, sother) in gradient_plans(a, b, da, db, req_a,
+                                                                       req_b):
+        x, other = (fa, fb) if which == 0 else (fb, fa)
         fo, back = _flat_out(dx, req)
         _binary_grad_kernel[launch_config(fo.size)](
             code, which, x, other, fg, fo, keep, red, nred, so, sother, req == "add")
@@ -235,42 +187,28 @@ def elemwise_scalar_backward(name, x, scalar, g, dx, req, reverse=False):
     _finish(dx, fo, back)
 
 
-def elemwise_clip(x, a_min, a_max, out):
+def _elemwise_param_unary(code, x, p, q, out):
     if out.size == 0:
         return
     fo, back = _flat_out(out)
-    _clip_kernel[launch_config(fo.size)](
-        _flat_in(x), _scalar_for(x, a_min), _scalar_for(x, a_max), fo)
+    _param_unary_kernel[launch_config(fo.size)](
+        code, _flat_in(x), _scalar_for(x, p), _scalar_for(x, q), fo)
     _finish(out, fo, back)
 
 
-def elemwise_clip_backward(x, a_min, a_max, g, dx, req):
+def _elemwise_param_unary_backward(code, x, p, q, g, dx, req):
     if req == "null" or dx.size == 0:
         return
     fo, back = _flat_out(dx, req)
-    _clip_grad_kernel[launch_config(fo.size)](
-        _flat_in(x), _scalar_for(x, a_min), _scalar_for(x, a_max), _flat_in(g), fo,
+    _param_unary_grad_kernel[launch_config(fo.size)](
+        code, _flat_in(x), _scalar_for(x, p), _scalar_for(x, q), _flat_in(g), fo,
         req == "add")
     _finish(dx, fo, back)
 
 
-def elemwise_hard_sigmoid(x, alpha, beta, out):
-    if out.size == 0:
-        return
-    fo, back = _flat_out(out)
-    _hard_sigmoid_kernel[launch_config(fo.size)](
-        _flat_in(x), _scalar_for(x, alpha), _scalar_for(x, beta), fo)
-    _finish(out, fo, back)
-
-
-def elemwise_hard_sigmoid_backward(x, alpha, beta, g, dx, req):
-    if req == "null" or dx.size == 0:
-        return
-    fo, back = _flat_out(dx, req)
-    _hard_sigmoid_grad_kernel[launch_config(fo.size)](
-        _flat_in(x), _scalar_for(x, alpha), _scalar_for(x, beta), _flat_in(g), fo,
-        req == "add")
-    _finish(dx, fo, back)
+(elemwise_clip, elemwise_clip_backward, elemwise_hard_sigmoid,
+ elemwise_hard_sigmoid_backward) = param_unary_launchers(_elemwise_param_unary,
+                                                         _elemwise_param_unary_backward)
 
 
 def sum_to_shape(src, dst, req="write"):

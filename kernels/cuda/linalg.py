@@ -1,5 +1,5 @@
 """CUDA launchers of the ``linalg`` family: the per-matrix math of ``kernels/linalg_math.py``
-compiled as device functions, one thread per matrix of the batch (grid-stride over the batch).
+compiled into the kernels below, one thread per matrix of the batch (grid-stride over the batch).
 
 Same functions and arguments as ``kernels/cpu/linalg.py``. The factorisations are sequential
 within a matrix, so a thread owns a whole matrix: right for the many small matrices these
@@ -12,31 +12,8 @@ from .. import linalg_math as M
 from .memory import flat
 from .memory import launch_config as launch
 
-__all__ = ["linalg_potrf", "linalg_potri", "linalg_trmm", "linalg_trsm", "linalg_triangle_grad",
-           "linalg_potrf_backward", "linalg_potri_backward", "linalg_gelqf",
-           "linalg_gelqf_backward", "linalg_syevd", "linalg_syevd_backward", "linalg_inverse",
-           "linalg_determinant", "linalg_det_backward", "linalg_diagonal", "linalg_triangle",
-           "linalg_sumlogdiag", "linalg_sumlogdiag_backward", "linalg_axpby",
-           "linalg_scaled_assign"]
+__all__ = list(M.LAUNCHER_NAMES)
 
-_cholesky = cuda.jit(device=True)(M.cholesky)
-_cholesky_inverse = cuda.jit(device=True)(M.cholesky_inverse)
-_triangular_product = cuda.jit(device=True)(M.triangular_product)
-_triangular_solve = cuda.jit(device=True)(M.triangular_solve)
-_triangle_grad = cuda.jit(device=True)(M.triangle_grad)
-_cholesky_grad = cuda.jit(device=True)(M.cholesky_grad)
-_cholesky_inverse_grad = cuda.jit(device=True)(M.cholesky_inverse_grad)
-_lq_factor = cuda.jit(device=True)(M.lq_factor)
-_lq_grad = cuda.jit(device=True)(M.lq_grad)
-_sym_eig = cuda.jit(device=True)(M.sym_eig)
-_sym_eig_grad = cuda.jit(device=True)(M.sym_eig_grad)
-_lu_inverse = cuda.jit(device=True)(M.lu_inverse)
-_lu_determinant = cuda.jit(device=True)(M.lu_determinant)
-_inverse_transpose_scaled = cuda.jit(device=True)(M.inverse_transpose_scaled)
-_diagonal_copy = cuda.jit(device=True)(M.diagonal_copy)
-_triangle_copy = cuda.jit(device=True)(M.triangle_copy)
-_sum_log_diagonal = cuda.jit(device=True)(M.sum_log_diagonal)
-_sum_log_diagonal_grad = cuda.jit(device=True)(M.sum_log_diagonal_grad)
 
 
 def _first_failure(info):
@@ -48,7 +25,7 @@ def _first_failure(info):
 @cuda.jit
 def _potrf_k(a, out, lower, info):
     for b in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
-        info[b] = _cholesky(a[b], out[b], lower)
+        info[b] = M.cholesky(a[b], out[b], lower)
 
 
 def linalg_potrf(a, out, lower, info):
@@ -62,7 +39,7 @@ def linalg_potrf(a, out, lower, info):
 @cuda.jit
 def _potri_k(a, out, lower, work):
     for b in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
-        _cholesky_inverse(a[b], out[b], lower, work[b])
+        M.cholesky_inverse(a[b], out[b], lower, work[b])
 
 
 def linalg_potri(a, out, lower, work):
@@ -74,7 +51,7 @@ def linalg_potri(a, out, lower, work):
 @cuda.jit
 def _potrf_grad_k(factor, dfactor, da, lower, work, work2):
     for b in range(cuda.grid(1), factor.shape[0], cuda.gridsize(1)):
-        _cholesky_grad(factor[b], dfactor[b], da[b], lower, work[b], work2[b])
+        M.cholesky_grad(factor[b], dfactor[b], da[b], lower, work[b], work2[b])
 
 
 def linalg_potrf_backward(factor, dfactor, da, lower, work, work2):
@@ -86,7 +63,7 @@ def linalg_potrf_backward(factor, dfactor, da, lower, work, work2):
 @cuda.jit
 def _potri_grad_k(a, inv, g, da, lower, work, work2):
     for b in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
-        _cholesky_inverse_grad(a[b], inv[b], g[b], da[b], lower, work[b], work2[b])
+        M.cholesky_inverse_grad(a[b], inv[b], g[b], da[b], lower, work[b], work2[b])
 
 
 def linalg_potri_backward(a, inv, g, da, lower, work, work2):
@@ -97,35 +74,34 @@ def linalg_potri_backward(a, inv, g, da, lower, work, work2):
 
 # --- triangular products and solves ---------------------------------------------------------------
 @cuda.jit
-def _trmm_k(a, b, out, rightside, transpose, lower, alpha):
+def _triangular_k(a, b, out, solve, rightside, transpose, lower, alpha):
     for i in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
-        _triangular_product(a[i], b[i], out[i], rightside, transpose, lower, alpha)
+        if solve:
+            M.triangular_solve(a[i], b[i], out[i], rightside, transpose, lower, alpha)
+        else:
+            M.triangular_product(a[i], b[i], out[i], rightside, transpose, lower, alpha)
 
 
-@cuda.jit
-def _trsm_k(a, b, out, rightside, transpose, lower, alpha):
-    for i in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
-        _triangular_solve(a[i], b[i], out[i], rightside, transpose, lower, alpha)
+def _triangular(a, b, out, solve, rightside, transpose, lower, alpha):
+    if a.shape[0]:
+        _triangular_k[launch(a.shape[0])](a, b, out, solve, bool(rightside), bool(transpose),
+                                          bool(lower), float(alpha))
 
 
 def linalg_trmm(a, b, out, rightside, transpose, lower, alpha):
     """out[i] = alpha op(tri(a[i])) b[i] (or alpha b[i] op(tri(a[i])) with rightside)."""
-    if a.shape[0]:
-        _trmm_k[launch(a.shape[0])](a, b, out, bool(rightside), bool(transpose), bool(lower),
-                                    float(alpha))
+    _triangular(a, b, out, False, rightside, transpose, lower, alpha)
 
 
 def linalg_trsm(a, b, out, rightside, transpose, lower, alpha):
     """out[i] solves op(tri(a[i])) X = alpha b[i] (or X op(tri(a[i])) = alpha b[i])."""
-    if a.shape[0]:
-        _trsm_k[launch(a.shape[0])](a, b, out, bool(rightside), bool(transpose), bool(lower),
-                                    float(alpha))
+    _triangular(a, b, out, True, rightside, transpose, lower, alpha)
 
 
 @cuda.jit
 def _tri_grad_k(p, q, da, rightside, transpose, lower, scale):
     for i in range(cuda.grid(1), da.shape[0], cuda.gridsize(1)):
-        _triangle_grad(p[i], q[i], da[i], rightside, transpose, lower, scale)
+        M.triangle_grad(p[i], q[i], da[i], rightside, transpose, lower, scale)
 
 
 def linalg_triangle_grad(p, q, da, rightside, transpose, lower, scale):
@@ -139,7 +115,7 @@ def linalg_triangle_grad(p, q, da, rightside, transpose, lower, scale):
 @cuda.jit
 def _gelqf_k(a, q, l, work):
     for b in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
-        _lq_factor(a[b], q[b], l[b], work[b])
+        M.lq_factor(a[b], q[b], l[b], work[b])
 
 
 def linalg_gelqf(a, q, l, work):
@@ -151,7 +127,7 @@ def linalg_gelqf(a, q, l, work):
 @cuda.jit
 def _gelqf_grad_k(q, l, dq, dl, da, work, work2):
     for b in range(cuda.grid(1), q.shape[0], cuda.gridsize(1)):
-        _lq_grad(q[b], l[b], dq[b], dl[b], da[b], work[b], work2[b])
+        M.lq_grad(q[b], l[b], dq[b], dl[b], da[b], work[b], work2[b])
 
 
 def linalg_gelqf_backward(q, l, dq, dl, da, work, work2):
@@ -163,7 +139,7 @@ def linalg_gelqf_backward(q, l, dq, dl, da, work, work2):
 @cuda.jit
 def _syevd_k(a, u, lam, work):
     for b in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
-        _sym_eig(a[b], u[b], lam[b], work[b])
+        M.sym_eig(a[b], u[b], lam[b], work[b])
 
 
 def linalg_syevd(a, u, lam, work):
@@ -175,7 +151,7 @@ def linalg_syevd(a, u, lam, work):
 @cuda.jit
 def _syevd_grad_k(u, lam, du, dlam, da, work, work2):
     for b in range(cuda.grid(1), u.shape[0], cuda.gridsize(1)):
-        _sym_eig_grad(u[b], lam[b], du[b], dlam[b], da[b], work[b], work2[b])
+        M.sym_eig_grad(u[b], lam[b], du[b], dlam[b], da[b], work[b], work2[b])
 
 
 def linalg_syevd_backward(u, lam, du, dlam, da, work, work2):
@@ -188,7 +164,7 @@ def linalg_syevd_backward(u, lam, du, dlam, da, work, work2):
 @cuda.jit
 def _inverse_k(a, out, work, info):
     for b in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
-        info[b] = _lu_inverse(a[b], out[b], work[b])
+        info[b] = M.lu_inverse(a[b], out[b], work[b])
 
 
 def linalg_inverse(a, out, work, info):
@@ -202,7 +178,7 @@ def linalg_inverse(a, out, work, info):
 @cuda.jit
 def _determinant_k(a, work, sign, value, log):
     for b in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
-        _lu_determinant(a[b], work[b], sign, value, b, log)
+        M.lu_determinant(a[b], work[b], sign, value, b, log)
 
 
 def linalg_determinant(a, work, sign, value, log):
@@ -214,8 +190,8 @@ def linalg_determinant(a, work, sign, value, log):
 @cuda.jit
 def _det_grad_k(a, coef, coef2, use_coef2, da, inv, work):
     for b in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
-        singular = _lu_inverse(a[b], inv[b], work[b])
-        _inverse_transpose_scaled(inv[b], singular, coef, coef2, use_coef2, b, da[b])
+        singular = M.lu_inverse(a[b], inv[b], work[b])
+        M.inverse_transpose_scaled(inv[b], singular, coef, coef2, use_coef2, b, da[b])
 
 
 def linalg_det_backward(a, coef, coef2, use_coef2, da, inv, work):
@@ -228,7 +204,7 @@ def linalg_det_backward(a, coef, coef2, use_coef2, da, inv, work):
 @cuda.jit
 def _diagonal_k(mat, vec, offset, to_matrix):
     for b in range(cuda.grid(1), mat.shape[0], cuda.gridsize(1)):
-        _diagonal_copy(mat[b], vec[b], offset, to_matrix)
+        M.diagonal_copy(mat[b], vec[b], offset, to_matrix)
 
 
 def linalg_diagonal(mat, vec, offset, to_matrix):
@@ -240,7 +216,7 @@ def linalg_diagonal(mat, vec, offset, to_matrix):
 @cuda.jit
 def _triangle_k(mat, vec, offset, lower, to_matrix):
     for b in range(cuda.grid(1), mat.shape[0], cuda.gridsize(1)):
-        _triangle_copy(mat[b], vec[b], offset, lower, to_matrix)
+        M.triangle_copy(mat[b], vec[b], offset, lower, to_matrix)
 
 
 def linalg_triangle(mat, vec, offset, lower, to_matrix):
@@ -252,7 +228,7 @@ def linalg_triangle(mat, vec, offset, lower, to_matrix):
 @cuda.jit
 def _sumlogdiag_k(a, out):
     for b in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
-        _sum_log_diagonal(a[b], out, b)
+        M.sum_log_diagonal(a[b], out, b)
 
 
 def linalg_sumlogdiag(a, out):
@@ -264,7 +240,7 @@ def linalg_sumlogdiag(a, out):
 @cuda.jit
 def _sumlogdiag_grad_k(a, g, da):
     for b in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
-        _sum_log_diagonal_grad(a[b], g, b, da[b])
+        M.sum_log_diagonal_grad(a[b], g, b, da[b])
 
 
 def linalg_sumlogdiag_backward(a, g, da):

@@ -13,6 +13,7 @@ one launch per matrix of the batch.
 from numba import cuda, float64
 
 from .. import scalar_tensor as S
+from ..cpu.reduce import output_strides
 from ..cuda_support import simulator_enabled
 from ..scalar import strided_offset
 from ..scalar_tensor import reduce_combine, reduce_finish, reduce_grad, reduce_identity, reduce_map
@@ -39,15 +40,6 @@ def _split(cshape, raxes):
     rshape = tuple(int(cshape[d]) for d in raxes)
     rstrides = tuple(st[d] for d in raxes)
     return kshape or (1,), kstrides or (0,), rshape or (1,), rstrides or (0,)
-
-
-def _out_strides(cshape, raxes):
-    st, acc = [0] * len(cshape), 1
-    for d in range(len(cshape) - 1, -1, -1):
-        if d not in raxes:
-            st[d] = acc
-            acc *= cshape[d]
-    return tuple(st)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -145,7 +137,7 @@ def reduce_axes_backward(gin, gout, data, out, cshape, raxes, kind, req):
     for a in raxes:
         count *= cshape[a]
     _reduce_grad_kernel[launch(gin.size)](fin, fg, x, y, tuple(int(d) for d in cshape),
-                                          _out_strides(cshape, tuple(raxes)), int(kind),
+                                          output_strides(cshape, tuple(raxes)), int(kind),
                                           float(count), req == "add")
 
 

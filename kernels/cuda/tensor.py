@@ -10,9 +10,10 @@ the elements that come before it (O(n) each: fine for rows of up to a few thousa
 import numpy as np
 from numba import cuda
 
-from ..scalar import strided_offset
+from ..cpu.tensor import where_gradients_wanted
+from ..scalar import store, strided_offset
 from ..scalar_lookup import picked_offset
-from ..scalar_tensor import resolve_index, uniform_bin
+from ..scalar_tensor import histogram_bin, resolve_index
 from .memory import assign, fill, flat
 from .memory import launch_config as launch
 
@@ -49,20 +50,14 @@ def _accumulator(grad, req):
 def _gather_kernel(dst, src, offset, shape, strides, add):
     for i in range(cuda.grid(1), dst.size, cuda.gridsize(1)):
         v = src[offset + strided_offset(i, shape, strides)]
-        if add:
-            dst[i] += v
-        else:
-            dst[i] = v
+        store(dst, i, v, add)
 
 
 @cuda.jit(cache=True)
 def _scatter_kernel(dst, src, offset, shape, strides, add):
     for i in range(cuda.grid(1), src.size, cuda.gridsize(1)):
         j = offset + strided_offset(i, shape, strides)
-        if add:
-            dst[j] += src[i]
-        else:
-            dst[j] = src[i]
+        store(dst, j, src[i], add)
 
 
 def _tuples(shape, strides):
@@ -131,22 +126,32 @@ def _take_grad_kernel(grad, gout, idx, n, inner, wrap):
         cuda.atomic.add(grad, (o * n + resolve_index(idx[j], n, wrap)) * inner + t, gout[r])
 
 
-def take_forward(out, data, idx, outer, n, inner, wrap):
-    """out[o, j, t] = data[o, index(idx[j]), t] over data viewed as (outer, n, inner)."""
-    if out.size == 0:
-        return
-    _take_kernel[launch(out.size)](flat(out), flat(data), flat(idx), n, inner, bool(wrap))
+def _gather(kernel, out, data, idx, n, inner, wrap):
+    """out = data gathered by idx with take's or pick's ``kernel``."""
+    if out.size:
+        kernel[launch(out.size)](flat(out), flat(data), flat(idx), n, inner, bool(wrap))
 
 
-def take_backward(grad, gout, idx, outer, n, inner, wrap, req):
-    """grad (req) the scatter-add of gout back to the rows take read (atomics on repeats)."""
+def _gather_backward(kernel, grad, gout, idx, n, inner, wrap, req):
+    """grad (req) gout added back to the positions the gather read, by its gradient
+    ``kernel``."""
     if req == "null":
         return
     buf, back = _accumulator(grad, req)
     if gout.size:
-        _take_grad_kernel[launch(gout.size)](buf, flat(gout), flat(idx), n, inner, bool(wrap))
+        kernel[launch(gout.size)](buf, flat(gout), flat(idx), n, inner, bool(wrap))
     if back:
         assign(flat(grad), buf, "write")
+
+
+def take_forward(out, data, idx, outer, n, inner, wrap):
+    """out[o, j, t] = data[o, index(idx[j]), t] over data viewed as (outer, n, inner)."""
+    _gather(_take_kernel, out, data, idx, n, inner, wrap)
+
+
+def take_backward(grad, gout, idx, outer, n, inner, wrap, req):
+    """grad (req) the scatter-add of gout back to the rows take read (atomics on repeats)."""
+    _gather_backward(_take_grad_kernel, grad, gout, idx, n, inner, wrap, req)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -166,20 +171,12 @@ def _pick_grad_kernel(grad, gout, idx, n, inner, wrap):
 
 def pick_forward(out, data, idx, outer, n, inner, wrap):
     """out[o, t] = data[o, index(idx[o, t]), t] over data viewed as (outer, n, inner)."""
-    if out.size == 0:
-        return
-    _pick_kernel[launch(out.size)](flat(out), flat(data), flat(idx), n, inner, bool(wrap))
+    _gather(_pick_kernel, out, data, idx, n, inner, wrap)
 
 
 def pick_backward(grad, gout, idx, outer, n, inner, wrap, req):
     """grad (req) gout placed at the picked positions (zeros elsewhere for 'write')."""
-    if req == "null":
-        return
-    if req == "write":
-        fill(grad, 0)
-    if gout.size:
-        _pick_grad_kernel[launch(gout.size)](flat(grad), flat(gout), flat(idx), n, inner,
-                                             bool(wrap))
+    _gather_backward(_pick_grad_kernel, grad, gout, idx, n, inner, wrap, req)
 
 
 @cuda.jit(cache=True)
@@ -234,16 +231,10 @@ def _where_grad_kernel(gx, gy, cond, g, inner, want_x, add_x, want_y, add_y):
         gi = g[i]
         if want_x:
             v = gi if take_x else gi * 0
-            if add_x:
-                gx[i] += v
-            else:
-                gx[i] = v
+            store(gx, i, v, add_x)
         if want_y:
             v = gi * 0 if take_x else gi
-            if add_y:
-                gy[i] += v
-            else:
-                gy[i] = v
+            store(gy, i, v, add_y)
 
 
 def where_forward(out, cond, x, y, inner):
@@ -255,9 +246,8 @@ def where_forward(out, cond, x, y, inner):
 
 def where_backward(gx, gy, cond, gout, inner, req_x, req_y):
     """gx (req_x) gout where cond else 0; gy (req_y) the rest. None/'null' grads are skipped."""
-    want_x = gx is not None and req_x != "null"
-    want_y = gy is not None and req_y != "null"
-    if not (want_x or want_y) or gout.size == 0:
+    want_x, want_y = where_gradients_wanted(gx, gy, gout, req_x, req_y)
+    if not (want_x or want_y):
         return
     g = flat(gout)
     fx = flat(gx) if want_x else g
@@ -320,10 +310,7 @@ def _rank_grad_kernel(grad, gout, ranks, n, inner, k, add):
         if r < k:
             q = i // inner
             v = gout[((q // n) * k + r) * inner + (i - q * inner)]
-        if add:
-            grad[i] += v
-        else:
-            grad[i] = v
+        store(grad, i, v, add)
 
 
 def axis_ranks(ranks, data, outer, n, inner, ascend):
@@ -506,20 +493,7 @@ def unravel_index(out, flat_index, dims, strides):
 def _histogram_kernel(counts, data, edges, uniform, lo, hi):
     nbins = counts.size
     for i in range(cuda.grid(1), data.size, cuda.gridsize(1)):
-        x = data[i]
-        if uniform:
-            b = uniform_bin(x, lo, hi, nbins)
-        else:
-            b = -1
-            if edges[0] <= x <= edges[nbins]:
-                lo_i, hi_i = 0, nbins
-                while hi_i - lo_i > 1:
-                    mid = (lo_i + hi_i) // 2
-                    if edges[mid] <= x:
-                        lo_i = mid
-                    else:
-                        hi_i = mid
-                b = lo_i
+        b = histogram_bin(data[i], edges, nbins, uniform, lo, hi)
         if b >= 0:
             cuda.atomic.add(counts, b, 1)
 
