@@ -11,13 +11,11 @@ import numpy as np
 from numba import njit, prange, uint64
 
 from ..scalar_conv import (
-    PAD_CONSTANT,
-    PAD_EDGE,
-    PAD_REFLECT,
+    PAD_MODES,
     POOL_AVG,
     POOL_LP,
     POOL_MAX,
-    POOL_SUM,
+    POOL_TYPES,
     lp_grad_factor,
     lp_power,
     lp_root,
@@ -31,11 +29,10 @@ from .jit import parallel_loop, task_count
 __all__ = ["pool_forward", "pool_backward", "POOL_TYPES", "PAD_MODES", "pad_forward",
            "pad_backward", "upsample_nearest", "upsample_nearest_backward"]
 
-POOL_TYPES = {"max": POOL_MAX, "avg": POOL_AVG, "sum": POOL_SUM, "lp": POOL_LP}
-PAD_MODES = {"constant": PAD_CONSTANT, "edge": PAD_EDGE, "reflect": PAD_REFLECT}
 # a window step costs about half an element-wise add (the parallel threshold doubles)
 _COST = 0.5
 _NO_MASK = np.zeros(1, dtype=np.int32)
+
 
 
 @njit(cache=True)
@@ -153,6 +150,16 @@ def _pool_parallel(x, y, mask, dims, geo, ptype, include_pad, pval, save_mask, l
                      i * planes // parts, (i + 1) * planes // parts)
 
 
+def _run_planes(serial, parallel, args, planes, work):
+    """serial(*args, 0, planes) on this thread, or parallel(*args, planes, parts) splitting the
+    planes over task_count's parts."""
+    parts = task_count(work, planes, _COST, 8)
+    if parts > 1:
+        parallel(*args, planes, parts)
+    else:
+        serial(*args, 0, planes)
+
+
 def _windows_full(dims, geo):
     """True when no window is clipped: no padding and the last window ends inside the data."""
     D, H, W, OD, OH, OW = dims
@@ -198,24 +205,15 @@ def pool_forward(x, y, mask, dims, geo, ptype, include_pad, pval):
     if full and y.shape[1] == 1 and dims[:3] == geo[:3]:
         # one window over the whole plane (global pooling): max keeps no mask here either
         planes, size = x.shape
-        args = (x.reshape(-1), y.reshape(-1), size, ptype, pval)
-        parts = task_count(x.size, planes, _COST, 8)
-        if parts > 1:
-            _pool_whole_planes_parallel(*args, planes, parts)
-        else:
-            _pool_whole_planes(*args, 0, planes)
+        _run_planes(_pool_whole_planes, _pool_whole_planes_parallel,
+                    (x.reshape(-1), y.reshape(-1), size, ptype, pval), planes, x.size)
         return False
     save_mask = mask is not None and not full and ptype == POOL_MAX
     mask = mask.reshape(-1) if save_mask else _NO_MASK
     lowest = x.dtype.type(np.finfo(x.dtype).min)
-    planes = x.shape[0]
     args = (x.reshape(-1), y.reshape(-1), mask, dims, geo, ptype, include_pad, pval, save_mask,
             lowest, full)
-    parts = task_count(x.size, planes, _COST, 8)
-    if parts > 1:
-        _pool_parallel(*args, planes, parts)
-    else:
-        _pool_planes(*args, 0, planes)
+    _run_planes(_pool_planes, _pool_parallel, args, x.shape[0], x.size)
     return save_mask
 
 
@@ -331,14 +329,9 @@ def pool_backward(x, y, dy, dx, mask, dims, geo, ptype, include_pad, pval, accum
     """dx (+)= gradient of pooling; max pooling uses mask when given, else searches x == y."""
     use_mask = mask is not None
     mask = mask.reshape(-1) if use_mask else _NO_MASK
-    planes = x.shape[0]
     args = (x.reshape(-1), y.reshape(-1), dy.reshape(-1), dx.reshape(-1), mask, dims, geo,
             ptype, include_pad, pval, use_mask, _windows_full(dims, geo), accumulate)
-    parts = task_count(x.size, planes, _COST, 8)
-    if parts > 1:
-        _unpool_parallel(*args, planes, parts)
-    else:
-        _unpool_planes(*args, 0, planes)
+    _run_planes(_unpool_planes, _unpool_parallel, args, x.shape[0], x.size)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -418,56 +411,51 @@ def pad_backward(dy, dx, before, mode, accumulate=False):
 # UpSampling (nearest): x (N, C, H, W) -> channels [c0, c0 + C) of y (N, Ctot, H*s, W*s)
 # ---------------------------------------------------------------------------------------------
 @njit(cache=True)
-def _upsample_plane(x, y, c0, scale, accumulate, q):
-    N, C, H, W = x.shape
+def _nearest_plane(small, big, c0, scale, accumulate, to_big, q):
+    """Plane q = (n, c) of small (N, C, H, W) against channel c0 + c of big, whose scale x scale
+    blocks repeat small's elements: to_big, big (+)= small repeated; else small (+)= the sums
+    of big's blocks (the adjoint)."""
+    N, C, H, W = small.shape
     n = q // C
     c = q % C
-    for oh in range(y.shape[2]):
-        h = oh // scale
-        for ow in range(y.shape[3]):
-            v = x[n, c, h, ow // scale]
-            if accumulate:
-                y[n, c0 + c, oh, ow] += v
-            else:
-                y[n, c0 + c, oh, ow] = v
-
-
-@parallel_loop(cost=_COST)
-def _upsample_planes(x, y, c0, scale, accumulate):
-    for q in prange(x.shape[0] * x.shape[1]):
-        _upsample_plane(x, y, c0, scale, accumulate, q)
-
-
-def upsample_nearest(x, y, c0, scale, accumulate=False):
-    """y[:, c0:c0+C] (+)= x repeated scale times along H and W."""
-    args = (x, y, int(c0), int(scale), accumulate)
-    _upsample_planes(y.size if x.shape[0] * x.shape[1] > 1 else 0, *args)
-
-
-@njit(cache=True)
-def _downsum_plane(dy, dx, c0, scale, accumulate, q):
-    N, C, H, W = dx.shape
-    n = q // C
-    c = q % C
+    if to_big:
+        for oh in range(big.shape[2]):
+            h = oh // scale
+            for ow in range(big.shape[3]):
+                v = small[n, c, h, ow // scale]
+                if accumulate:
+                    big[n, c0 + c, oh, ow] += v
+                else:
+                    big[n, c0 + c, oh, ow] = v
+        return
     for h in range(H):
         for w in range(W):
             s = 0.0
             for i in range(scale):
                 for j in range(scale):
-                    s += dy[n, c0 + c, h * scale + i, w * scale + j]
+                    s += big[n, c0 + c, h * scale + i, w * scale + j]
             if accumulate:
-                dx[n, c, h, w] += s
+                small[n, c, h, w] += s
             else:
-                dx[n, c, h, w] = s
+                small[n, c, h, w] = s
 
 
 @parallel_loop(cost=_COST)
-def _downsum_planes(dy, dx, c0, scale, accumulate):
-    for q in prange(dx.shape[0] * dx.shape[1]):
-        _downsum_plane(dy, dx, c0, scale, accumulate, q)
+def _nearest_planes(small, big, c0, scale, accumulate, to_big):
+    for q in prange(small.shape[0] * small.shape[1]):
+        _nearest_plane(small, big, c0, scale, accumulate, to_big, q)
+
+
+def _nearest(small, big, c0, scale, accumulate, to_big):
+    args = (small, big, int(c0), int(scale), accumulate, to_big)
+    _nearest_planes(big.size if small.shape[0] * small.shape[1] > 1 else 0, *args)
+
+
+def upsample_nearest(x, y, c0, scale, accumulate=False):
+    """y[:, c0:c0+C] (+)= x repeated scale times along H and W."""
+    _nearest(x, y, c0, scale, accumulate, True)
 
 
 def upsample_nearest_backward(dy, dx, c0, scale, accumulate=False):
     """dx (+)= the sum of each scale x scale block of dy[:, c0:c0+C]."""
-    args = (dy, dx, int(c0), int(scale), accumulate)
-    _downsum_planes(dy.size if dx.shape[0] * dx.shape[1] > 1 else 0, *args)
+    _nearest(dx, dy, c0, scale, accumulate, False)
