@@ -26,6 +26,13 @@ def image_index(n, c, d, h, w, C, D, H, W, channel_last):
 
 
 @njit(cache=True)
+def patch_extents(dims, g):
+    """(K, n*O): taps per channel and output pixels of data dims (n, C, D, H, W) and geometry
+    g = (KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, OD, OH, OW)."""
+    return g[0] * g[1] * g[2], dims[0] * g[12] * g[13] * g[14]
+
+
+@njit(cache=True)
 def patch_index(c, p, q, C, K, NO, channel_last):
     """Flat index of channel c, tap p, output pixel q in the column matrix (C*K, n*O) or, for
     channel-last data, the row matrix (n*O, K*C)."""

@@ -17,6 +17,11 @@ def req_code(req):
     return _REQ_CODES[req]
 
 
+def accumulate_req(accumulate):
+    """The request code of a store that adds (accumulate) or overwrites."""
+    return REQ_ADD if accumulate else REQ_WRITE
+
+
 @njit(cache=True)
 def store_req(dst, i, value, code):
     """dst[i] = value (write), dst[i] += value (add), or nothing (null)."""
@@ -50,3 +55,9 @@ def bn_fold_channel(gamma, beta, mean, var, bias, eps):
     fix_gamma)."""
     scale = gamma / math.sqrt(var + eps)
     return scale, beta + (bias - mean) * scale
+
+
+@njit(cache=True)
+def lrn_window(c, half, C):
+    """[lo, hi): the channels of LRN's window around channel c, clipped to [0, C)."""
+    return max(c - half, 0), min(c + half + 1, C)

@@ -338,6 +338,15 @@ def pool_backward(x, y, dy, dx, mask, dims, geo, ptype, include_pad, pval, accum
 # Pad (and Crop, its adjoint): planes x (P, D, H, W) -> y (P, OD, OH, OW), before = pads in
 # front of each spatial axis.
 # ---------------------------------------------------------------------------------------------
+@njit(cache=True, inline="always")
+def _store4(dst, a, b, c, d, value, accumulate):
+    """dst[a, b, c, d] += value (accumulate) or = value."""
+    if accumulate:
+        dst[a, b, c, d] += value
+    else:
+        dst[a, b, c, d] = value
+
+
 @njit(cache=True)
 def _pad_plane(x, y, before, mode, value, accumulate, q):
     P, D, H, W = x.shape
@@ -353,10 +362,7 @@ def _pad_plane(x, y, before, mode, value, accumulate, q):
                     v = value
                 else:
                     v = x[q, sd, sh, sw]
-                if accumulate:
-                    y[q, od, oh, ow] += v
-                else:
-                    y[q, od, oh, ow] = v
+                _store4(y, q, od, oh, ow, v, accumulate)
 
 
 @parallel_loop(cost=_COST)
@@ -423,10 +429,7 @@ def _nearest_plane(small, big, c0, scale, accumulate, to_big, q):
             h = oh // scale
             for ow in range(big.shape[3]):
                 v = small[n, c, h, ow // scale]
-                if accumulate:
-                    big[n, c0 + c, oh, ow] += v
-                else:
-                    big[n, c0 + c, oh, ow] = v
+                _store4(big, n, c0 + c, oh, ow, v, accumulate)
         return
     for h in range(H):
         for w in range(W):
@@ -434,10 +437,7 @@ def _nearest_plane(small, big, c0, scale, accumulate, to_big, q):
             for i in range(scale):
                 for j in range(scale):
                     s += big[n, c0 + c, h * scale + i, w * scale + j]
-            if accumulate:
-                small[n, c, h, w] += s
-            else:
-                small[n, c, h, w] = s
+            _store4(small, n, c, h, w, s, accumulate)
 
 
 @parallel_loop(cost=_COST)

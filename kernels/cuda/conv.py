@@ -10,16 +10,18 @@ and epilogue is one strided-copy kernel.
 """
 from numba import cuda, float64
 
-from ..scalar_conv import conv_output_at, image_index, patch_index
+from ..scalar_conv import conv_output_at, image_index, patch_extents, patch_index
 from ..scalar_index import unravel3, unravel4, unravel5
 from ..scalar_nn import ACT_RELU, activation_value
-from ..scalar_norm import bn_fold_channel
+from ..scalar_norm import REQ_ADD, accumulate_req, bn_fold_channel, store_req
 from .memory import flat, launch_config
 from .nn import _SHARED, REDUCE_THREADS, _block_reduce, _gemm
 
 __all__ = ["conv_gemm", "im2col",
            "col2im", "rows_to_batch", "batch_to_rows", "channel_sum", "add_channel_bias",
            "transpose_planes", "im2row", "row2im", "rows_to_nchw", "affine_act_rows", "bn_fold"]
+
+_store = cuda.jit(device=True)(store_req.py_func)
 
 
 def conv_gemm(a, b, out, trans_a=False, trans_b=False):
@@ -35,8 +37,7 @@ def conv_gemm(a, b, out, trans_a=False, trans_b=False):
 def _im2patch_k(x, out, dims, g, channel_last):
     nb, C, D, H, W = dims
     KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, OD, OH, OW = g
-    K = KD * KH * KW
-    NO = nb * OD * OH * OW
+    K, NO = patch_extents(dims, g)
     for j in range(cuda.grid(1), out.size, cuda.gridsize(1)):
         if channel_last:
             q, p, c = unravel3(j, K, C)
@@ -54,11 +55,10 @@ def _im2patch_k(x, out, dims, g, channel_last):
 
 
 @cuda.jit
-def _patch2im_k(patches, x, dims, g, channel_last, accumulate):
+def _patch2im_k(patches, x, dims, g, channel_last, req):
     nb, C, D, H, W = dims
     KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, OD, OH, OW = g
-    K = KD * KH * KW
-    NO = nb * OD * OH * OW
+    K, NO = patch_extents(dims, g)
     for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
         if channel_last:
             n, idd, ih, iw, c = unravel5(i, D, H, W, C)
@@ -80,10 +80,7 @@ def _patch2im_k(patches, x, dims, g, channel_last, accumulate):
                     q = ((n * OD + od) * OH + oh) * OW + ow
                     s += patches[patch_index(c, (kd * KH + kh) * KW + kw, q, C, K, NO,
                                              channel_last)]
-        if accumulate:
-            x[i] += s
-        else:
-            x[i] = s
+        _store(x, i, s, req)
 
 
 def im2col(x, col, g):
@@ -95,7 +92,8 @@ def im2col(x, col, g):
 def col2im(col, x, g, accumulate=False):
     """x (n, C, D, H, W) = (or +=) the sum of col's entries over the windows covering each pixel."""
     xf = flat(x)
-    _patch2im_k[launch_config(xf.size)](flat(col), xf, tuple(x.shape), g, False, accumulate)
+    _patch2im_k[launch_config(xf.size)](flat(col), xf, tuple(x.shape), g, False,
+                                        accumulate_req(accumulate))
 
 
 def im2row(xt, rows, dims, g):
@@ -109,7 +107,7 @@ def row2im(rows, xt, dims, g):
     """xt (n, D, H, W, C) += the patch rows summed over overlapping windows (gathered per
     element: no atomics, a fixed order)."""
     xf = flat(xt)
-    _patch2im_k[launch_config(xf.size)](flat(rows), xf, tuple(dims), g, True, True)
+    _patch2im_k[launch_config(xf.size)](flat(rows), xf, tuple(dims), g, True, REQ_ADD)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,17 +21,13 @@ from ..scalar_conv import (
     pool_output_window,
 )
 from ..scalar_index import unravel4
-from ..scalar_norm import REQ_ADD, REQ_WRITE, store_req
+from ..scalar_norm import REQ_WRITE, accumulate_req, store_req
 from .memory import flat, launch_config
 
 __all__ = ["pool_forward", "pool_backward", "POOL_TYPES", "PAD_MODES", "pad_forward",
            "pad_backward", "upsample_nearest", "upsample_nearest_backward"]
 
 _store = cuda.jit(device=True)(store_req.py_func)
-
-
-def _req(accumulate):
-    return REQ_ADD if accumulate else REQ_WRITE
 
 
 @cuda.jit
@@ -178,7 +174,7 @@ def pad_forward(x, y, before, mode, value=0.0, accumulate=False):
     """y (+)= x padded (mode from PAD_MODES; value fills constant padding)."""
     yf = flat(y)
     _pad_k[launch_config(yf.size)](flat(x), yf, tuple(x.shape), tuple(y.shape), tuple(before),
-                                   mode, value, _req(accumulate), False)
+                                   mode, value, accumulate_req(accumulate), False)
 
 
 def pad_backward(dy, dx, before, mode, accumulate=False):
@@ -219,7 +215,7 @@ def _nearest(small, big, c0, scale, accumulate, to_big):
     n = small.shape[0] * small.shape[1] * (big.shape[2] * big.shape[3] if to_big else
                                            small.shape[2] * small.shape[3])
     _nearest_k[launch_config(n)](flat(small), flat(big), tuple(small.shape), tuple(big.shape),
-                                 int(c0), int(scale), _req(accumulate), to_big)
+                                 int(c0), int(scale), accumulate_req(accumulate), to_big)
 
 
 def upsample_nearest(x, y, c0, scale, accumulate=False):
