@@ -86,8 +86,10 @@ def _pool_plane_full(x, y, q, dims, geo, ptype, pval):
 
 
 @njit(cache=True)
-def _pool_plane(x, y, mask, q, dims, geo, ptype, include_pad, pval, save_mask, lowest):
-    """Pooling of plane q in general: windows clipped to the data, padding, 'full' windows."""
+def _pool_plane(x, y, dy, dx, mask, q, dims, geo, ptype, include_pad, pval, save_mask, lowest,
+                backward):
+    """Plane q in general (windows clipped to the data, padding, 'full' windows): pooling, or
+    with ``backward`` its gradient, dx += each window's share of dy."""
     D, H, W, OD, OH, OW = dims
     KD, KH, KW, SD, SH, SW, PD, PH, PW = geo
     xb = q * D * H * W
@@ -99,37 +101,66 @@ def _pool_plane(x, y, mask, q, dims, geo, ptype, include_pad, pval, save_mask, l
             for ow in range(OW):
                 w0, w1, wl = pool_window(ow, SW, PW, KW, W)
                 o = yb + (od * OH + oh) * OW + ow
+                if not backward:
+                    if ptype == POOL_MAX:
+                        best = lowest
+                        arg = -1
+                        for d in range(d0, d1):
+                            for h in range(h0, h1):
+                                base = (d * H + h) * W
+                                for w in range(w0, w1):
+                                    v = x[xb + base + w]
+                                    if v > best or (arg < 0 and v == best):
+                                        best = v
+                                        arg = base + w
+                        y[o] = best
+                        if save_mask:
+                            mask[o] = arg
+                    else:
+                        s = 0.0
+                        for d in range(d0, d1):
+                            for h in range(h0, h1):
+                                base = xb + (d * H + h) * W
+                                for w in range(w0, w1):
+                                    if ptype == POOL_LP:
+                                        s += lp_power(x[base + w], pval)
+                                    else:
+                                        s += x[base + w]
+                        if ptype == POOL_AVG:
+                            count = pool_count(d0, d1, dl, h0, h1, hl, w0, w1, wl, include_pad)
+                            # a 'full'-convention window past the data averages to 0, like MXNet
+                            s = s / count if count > 0 else 0.0
+                        elif ptype == POOL_LP:
+                            s = lp_root(s, pval)
+                        y[o] = s
+                    continue
+                g = dy[o]
                 if ptype == POOL_MAX:
-                    best = lowest
+                    # like MXNet: the first element equal to the pooled value
+                    target = y[o]
                     arg = -1
                     for d in range(d0, d1):
                         for h in range(h0, h1):
                             base = (d * H + h) * W
                             for w in range(w0, w1):
-                                v = x[xb + base + w]
-                                if v > best or (arg < 0 and v == best):
-                                    best = v
+                                if arg < 0 and x[xb + base + w] == target:
                                     arg = base + w
-                    y[o] = best
-                    if save_mask:
-                        mask[o] = arg
-                else:
-                    s = 0.0
-                    for d in range(d0, d1):
-                        for h in range(h0, h1):
-                            base = xb + (d * H + h) * W
-                            for w in range(w0, w1):
-                                if ptype == POOL_LP:
-                                    s += lp_power(x[base + w], pval)
-                                else:
-                                    s += x[base + w]
-                    if ptype == POOL_AVG:
-                        count = pool_count(d0, d1, dl, h0, h1, hl, w0, w1, wl, include_pad)
-                        # a 'full'-convention window past the data averages to 0, like MXNet
-                        s = s / count if count > 0 else 0.0
-                    elif ptype == POOL_LP:
-                        s = lp_root(s, pval)
-                    y[o] = s
+                    if arg >= 0:
+                        dx[xb + arg] += g
+                    continue
+                if ptype == POOL_AVG:
+                    count = pool_count(d0, d1, dl, h0, h1, hl, w0, w1, wl, include_pad)
+                    if count <= 0:
+                        continue
+                    g = g / count
+                for d in range(d0, d1):
+                    for h in range(h0, h1):
+                        base = xb + (d * H + h) * W
+                        for w in range(w0, w1):
+                            if ptype == POOL_LP:
+                                dx[base + w] += g * lp_grad_factor(x[base + w], y[o], pval)
+                            else:
+                                dx[base + w] += g
 
 
 @njit(cache=True)
@@ -139,7 +170,8 @@ def _pool_planes(x, y, mask, dims, geo, ptype, include_pad, pval, save_mask, low
         if full:
             _pool_plane_full(x, y, q, dims, geo, ptype, pval)
         else:
-            _pool_plane(x, y, mask, q, dims, geo, ptype, include_pad, pval, save_mask, lowest)
+            _pool_plane(x, y, y, x, mask, q, dims, geo, ptype, include_pad, pval, save_mask,
+                        lowest, False)
 
 
 @njit(cache=True, parallel=True)
@@ -256,7 +288,6 @@ def _unpool_plane_full(y, dy, dx, x, q, dims, geo, ptype, pending):
 def _unpool_plane(x, y, dy, dx, mask, q, dims, geo, ptype, include_pad, pval, use_mask, full,
                   pending):
     D, H, W, OD, OH, OW = dims
-    KD, KH, KW, SD, SH, SW, PD, PH, PW = geo
     xb = q * D * H * W
     yb = q * OD * OH * OW
     if ptype == POOL_MAX and use_mask:
@@ -268,40 +299,8 @@ def _unpool_plane(x, y, dy, dx, mask, q, dims, geo, ptype, include_pad, pval, us
     if full and ptype != POOL_LP:
         _unpool_plane_full(y, dy, dx, x, q, dims, geo, ptype, pending)
         return
-    for od in range(OD):
-        d0, d1, dl = pool_window(od, SD, PD, KD, D)
-        for oh in range(OH):
-            h0, h1, hl = pool_window(oh, SH, PH, KH, H)
-            for ow in range(OW):
-                w0, w1, wl = pool_window(ow, SW, PW, KW, W)
-                o = yb + (od * OH + oh) * OW + ow
-                g = dy[o]
-                if ptype == POOL_MAX:
-                    # like MXNet: the first element equal to the pooled value
-                    target = y[o]
-                    arg = -1
-                    for d in range(d0, d1):
-                        for h in range(h0, h1):
-                            base = (d * H + h) * W
-                            for w in range(w0, w1):
-                                if arg < 0 and x[xb + base + w] == target:
-                                    arg = base + w
-                    if arg >= 0:
-                        dx[xb + arg] += g
-                    continue
-                if ptype == POOL_AVG:
-                    count = pool_count(d0, d1, dl, h0, h1, hl, w0, w1, wl, include_pad)
-                    if count <= 0:
-                        continue
-                    g = g / count
-                for d in range(d0, d1):
-                    for h in range(h0, h1):
-                        base = xb + (d * H + h) * W
-                        for w in range(w0, w1):
-                            if ptype == POOL_LP:
-                                dx[base + w] += g * lp_grad_factor(x[base + w], y[o], pval)
-                            else:
-                                dx[base + w] += g
+    _pool_plane(x, y, dy, dx, mask, q, dims, geo, ptype, include_pad, pval, False,
+                x.dtype.type(0), True)
 
 
 @njit(cache=True)
