@@ -34,7 +34,6 @@ _COST = 0.5
 _NO_MASK = np.zeros(1, dtype=np.int32)
 
 
-
 @njit(cache=True)
 def _pool_plane_full(x, y, q, dims, geo, ptype, pval):
     """Pooling of plane q when every window lies wholly inside the data (no padding or
