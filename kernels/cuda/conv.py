@@ -21,6 +21,8 @@ __all__ = ["conv_gemm", "im2col",
            "col2im", "rows_to_batch", "batch_to_rows", "channel_sum", "add_channel_bias",
            "transpose_planes", "im2row", "row2im", "rows_to_nchw", "affine_act_rows", "bn_fold"]
 
+# the request store of scalar_norm compiled as a device function from its Python source (the
+# simulator cannot pass its arrays to the njit-compiled one)
 _store = cuda.jit(device=True)(store_req.py_func)
 
 

@@ -19,6 +19,8 @@ __all__ = ["req_code", "bn_forward", "bn_backward", "bn_update_moving", "instanc
            "instance_norm_backward", "row_norm_forward", "row_norm_backward",
            "param_grad_columns", "lrn_forward", "lrn_backward"]
 
+# the request store of scalar_norm compiled as a device function from its Python source (the
+# simulator cannot pass its arrays to the njit-compiled one)
 _store = cuda.jit(device=True)(store_req.py_func)
 
 

@@ -27,6 +27,8 @@ from .memory import flat, launch_config
 __all__ = ["pool_forward", "pool_backward", "POOL_TYPES", "PAD_MODES", "pad_forward",
            "pad_backward", "upsample_nearest", "upsample_nearest_backward"]
 
+# the request store of scalar_norm compiled as a device function from its Python source (the
+# simulator cannot pass its arrays to the njit-compiled one)
 _store = cuda.jit(device=True)(store_req.py_func)
 
 
