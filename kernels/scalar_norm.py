@@ -1,5 +1,7 @@
 """Per-channel math of the normalisation operators, as plain ``@njit`` functions both kernel
 halves call (the CPU loops per channel, the CUDA kernels once per block)."""
+import math
+
 from numba import njit
 
 # Gradient requests as the numba kernels take them (GradReq.code): 0 null, 1 write, 2 add.
@@ -13,6 +15,11 @@ def req_code(req):
     """A gradient request ('null' / 'write' / 'add', or a GradReq, which equals its word) as
     the int the norm kernels take."""
     return _REQ_CODES[req]
+
+
+def accumulate_req(accumulate):
+    """The request code of a store that adds (accumulate) or overwrites."""
+    return REQ_ADD if accumulate else REQ_WRITE
 
 
 @njit(cache=True)
@@ -39,3 +46,18 @@ def bn_input_grad_coefficients(sdy, sdyx, count, mean, invstd, gamma, batch_stat
         return scale, 0.0, 0.0
     mdyx = sdyx / count
     return scale, -scale * mdyx * invstd, scale * (mean * mdyx * invstd - sdy / count)
+
+
+@njit(cache=True)
+def bn_fold_channel(gamma, beta, mean, var, bias, eps):
+    """BatchNorm with moving statistics applied to a layer output y with bias ``bias``, as
+    ``BN(y + bias) = y * scale + shift``: returns (scale, shift) of one channel (gamma 1 with
+    fix_gamma)."""
+    scale = gamma / math.sqrt(var + eps)
+    return scale, beta + (bias - mean) * scale
+
+
+@njit(cache=True)
+def lrn_window(c, half, C):
+    """[lo, hi): the channels of LRN's window around channel c, clipped to [0, C)."""
+    return max(c - half, 0), min(c + half + 1, C)

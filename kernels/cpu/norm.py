@@ -12,7 +12,7 @@ import math
 
 from numba import njit, prange, uint64
 
-from ..scalar_norm import bn_input_grad_coefficients, req_code, store_req  # noqa: F401
+from ..scalar_norm import bn_input_grad_coefficients, lrn_window, req_code, store_req  # noqa: F401
 from .jit import parallel_loop
 
 __all__ = ["req_code", "bn_forward", "bn_backward", "bn_update_moving", "instance_norm_forward",
@@ -56,6 +56,30 @@ def _run_dot_dev(a, b, s, n, mean):
     for i in range(uint64(n)):
         acc += a[s + i] * (b[s + i] - mean)
     return acc
+
+
+@njit(cache=True, inline="always")
+def _store3(dst, a, b, c, value, accumulate):
+    """dst[a, b, c] += value (accumulate) or = value."""
+    if accumulate:
+        dst[a, b, c] += value
+    else:
+        dst[a, b, c] = value
+
+
+@njit(cache=True, inline="always")
+def _mean_var(v):
+    """Mean and biased variance of the 1-d array v, in float64 and two passes (mean first)."""
+    n = v.shape[0]
+    s = 0.0
+    for i in range(n):
+        s += v[i]
+    mean = s / n
+    ss = 0.0
+    for i in range(n):
+        d = v[i] - mean
+        ss += d * d
+    return mean, ss / n
 
 
 @njit(cache=True, inline="always")
@@ -187,15 +211,7 @@ def bn_update_moving(moving_mean, moving_var, mean, var, momentum):
 def _in_forward_channel(x, y, gamma, beta, mean_out, var_out, eps, c):
     N, C, S = x.shape
     for n in range(N):
-        s = 0.0
-        for i in range(S):
-            s += x[n, c, i]
-        mean = s / S
-        ss = 0.0
-        for i in range(S):
-            d = x[n, c, i] - mean
-            ss += d * d
-        var = ss / S
+        mean, var = _mean_var(x[n, c])
         mean_out[n, c] = mean
         var_out[n, c] = var
         scale = float(gamma[c]) / math.sqrt(var + eps)
@@ -240,10 +256,7 @@ def _in_backward_channel(x, dy, dx, gamma, mean_in, var_in, dgamma, dbeta, eps, 
             for i in range(S):
                 xhat = (x[n, c, i] - mean) * invstd
                 v = g * invstd * (dy[n, c, i] - mdy - xhat * mdyx)
-                if req_x == 2:
-                    dx[n, c, i] += v
-                else:
-                    dx[n, c, i] = v
+                _store3(dx, n, c, i, v, req_x == 2)
     store_req(dgamma, c, tg, req_g)
     store_req(dbeta, c, tb, req_b)
 
@@ -271,15 +284,8 @@ def _row_forward(x, y, gamma, beta, stat1, stat2, eps, mode, r):
     o = r // inner
     i = r % inner
     if mode == 0:
-        s = 0.0
-        for a in range(A):
-            s += x[o, a, i]
-        mean = s / A
-        ss = 0.0
-        for a in range(A):
-            d = x[o, a, i] - mean
-            ss += d * d
-        std = math.sqrt(ss / A + eps)
+        mean, var = _mean_var(x[o, :, i])
+        std = math.sqrt(var + eps)
         stat1[r] = mean
         stat2[r] = std
         inv = 1.0 / std
@@ -332,10 +338,7 @@ def _row_backward(x, y, dy, dx, gamma, stat1, stat2, mode, accumulate, r):
         for a in range(A):
             xhat = (x[o, a, i] - mean) * inv
             v = inv * (dy[o, a, i] * gamma[a] - s1 - xhat * s2)
-            if accumulate:
-                dx[o, a, i] += v
-            else:
-                dx[o, a, i] = v
+            _store3(dx, o, a, i, v, accumulate)
     else:
         inv = 1.0 / float(stat1[r])
         s = 0.0
@@ -343,10 +346,7 @@ def _row_backward(x, y, dy, dx, gamma, stat1, stat2, mode, accumulate, r):
             s += float(dy[o, a, i]) * y[o, a, i]
         for a in range(A):
             v = (dy[o, a, i] - y[o, a, i] * s) * inv
-            if accumulate:
-                dx[o, a, i] += v
-            else:
-                dx[o, a, i] = v
+            _store3(dx, o, a, i, v, accumulate)
 
 
 @parallel_loop(cost=_COST)
@@ -397,8 +397,7 @@ def param_grad_columns(x, dy, mean, std, dgamma, dbeta, req_g, req_b):
 def _lrn_forward_sample(x, y, norm, half, salpha, knorm, beta, n):
     N, C, S = x.shape
     for c in range(C):
-        lo = c - half if c >= half else 0
-        hi = c + half + 1 if c + half + 1 < C else C
+        lo, hi = lrn_window(c, half, C)
         for i in range(S):
             norm[n, c, i] = 0
         for cc in range(lo, hi):
@@ -430,17 +429,13 @@ def _lrn_backward_sample(x, norm, dy, dx, tmp, half, salpha, beta, accumulate, n
             tmp[n, c, i] = dy[n, c, i] * x[n, c, i] * norm[n, c, i] ** (-beta - 1.0)
     coef = -2.0 * beta * salpha
     for c in range(C):
-        lo = c - half if c >= half else 0
-        hi = c + half + 1 if c + half + 1 < C else C
+        lo, hi = lrn_window(c, half, C)
         for i in range(S):
             s = 0.0
             for cc in range(lo, hi):
                 s += tmp[n, cc, i]
             v = dy[n, c, i] * norm[n, c, i] ** (-beta) + coef * x[n, c, i] * s
-            if accumulate:
-                dx[n, c, i] += v
-            else:
-                dx[n, c, i] = v
+            _store3(dx, n, c, i, v, accumulate)
 
 
 @parallel_loop(cost=_COST)

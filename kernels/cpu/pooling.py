@@ -11,13 +11,11 @@ import numpy as np
 from numba import njit, prange, uint64
 
 from ..scalar_conv import (
-    PAD_CONSTANT,
-    PAD_EDGE,
-    PAD_REFLECT,
+    PAD_MODES,
     POOL_AVG,
     POOL_LP,
     POOL_MAX,
-    POOL_SUM,
+    POOL_TYPES,
     lp_grad_factor,
     lp_power,
     lp_root,
@@ -31,8 +29,6 @@ from .jit import parallel_loop, task_count
 __all__ = ["pool_forward", "pool_backward", "POOL_TYPES", "PAD_MODES", "pad_forward",
            "pad_backward", "upsample_nearest", "upsample_nearest_backward"]
 
-POOL_TYPES = {"max": POOL_MAX, "avg": POOL_AVG, "sum": POOL_SUM, "lp": POOL_LP}
-PAD_MODES = {"constant": PAD_CONSTANT, "edge": PAD_EDGE, "reflect": PAD_REFLECT}
 # a window step costs about half an element-wise add (the parallel threshold doubles)
 _COST = 0.5
 _NO_MASK = np.zeros(1, dtype=np.int32)
@@ -89,8 +85,10 @@ def _pool_plane_full(x, y, q, dims, geo, ptype, pval):
 
 
 @njit(cache=True)
-def _pool_plane(x, y, mask, q, dims, geo, ptype, include_pad, pval, save_mask, lowest):
-    """Pooling of plane q in general: windows clipped to the data, padding, 'full' windows."""
+def _pool_plane(x, y, dy, dx, mask, q, dims, geo, ptype, include_pad, pval, save_mask, lowest,
+                backward):
+    """Plane q in general (windows clipped to the data, padding, 'full' windows): pooling, or
+    with ``backward`` its gradient, dx += each window's share of dy."""
     D, H, W, OD, OH, OW = dims
     KD, KH, KW, SD, SH, SW, PD, PH, PW = geo
     xb = q * D * H * W
@@ -102,37 +100,66 @@ def _pool_plane(x, y, mask, q, dims, geo, ptype, include_pad, pval, save_mask, l
             for ow in range(OW):
                 w0, w1, wl = pool_window(ow, SW, PW, KW, W)
                 o = yb + (od * OH + oh) * OW + ow
+                if not backward:
+                    if ptype == POOL_MAX:
+                        best = lowest
+                        arg = -1
+                        for d in range(d0, d1):
+                            for h in range(h0, h1):
+                                base = (d * H + h) * W
+                                for w in range(w0, w1):
+                                    v = x[xb + base + w]
+                                    if v > best or (arg < 0 and v == best):
+                                        best = v
+                                        arg = base + w
+                        y[o] = best
+                        if save_mask:
+                            mask[o] = arg
+                    else:
+                        s = 0.0
+                        for d in range(d0, d1):
+                            for h in range(h0, h1):
+                                base = xb + (d * H + h) * W
+                                for w in range(w0, w1):
+                                    if ptype == POOL_LP:
+                                        s += lp_power(x[base + w], pval)
+                                    else:
+                                        s += x[base + w]
+                        if ptype == POOL_AVG:
+                            count = pool_count(d0, d1, dl, h0, h1, hl, w0, w1, wl, include_pad)
+                            # a 'full'-convention window past the data averages to 0, like MXNet
+                            s = s / count if count > 0 else 0.0
+                        elif ptype == POOL_LP:
+                            s = lp_root(s, pval)
+                        y[o] = s
+                    continue
+                g = dy[o]
                 if ptype == POOL_MAX:
-                    best = lowest
+                    # like MXNet: the first element equal to the pooled value
+                    target = y[o]
                     arg = -1
                     for d in range(d0, d1):
                         for h in range(h0, h1):
                             base = (d * H + h) * W
                             for w in range(w0, w1):
-                                v = x[xb + base + w]
-                                if v > best or (arg < 0 and v == best):
-                                    best = v
+                                if arg < 0 and x[xb + base + w] == target:
                                     arg = base + w
-                    y[o] = best
-                    if save_mask:
-                        mask[o] = arg
-                else:
-                    s = 0.0
-                    for d in range(d0, d1):
-                        for h in range(h0, h1):
-                            base = xb + (d * H + h) * W
-                            for w in range(w0, w1):
-                                if ptype == POOL_LP:
-                                    s += lp_power(x[base + w], pval)
-                                else:
-                                    s += x[base + w]
-                    if ptype == POOL_AVG:
-                        count = pool_count(d0, d1, dl, h0, h1, hl, w0, w1, wl, include_pad)
-                        # a 'full'-convention window past the data averages to 0, like MXNet
-                        s = s / count if count > 0 else 0.0
-                    elif ptype == POOL_LP:
-                        s = lp_root(s, pval)
-                    y[o] = s
+                    if arg >= 0:
+                        dx[xb + arg] += g
+                    continue
+                if ptype == POOL_AVG:
+                    count = pool_count(d0, d1, dl, h0, h1, hl, w0, w1, wl, include_pad)
+                    if count <= 0:
+                        continue
+                    g = g / count
+                for d in range(d0, d1):
+                    for h in range(h0, h1):
+                        base = xb + (d * H + h) * W
+                        for w in range(w0, w1):
+                            if ptype == POOL_LP:
+                                dx[base + w] += g * lp_grad_factor(x[base + w], y[o], pval)
+                            else:
+                                dx[base + w] += g
 
 
 @njit(cache=True)
@@ -142,7 +169,8 @@ def _pool_planes(x, y, mask, dims, geo, ptype, include_pad, pval, save_mask, low
         if full:
             _pool_plane_full(x, y, q, dims, geo, ptype, pval)
         else:
-            _pool_plane(x, y, mask, q, dims, geo, ptype, include_pad, pval, save_mask, lowest)
+            _pool_plane(x, y, y, x, mask, q, dims, geo, ptype, include_pad, pval, save_mask,
+                        lowest, False)
 
 
 @njit(cache=True, parallel=True)
@@ -151,6 +179,16 @@ def _pool_parallel(x, y, mask, dims, geo, ptype, include_pad, pval, save_mask, l
     for i in prange(parts):
         _pool_planes(x, y, mask, dims, geo, ptype, include_pad, pval, save_mask, lowest, full,
                      i * planes // parts, (i + 1) * planes // parts)
+
+
+def _run_planes(serial, parallel, args, planes, work):
+    """serial(*args, 0, planes) on this thread, or parallel(*args, planes, parts) splitting the
+    planes over task_count's parts."""
+    parts = task_count(work, planes, _COST, 8)
+    if parts > 1:
+        parallel(*args, planes, parts)
+    else:
+        serial(*args, 0, planes)
 
 
 def _windows_full(dims, geo):
@@ -198,24 +236,15 @@ def pool_forward(x, y, mask, dims, geo, ptype, include_pad, pval):
     if full and y.shape[1] == 1 and dims[:3] == geo[:3]:
         # one window over the whole plane (global pooling): max keeps no mask here either
         planes, size = x.shape
-        args = (x.reshape(-1), y.reshape(-1), size, ptype, pval)
-        parts = task_count(x.size, planes, _COST, 8)
-        if parts > 1:
-            _pool_whole_planes_parallel(*args, planes, parts)
-        else:
-            _pool_whole_planes(*args, 0, planes)
+        _run_planes(_pool_whole_planes, _pool_whole_planes_parallel,
+                    (x.reshape(-1), y.reshape(-1), size, ptype, pval), planes, x.size)
         return False
     save_mask = mask is not None and not full and ptype == POOL_MAX
     mask = mask.reshape(-1) if save_mask else _NO_MASK
     lowest = x.dtype.type(np.finfo(x.dtype).min)
-    planes = x.shape[0]
     args = (x.reshape(-1), y.reshape(-1), mask, dims, geo, ptype, include_pad, pval, save_mask,
             lowest, full)
-    parts = task_count(x.size, planes, _COST, 8)
-    if parts > 1:
-        _pool_parallel(*args, planes, parts)
-    else:
-        _pool_planes(*args, 0, planes)
+    _run_planes(_pool_planes, _pool_parallel, args, x.shape[0], x.size)
     return save_mask
 
 
@@ -258,7 +287,6 @@ def _unpool_plane_full(y, dy, dx, x, q, dims, geo, ptype, pending):
 def _unpool_plane(x, y, dy, dx, mask, q, dims, geo, ptype, include_pad, pval, use_mask, full,
                   pending):
     D, H, W, OD, OH, OW = dims
-    KD, KH, KW, SD, SH, SW, PD, PH, PW = geo
     xb = q * D * H * W
     yb = q * OD * OH * OW
     if ptype == POOL_MAX and use_mask:
@@ -270,40 +298,8 @@ def _unpool_plane(x, y, dy, dx, mask, q, dims, geo, ptype, include_pad, pval, us
     if full and ptype != POOL_LP:
         _unpool_plane_full(y, dy, dx, x, q, dims, geo, ptype, pending)
         return
-    for od in range(OD):
-        d0, d1, dl = pool_window(od, SD, PD, KD, D)
-        for oh in range(OH):
-            h0, h1, hl = pool_window(oh, SH, PH, KH, H)
-            for ow in range(OW):
-                w0, w1, wl = pool_window(ow, SW, PW, KW, W)
-                o = yb + (od * OH + oh) * OW + ow
-                g = dy[o]
-                if ptype == POOL_MAX:
-                    # like MXNet: the first element equal to the pooled value
-                    target = y[o]
-                    arg = -1
-                    for d in range(d0, d1):
-                        for h in range(h0, h1):
-                            base = (d * H + h) * W
-                            for w in range(w0, w1):
-                                if arg < 0 and x[xb + base + w] == target:
-                                    arg = base + w
-                    if arg >= 0:
-                        dx[xb + arg] += g
-                    continue
-                if ptype == POOL_AVG:
-                    count = pool_count(d0, d1, dl, h0, h1, hl, w0, w1, wl, include_pad)
-                    if count <= 0:
-                        continue
-                    g = g / count
-                for d in range(d0, d1):
-                    for h in range(h0, h1):
-                        base = xb + (d * H + h) * W
-                        for w in range(w0, w1):
-                            if ptype == POOL_LP:
-                                dx[base + w] += g * lp_grad_factor(x[base + w], y[o], pval)
-                            else:
-                                dx[base + w] += g
+    _pool_plane(x, y, dy, dx, mask, q, dims, geo, ptype, include_pad, pval, False,
+                x.dtype.type(0), True)
 
 
 @njit(cache=True)
@@ -331,20 +327,24 @@ def pool_backward(x, y, dy, dx, mask, dims, geo, ptype, include_pad, pval, accum
     """dx (+)= gradient of pooling; max pooling uses mask when given, else searches x == y."""
     use_mask = mask is not None
     mask = mask.reshape(-1) if use_mask else _NO_MASK
-    planes = x.shape[0]
     args = (x.reshape(-1), y.reshape(-1), dy.reshape(-1), dx.reshape(-1), mask, dims, geo,
             ptype, include_pad, pval, use_mask, _windows_full(dims, geo), accumulate)
-    parts = task_count(x.size, planes, _COST, 8)
-    if parts > 1:
-        _unpool_parallel(*args, planes, parts)
-    else:
-        _unpool_planes(*args, 0, planes)
+    _run_planes(_unpool_planes, _unpool_parallel, args, x.shape[0], x.size)
 
 
 # ---------------------------------------------------------------------------------------------
 # Pad (and Crop, its adjoint): planes x (P, D, H, W) -> y (P, OD, OH, OW), before = pads in
 # front of each spatial axis.
 # ---------------------------------------------------------------------------------------------
+@njit(cache=True, inline="always")
+def _store4(dst, a, b, c, d, value, accumulate):
+    """dst[a, b, c, d] += value (accumulate) or = value."""
+    if accumulate:
+        dst[a, b, c, d] += value
+    else:
+        dst[a, b, c, d] = value
+
+
 @njit(cache=True)
 def _pad_plane(x, y, before, mode, value, accumulate, q):
     P, D, H, W = x.shape
@@ -360,10 +360,7 @@ def _pad_plane(x, y, before, mode, value, accumulate, q):
                     v = value
                 else:
                     v = x[q, sd, sh, sw]
-                if accumulate:
-                    y[q, od, oh, ow] += v
-                else:
-                    y[q, od, oh, ow] = v
+                _store4(y, q, od, oh, ow, v, accumulate)
 
 
 @parallel_loop(cost=_COST)
@@ -418,56 +415,45 @@ def pad_backward(dy, dx, before, mode, accumulate=False):
 # UpSampling (nearest): x (N, C, H, W) -> channels [c0, c0 + C) of y (N, Ctot, H*s, W*s)
 # ---------------------------------------------------------------------------------------------
 @njit(cache=True)
-def _upsample_plane(x, y, c0, scale, accumulate, q):
-    N, C, H, W = x.shape
+def _nearest_plane(small, big, c0, scale, accumulate, to_big, q):
+    """Plane q = (n, c) of small (N, C, H, W) against channel c0 + c of big, whose scale x scale
+    blocks repeat small's elements: to_big, big (+)= small repeated; else small (+)= the sums
+    of big's blocks (the adjoint)."""
+    N, C, H, W = small.shape
     n = q // C
     c = q % C
-    for oh in range(y.shape[2]):
-        h = oh // scale
-        for ow in range(y.shape[3]):
-            v = x[n, c, h, ow // scale]
-            if accumulate:
-                y[n, c0 + c, oh, ow] += v
-            else:
-                y[n, c0 + c, oh, ow] = v
-
-
-@parallel_loop(cost=_COST)
-def _upsample_planes(x, y, c0, scale, accumulate):
-    for q in prange(x.shape[0] * x.shape[1]):
-        _upsample_plane(x, y, c0, scale, accumulate, q)
-
-
-def upsample_nearest(x, y, c0, scale, accumulate=False):
-    """y[:, c0:c0+C] (+)= x repeated scale times along H and W."""
-    args = (x, y, int(c0), int(scale), accumulate)
-    _upsample_planes(y.size if x.shape[0] * x.shape[1] > 1 else 0, *args)
-
-
-@njit(cache=True)
-def _downsum_plane(dy, dx, c0, scale, accumulate, q):
-    N, C, H, W = dx.shape
-    n = q // C
-    c = q % C
+    if to_big:
+        for oh in range(big.shape[2]):
+            h = oh // scale
+            for ow in range(big.shape[3]):
+                v = small[n, c, h, ow // scale]
+                _store4(big, n, c0 + c, oh, ow, v, accumulate)
+        return
     for h in range(H):
         for w in range(W):
             s = 0.0
             for i in range(scale):
                 for j in range(scale):
-                    s += dy[n, c0 + c, h * scale + i, w * scale + j]
-            if accumulate:
-                dx[n, c, h, w] += s
-            else:
-                dx[n, c, h, w] = s
+                    s += big[n, c0 + c, h * scale + i, w * scale + j]
+            _store4(small, n, c, h, w, s, accumulate)
 
 
 @parallel_loop(cost=_COST)
-def _downsum_planes(dy, dx, c0, scale, accumulate):
-    for q in prange(dx.shape[0] * dx.shape[1]):
-        _downsum_plane(dy, dx, c0, scale, accumulate, q)
+def _nearest_planes(small, big, c0, scale, accumulate, to_big):
+    for q in prange(small.shape[0] * small.shape[1]):
+        _nearest_plane(small, big, c0, scale, accumulate, to_big, q)
+
+
+def _nearest(small, big, c0, scale, accumulate, to_big):
+    args = (small, big, int(c0), int(scale), accumulate, to_big)
+    _nearest_planes(big.size if small.shape[0] * small.shape[1] > 1 else 0, *args)
+
+
+def upsample_nearest(x, y, c0, scale, accumulate=False):
+    """y[:, c0:c0+C] (+)= x repeated scale times along H and W."""
+    _nearest(x, y, c0, scale, accumulate, True)
 
 
 def upsample_nearest_backward(dy, dx, c0, scale, accumulate=False):
     """dx (+)= the sum of each scale x scale block of dy[:, c0:c0+C]."""
-    args = (dy, dx, int(c0), int(scale), accumulate)
-    _downsum_planes(dy.size if dx.shape[0] * dx.shape[1] > 1 else 0, *args)
+    _nearest(dx, dy, c0, scale, accumulate, False)

@@ -3,24 +3,27 @@
 
 im2col runs one thread per column-matrix element; col2im *gathers* (one thread per image
 element summing the column entries whose windows cover it), so it needs no atomics and sums in
-a fixed order. Matrix products use the tiled shared-memory GEMM of ``kernels/cuda/nn.py``;
-per-channel sums (the bias gradient) use one block per channel with a shared-memory tree.
+a fixed order. The row layout (im2row / row2im) is the same pair of kernels over channel-last
+data. Matrix products use the tiled shared-memory GEMM of ``kernels/cuda/nn.py``; per-channel
+sums (the bias gradient) use one block per channel with a shared-memory tree; every layout move
+and epilogue is one strided-copy kernel.
 """
-import math
-
 from numba import cuda, float64
 
+from ..scalar_conv import conv_output_at, image_index, patch_extents, patch_index
+from ..scalar_index import unravel3, unravel4, unravel5
 from ..scalar_nn import ACT_RELU, activation_value
-from .memory import launch_config
+from ..scalar_norm import REQ_ADD, accumulate_req, bn_fold_channel, store_req
+from .memory import flat, launch_config
 from .nn import _SHARED, REDUCE_THREADS, _block_reduce, _gemm
 
 __all__ = ["conv_gemm", "im2col",
            "col2im", "rows_to_batch", "batch_to_rows", "channel_sum", "add_channel_bias",
            "transpose_planes", "im2row", "row2im", "rows_to_nchw", "affine_act_rows", "bn_fold"]
 
-
-def _flat(a):
-    return a.reshape(a.size)
+# the request store of scalar_norm compiled as a device function from its Python source (the
+# simulator cannot pass its arrays to the njit-compiled one)
+_store = cuda.jit(device=True)(store_req.py_func)
 
 
 def conv_gemm(a, b, out, trans_a=False, trans_b=False):
@@ -29,99 +32,98 @@ def conv_gemm(a, b, out, trans_a=False, trans_b=False):
 
 
 # ---------------------------------------------------------------------------------------------
-# im2col / col2im
+# Patches: im2col / col2im over channel-first data and the column matrix (C*K, n*O); im2row /
+# row2im over channel-last data and the row matrix (n*O, K*C) (see scalar_conv.patch_index)
 # ---------------------------------------------------------------------------------------------
 @cuda.jit
-def _im2col_k(x, col, dims, g):
+def _im2patch_k(x, out, dims, g, channel_last):
     nb, C, D, H, W = dims
     KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, OD, OH, OW = g
-    O = OD * OH * OW
-    width = nb * O
-    for j in range(cuda.grid(1), col.size, cuda.gridsize(1)):
-        r = j // width
-        q = j - r * width
-        n = q // O
-        o = q - n * O
-        ow = o % OW
-        t = o // OW
-        oh = t % OH
-        od = t // OH
-        kw = r % KW
-        t = r // KW
-        kh = t % KH
-        t = t // KH
-        kd = t % KD
-        c = t // KD
+    K, NO = patch_extents(dims, g)
+    for j in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        if channel_last:
+            q, p, c = unravel3(j, K, C)
+        else:
+            c, p, q = unravel3(j, K, NO)
+        n, od, oh, ow = unravel4(q, OD, OH, OW)
+        kd, kh, kw = unravel3(p, KH, KW)
         idd = od * SD - PD + kd * DD
         ih = oh * SH - PH + kh * DH
         iw = ow * SW - PW + kw * DW
         if 0 <= idd < D and 0 <= ih < H and 0 <= iw < W:
-            col[j] = x[(((n * C + c) * D + idd) * H + ih) * W + iw]
+            out[j] = x[image_index(n, c, idd, ih, iw, C, D, H, W, channel_last)]
         else:
-            col[j] = 0
+            out[j] = 0
+
+
+@cuda.jit
+def _patch2im_k(patches, x, dims, g, channel_last, req):
+    nb, C, D, H, W = dims
+    KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, OD, OH, OW = g
+    K, NO = patch_extents(dims, g)
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        if channel_last:
+            n, idd, ih, iw, c = unravel5(i, D, H, W, C)
+        else:
+            n, c, idd, ih, iw = unravel5(i, C, D, H, W)
+        s = 0.0
+        for kd in range(KD):
+            od = conv_output_at(idd, kd, SD, PD, DD, OD)
+            if od < 0:
+                continue
+            for kh in range(KH):
+                oh = conv_output_at(ih, kh, SH, PH, DH, OH)
+                if oh < 0:
+                    continue
+                for kw in range(KW):
+                    ow = conv_output_at(iw, kw, SW, PW, DW, OW)
+                    if ow < 0:
+                        continue
+                    q = ((n * OD + od) * OH + oh) * OW + ow
+                    s += patches[patch_index(c, (kd * KH + kh) * KW + kw, q, C, K, NO,
+                                             channel_last)]
+        _store(x, i, s, req)
 
 
 def im2col(x, col, g):
     """Fill col (C*K, n*O) from x (n, C, D, H, W) for geometry g."""
-    c = _flat(col)
-    _im2col_k[launch_config(c.size)](_flat(x), c, tuple(x.shape), g)
-
-
-@cuda.jit
-def _col2im_k(col, x, dims, g, accumulate):
-    nb, C, D, H, W = dims
-    KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, OD, OH, OW = g
-    O = OD * OH * OW
-    width = nb * O
-    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        iw = i % W
-        t = i // W
-        ih = t % H
-        t = t // H
-        idd = t % D
-        t = t // D
-        c = t % C
-        n = t // C
-        s = 0.0
-        for kd in range(KD):
-            td = idd + PD - kd * DD
-            if td < 0 or td % SD != 0 or td // SD >= OD:
-                continue
-            od = td // SD
-            for kh in range(KH):
-                th = ih + PH - kh * DH
-                if th < 0 or th % SH != 0 or th // SH >= OH:
-                    continue
-                oh = th // SH
-                for kw in range(KW):
-                    tw = iw + PW - kw * DW
-                    if tw < 0 or tw % SW != 0 or tw // SW >= OW:
-                        continue
-                    ow = tw // SW
-                    r = ((c * KD + kd) * KH + kh) * KW + kw
-                    s += col[r * width + n * O + (od * OH + oh) * OW + ow]
-        if accumulate:
-            x[i] += s
-        else:
-            x[i] = s
+    c = flat(col)
+    _im2patch_k[launch_config(c.size)](flat(x), c, tuple(x.shape), g, False)
 
 
 def col2im(col, x, g, accumulate=False):
     """x (n, C, D, H, W) = (or +=) the sum of col's entries over the windows covering each pixel."""
-    xf = _flat(x)
-    _col2im_k[launch_config(xf.size)](_flat(col), xf, tuple(x.shape), g, accumulate)
+    xf = flat(x)
+    _patch2im_k[launch_config(xf.size)](flat(col), xf, tuple(x.shape), g, False,
+                                        accumulate_req(accumulate))
+
+
+def im2row(xt, rows, dims, g):
+    """Fill rows (n*O, KD*KH*KW*C) from channel-last data xt (n, D, H, W, C); ``dims`` is the
+    channel-first shape (n, C, D, H, W)."""
+    rf = flat(rows)
+    _im2patch_k[launch_config(rf.size)](flat(xt), rf, tuple(dims), g, True)
+
+
+def row2im(rows, xt, dims, g):
+    """xt (n, D, H, W, C) += the patch rows summed over overlapping windows (gathered per
+    element: no atomics, a fixed order)."""
+    xf = flat(xt)
+    _patch2im_k[launch_config(xf.size)](flat(rows), xf, tuple(dims), g, True, REQ_ADD)
 
 
 # ---------------------------------------------------------------------------------------------
-# Layout moves and bias
+# Layout moves and epilogues: dst (A, B, C) (+)= src read through strides, with the epilogue of
+# channel b; the functions of kernels/cpu/conv.py's layout moves, one thread per element written
 # ---------------------------------------------------------------------------------------------
 @cuda.jit(device=True)
-def _epilogue(v, s, b, mode, act):
-    """act(v * s + b) with the scale used when mode == 2 and the shift when mode >= 1."""
+def _epilogue(v, b, scale, shift, mode, act):
+    """act(v * scale[b] + shift[b]) with the scale used when mode == 2 and the shift when
+    mode >= 1 (act -1: none)."""
     if mode == 2:
-        v = v * s
+        v = v * scale[b]
     if mode >= 1:
-        v = v + b
+        v = v + shift[b]
     if act == ACT_RELU:
         return v if v > 0 else 0.0
     if act >= 0:
@@ -130,27 +132,29 @@ def _epilogue(v, s, b, mode, act):
 
 
 @cuda.jit
-def _rows_to_batch_k(rows, out, dims, scale, shift, mode, act, accumulate):
-    nb, F, O = dims
-    width = nb * O
-    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-        o = i % O
-        t = i // O
-        f = t % F
-        n = t // F
-        v = rows[f * width + n * O + o]
+def _relayout_k(src, dst, dims, strides, scale, shift, mode, act, accumulate):
+    """dst[a, b, c] = _epilogue(src[a*sa + b*sb + c*sc]) (src may be dst: each thread reads
+    only the element it writes); accumulating adds the shifted value (no scale, no act)."""
+    _, B, C = dims
+    sa, sb, sc = strides
+    for i in range(cuda.grid(1), dst.size, cuda.gridsize(1)):
+        a, b, c = unravel3(i, B, C)
+        v = src[a * sa + b * sb + c * sc]
         if accumulate:
-            if mode >= 1:
-                v += shift[f]
-            out[i] += v
+            dst[i] += _epilogue(v, b, scale, shift, mode, -1)
         else:
-            out[i] = _epilogue(v, scale[f] if mode == 2 else 1.0,
-                               shift[f] if mode >= 1 else 0.0, mode, act)
+            dst[i] = _epilogue(v, b, scale, shift, mode, act)
 
 
-def _epilogue_args(out, scale, shift):
+def _relayout(src, dst, dims, strides, scale=None, shift=None, act=-1, accumulate=False):
+    """dst viewed as dims (+)= src through strides, then per channel (dims' middle axis)
+    scaled, shifted and activated; scale / shift None are left out."""
+    df = flat(dst)
     mode = 2 if scale is not None else (1 if shift is not None else 0)
-    return (out if scale is None else scale, out if shift is None else shift, mode)
+    _relayout_k[launch_config(df.size)](flat(src), df, tuple(dims), strides,
+                                        df if scale is None else flat(scale),
+                                        df if shift is None else flat(shift), mode, act,
+                                        accumulate)
 
 
 def rows_to_batch(rows, out, bias=None, accumulate=False, scale=None, act=-1):
@@ -158,24 +162,46 @@ def rows_to_batch(rows, out, bias=None, accumulate=False, scale=None, act=-1):
     write may also scale each channel first and apply an activation (code, -1 for none)."""
     if accumulate and (scale is not None or act >= 0):
         raise ValueError("rows_to_batch: scale and activation apply to writes only")
-    of = _flat(out)
-    scale, bias, mode = _epilogue_args(of, scale, bias)
-    _rows_to_batch_k[launch_config(of.size)](_flat(rows), of, tuple(out.shape), _flat(scale),
-                                              _flat(bias), mode, act, accumulate)
+    nb, F, O = out.shape
+    _relayout(rows, out, out.shape, (O, nb * O, 1), scale, bias, act, accumulate)
 
 
-@cuda.jit
-def _batch_to_rows_k(src, rows, dims):
-    nb, F, O = dims
-    width = nb * O
-    for i in range(cuda.grid(1), src.size, cuda.gridsize(1)):
-        o = i % O
-        t = i // O
-        f = t % F
-        n = t // F
-        rows[f * width + n * O + o] = src[i]
+def batch_to_rows(src, rows, db=None, db_accumulate=False):
+    """rows (F, n*O) = src (n, F, O) rearranged; when db is given also db[f] (+)= the sum of
+    channel f."""
+    nb, F, O = src.shape
+    _relayout(src, rows, (F, nb, O), (O, F * O, 1))
+    if db is not None:
+        channel_sum(src, db, accumulate=db_accumulate)
 
 
+def add_channel_bias(out, bias):
+    """out (n, F, O) += bias[f]."""
+    nb, F, O = out.shape
+    _relayout(out, out, out.shape, (F * O, O, 1), shift=bias)
+
+
+def transpose_planes(src, dst, accumulate=False):
+    """dst (m, B, A) = (or +=) src (m, A, B) with its last two axes swapped."""
+    m, A, B = src.shape
+    _relayout(src, dst, (m, B, A), (A * B, 1, B), accumulate=accumulate)
+
+
+def rows_to_nchw(res, out, scale=None, shift=None, act=-1):
+    """out (n, F, O) = act(res (n*O, F) * scale[f] + shift[f])."""
+    nb, F, O = out.shape
+    _relayout(res, out, out.shape, (O * F, 1, F), scale, shift, act)
+
+
+def affine_act_rows(out, scale=None, shift=None, act=-1):
+    """In place on out (N, F): out = act(out * scale[f] + shift[f])."""
+    N, F = out.shape
+    _relayout(out, out, (N, F, 1), (F, 1, 0), scale, shift, act)
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-channel sums and BatchNorm folding
+# ---------------------------------------------------------------------------------------------
 @cuda.jit
 def _channel_sum_k(src, dims, out, accumulate):
     part = cuda.shared.array(_SHARED, float64)
@@ -197,186 +223,22 @@ def _channel_sum_k(src, dims, out, accumulate):
 def channel_sum(src, out, accumulate=False):
     """out[f] (+)= sum over n, o of src (n, F, O) — the bias gradient."""
     F = src.shape[1]
-    _channel_sum_k[max(1, min(F, 1024)), REDUCE_THREADS](_flat(src), tuple(src.shape), out,
+    _channel_sum_k[max(1, min(F, 1024)), REDUCE_THREADS](flat(src), tuple(src.shape), out,
                                                          accumulate)
-
-
-def batch_to_rows(src, rows, db=None, db_accumulate=False):
-    """rows (F, n*O) = src (n, F, O) rearranged; when db is given also db[f] (+)= the sum of
-    channel f."""
-    sf = _flat(src)
-    _batch_to_rows_k[launch_config(sf.size)](sf, _flat(rows), tuple(src.shape))
-    if db is not None:
-        channel_sum(src, db, accumulate=db_accumulate)
-
-
-@cuda.jit
-def _add_channel_bias_k(out, dims, bias):
-    nb, F, O = dims
-    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-        out[i] += bias[(i // O) % F]
-
-
-def add_channel_bias(out, bias):
-    """out (n, F, O) += bias[f]."""
-    of = _flat(out)
-    _add_channel_bias_k[launch_config(of.size)](of, tuple(out.shape), bias)
-
-
-# ---------------------------------------------------------------------------------------------
-# The row layout (patches of channel-last data, one row per output pixel) and the epilogues:
-# the functions of kernels/cpu/conv.py's second half, one thread per element written.
-# ---------------------------------------------------------------------------------------------
-@cuda.jit
-def _transpose_planes_k(src, dst, dims, accumulate):
-    _, A, B = dims
-    for i in range(cuda.grid(1), dst.size, cuda.gridsize(1)):
-        a = i % A
-        t = i // A
-        b = t % B
-        q = t // B
-        v = src[(q * A + a) * B + b]
-        if accumulate:
-            dst[i] += v
-        else:
-            dst[i] = v
-
-
-def transpose_planes(src, dst, accumulate=False):
-    """dst (m, B, A) = (or +=) src (m, A, B) with its last two axes swapped."""
-    df = _flat(dst)
-    _transpose_planes_k[launch_config(df.size)](_flat(src), df, tuple(src.shape), accumulate)
-
-
-@cuda.jit
-def _im2row_k(xt, rows, dims, g):
-    nb, C, D, H, W = dims
-    KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, OD, OH, OW = g
-    width = KD * KH * KW * C
-    O = OD * OH * OW
-    for j in range(cuda.grid(1), rows.size, cuda.gridsize(1)):
-        q = j // width
-        r = j - q * width
-        c = r % C
-        t = r // C
-        kw = t % KW
-        t = t // KW
-        kh = t % KH
-        kd = t // KH
-        n = q // O
-        o = q - n * O
-        ow = o % OW
-        t = o // OW
-        oh = t % OH
-        od = t // OH
-        idd = od * SD - PD + kd * DD
-        ih = oh * SH - PH + kh * DH
-        iw = ow * SW - PW + kw * DW
-        if 0 <= idd < D and 0 <= ih < H and 0 <= iw < W:
-            rows[j] = xt[(((n * D + idd) * H + ih) * W + iw) * C + c]
-        else:
-            rows[j] = 0
-
-
-def im2row(xt, rows, dims, g):
-    """Fill rows (n*O, KD*KH*KW*C) from channel-last data xt (n, D, H, W, C); ``dims`` is the
-    channel-first shape (n, C, D, H, W)."""
-    rf = _flat(rows)
-    _im2row_k[launch_config(rf.size)](_flat(xt), rf, tuple(dims), g)
-
-
-@cuda.jit
-def _row2im_k(rows, xt, dims, g):
-    nb, C, D, H, W = dims
-    KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, OD, OH, OW = g
-    width = KD * KH * KW * C
-    O = OD * OH * OW
-    for i in range(cuda.grid(1), xt.size, cuda.gridsize(1)):
-        c = i % C
-        t = i // C
-        iw = t % W
-        t = t // W
-        ih = t % H
-        t = t // H
-        idd = t % D
-        n = t // D
-        s = 0.0
-        for kd in range(KD):
-            td = idd + PD - kd * DD
-            if td < 0 or td % SD != 0 or td // SD >= OD:
-                continue
-            od = td // SD
-            for kh in range(KH):
-                th = ih + PH - kh * DH
-                if th < 0 or th % SH != 0 or th // SH >= OH:
-                    continue
-                oh = th // SH
-                for kw in range(KW):
-                    tw = iw + PW - kw * DW
-                    if tw < 0 or tw % SW != 0 or tw // SW >= OW:
-                        continue
-                    ow = tw // SW
-                    q = n * O + (od * OH + oh) * OW + ow
-                    s += rows[q * width + ((kd * KH + kh) * KW + kw) * C + c]
-        xt[i] += s
-
-
-def row2im(rows, xt, dims, g):
-    """xt (n, D, H, W, C) += the patch rows summed over overlapping windows (gathered per
-    element: no atomics, a fixed order)."""
-    xf = _flat(xt)
-    _row2im_k[launch_config(xf.size)](_flat(rows), xf, tuple(dims), g)
-
-
-@cuda.jit
-def _rows_to_nchw_k(res, out, dims, scale, shift, mode, act):
-    nb, F, O = dims
-    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-        o = i % O
-        t = i // O
-        f = t % F
-        n = t // F
-        out[i] = _epilogue(res[(n * O + o) * F + f], scale[f] if mode == 2 else 1.0,
-                           shift[f] if mode >= 1 else 0.0, mode, act)
-
-
-def rows_to_nchw(res, out, scale=None, shift=None, act=-1):
-    """out (n, F, O) = act(res (n*O, F) * scale[f] + shift[f])."""
-    of = _flat(out)
-    scale, shift, mode = _epilogue_args(of, scale, shift)
-    _rows_to_nchw_k[launch_config(of.size)](_flat(res), of, tuple(out.shape), _flat(scale),
-                                             _flat(shift), mode, act)
-
-
-@cuda.jit
-def _affine_act_rows_k(out, F, scale, shift, mode, act):
-    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-        f = i % F
-        out[i] = _epilogue(out[i], scale[f] if mode == 2 else 1.0,
-                           shift[f] if mode >= 1 else 0.0, mode, act)
-
-
-def affine_act_rows(out, scale=None, shift=None, act=-1):
-    """In place on out (N, F): out = act(out * scale[f] + shift[f])."""
-    of = _flat(out)
-    scale, shift, mode = _epilogue_args(of, scale, shift)
-    _affine_act_rows_k[launch_config(of.size)](of, out.shape[1], _flat(scale), _flat(shift),
-                                                mode, act)
 
 
 @cuda.jit
 def _bn_fold_k(gamma, beta, mean, var, bias, scale, shift, eps, fix_gamma, has_bias):
     for f in range(cuda.grid(1), scale.size, cuda.gridsize(1)):
-        g = 1.0 if fix_gamma else gamma[f]
-        s = g / math.sqrt(var[f] + eps)
-        b = bias[f] if has_bias else 0.0
+        s, b = bn_fold_channel(1.0 if fix_gamma else gamma[f], beta[f], mean[f], var[f],
+                               bias[f] if has_bias else 0.0, eps)
         scale[f] = s
-        shift[f] = beta[f] + (b - mean[f]) * s
+        shift[f] = b
 
 
 def bn_fold(gamma, beta, mean, var, bias, scale, shift, eps, fix_gamma):
     """Per-channel scale and shift with BN(y + bias) = y * scale + shift (moving statistics)."""
     has_bias = bias is not None
     _bn_fold_k[launch_config(scale.size)](gamma, beta, mean, var,
-                                          _flat(bias) if has_bias else scale, scale, shift,
+                                          flat(bias) if has_bias else scale, scale, shift,
                                           float(eps), bool(fix_gamma), has_bias)

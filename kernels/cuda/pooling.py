@@ -9,31 +9,27 @@ import numpy as np
 from numba import cuda
 
 from ..scalar_conv import (
-    PAD_CONSTANT,
-    PAD_EDGE,
-    PAD_REFLECT,
+    PAD_MODES,
     POOL_AVG,
     POOL_LP,
     POOL_MAX,
-    POOL_SUM,
+    POOL_TYPES,
     lp_grad_factor,
     lp_power,
     lp_root,
     pad_source,
-    pool_count,
-    pool_window,
+    pool_output_window,
 )
-from .memory import launch_config
+from ..scalar_index import unravel4
+from ..scalar_norm import REQ_WRITE, accumulate_req, store_req
+from .memory import flat, launch_config
 
 __all__ = ["pool_forward", "pool_backward", "POOL_TYPES", "PAD_MODES", "pad_forward",
            "pad_backward", "upsample_nearest", "upsample_nearest_backward"]
 
-POOL_TYPES = {"max": POOL_MAX, "avg": POOL_AVG, "sum": POOL_SUM, "lp": POOL_LP}
-PAD_MODES = {"constant": PAD_CONSTANT, "edge": PAD_EDGE, "reflect": PAD_REFLECT}
-
-
-def _flat(a):
-    return a.reshape(a.size)
+# the request store of scalar_norm compiled as a device function from its Python source (the
+# simulator cannot pass its arrays to the njit-compiled one)
+_store = cuda.jit(device=True)(store_req.py_func)
 
 
 @cuda.jit
@@ -47,62 +43,68 @@ def _zero(dst):
 
 
 # ---------------------------------------------------------------------------------------------
-# Pooling
+# Pooling: planes x (P, D*H*W) -> y (P, OD*OH*OW); a window is (d0, d1, h0, h1, w0, w1) from
+# scalar_conv.pool_output_window, its offsets relative to the plane's first element xb
 # ---------------------------------------------------------------------------------------------
+@cuda.jit(device=True)
+def _window_pool(x, xb, H, W, win, count, ptype, pval, lowest):
+    """(pooled value, offset of the first maximum: -1 for the other types)."""
+    d0, d1, h0, h1, w0, w1 = win
+    if ptype == POOL_MAX:
+        best = lowest
+        arg = -1
+        for d in range(d0, d1):
+            for h in range(h0, h1):
+                for w in range(w0, w1):
+                    v = x[xb + (d * H + h) * W + w]
+                    if v > best or (arg < 0 and v == best):
+                        best = v
+                        arg = (d * H + h) * W + w
+        return best, arg
+    s = 0.0
+    for d in range(d0, d1):
+        for h in range(h0, h1):
+            for w in range(w0, w1):
+                v = x[xb + (d * H + h) * W + w]
+                s += lp_power(v, pval) if ptype == POOL_LP else v
+    if ptype == POOL_AVG:
+        s = s / count if count > 0 else 0.0
+    elif ptype == POOL_LP:
+        s = lp_root(s, pval)
+    return s, -1
+
+
+@cuda.jit(device=True)
+def _window_first_equal(x, xb, H, W, win, target):
+    """Offset of the window's first element equal to target (MXNet's max-pooling gradient
+    rule when no mask was recorded), or -1."""
+    d0, d1, h0, h1, w0, w1 = win
+    for d in range(d0, d1):
+        for h in range(h0, h1):
+            for w in range(w0, w1):
+                if x[xb + (d * H + h) * W + w] == target:
+                    return (d * H + h) * W + w
+    return -1
+
+
 @cuda.jit
 def _pool_k(x, y, mask, dims, geo, ptype, include_pad, pval, save_mask, lowest):
     D, H, W, OD, OH, OW = dims
-    KD, KH, KW, SD, SH, SW, PD, PH, PW = geo
-    S = D * H * W
-    SO = OD * OH * OW
     for i in range(cuda.grid(1), y.size, cuda.gridsize(1)):
-        q = i // SO
-        o = i - q * SO
-        ow = o % OW
-        t = o // OW
-        oh = t % OH
-        od = t // OH
-        d0, d1, dl = pool_window(od, SD, PD, KD, D)
-        h0, h1, hl = pool_window(oh, SH, PH, KH, H)
-        w0, w1, wl = pool_window(ow, SW, PW, KW, W)
-        xb = q * S
-        if ptype == POOL_MAX:
-            best = lowest
-            arg = -1
-            for d in range(d0, d1):
-                for h in range(h0, h1):
-                    for w in range(w0, w1):
-                        v = x[xb + (d * H + h) * W + w]
-                        if v > best or (arg < 0 and v == best):
-                            best = v
-                            arg = (d * H + h) * W + w
-            y[i] = best
-            if save_mask:
-                mask[i] = arg
-        else:
-            s = 0.0
-            for d in range(d0, d1):
-                for h in range(h0, h1):
-                    for w in range(w0, w1):
-                        v = x[xb + (d * H + h) * W + w]
-                        if ptype == POOL_LP:
-                            s += lp_power(v, pval)
-                        else:
-                            s += v
-            if ptype == POOL_AVG:
-                count = pool_count(d0, d1, dl, h0, h1, hl, w0, w1, wl, include_pad)
-                s = s / count if count > 0 else 0.0
-            elif ptype == POOL_LP:
-                s = lp_root(s, pval)
-            y[i] = s
+        q, od, oh, ow = unravel4(i, OD, OH, OW)
+        win, count = pool_output_window(od, oh, ow, dims, geo, include_pad)
+        v, arg = _window_pool(x, q * D * H * W, H, W, win, count, ptype, pval, lowest)
+        y[i] = v
+        if save_mask:
+            mask[i] = arg
 
 
 def pool_forward(x, y, mask, dims, geo, ptype, include_pad, pval):
     """y (P, OD*OH*OW) = pool(x (P, D*H*W)); returns True when mask received the argmaxes."""
     save_mask = mask is not None and ptype == POOL_MAX
-    yf = _flat(y)
+    yf = flat(y)
     lowest = np.finfo(np.dtype(x.dtype)).min
-    _pool_k[launch_config(yf.size)](_flat(x), yf, _flat(mask) if save_mask else yf, dims, geo,
+    _pool_k[launch_config(yf.size)](flat(x), yf, flat(mask) if save_mask else yf, dims, geo,
                                      ptype, include_pad, pval, save_mask, lowest)
     return save_mask
 
@@ -110,40 +112,19 @@ def pool_forward(x, y, mask, dims, geo, ptype, include_pad, pval):
 @cuda.jit
 def _unpool_k(x, y, dy, dx, mask, dims, geo, ptype, include_pad, pval, use_mask):
     D, H, W, OD, OH, OW = dims
-    KD, KH, KW, SD, SH, SW, PD, PH, PW = geo
-    S = D * H * W
-    SO = OD * OH * OW
     for i in range(cuda.grid(1), dy.size, cuda.gridsize(1)):
-        q = i // SO
-        o = i - q * SO
-        ow = o % OW
-        t = o // OW
-        oh = t % OH
-        od = t // OH
-        d0, d1, dl = pool_window(od, SD, PD, KD, D)
-        h0, h1, hl = pool_window(oh, SH, PH, KH, H)
-        w0, w1, wl = pool_window(ow, SW, PW, KW, W)
-        xb = q * S
-        g = dy[i]
+        q, od, oh, ow = unravel4(i, OD, OH, OW)
+        win, count = pool_output_window(od, oh, ow, dims, geo, include_pad)
+        xb = q * D * H * W
         if ptype == POOL_MAX:
-            if use_mask:
-                arg = mask[i]
-            else:
-                arg = -1
-                for d in range(d0, d1):
-                    for h in range(h0, h1):
-                        for w in range(w0, w1):
-                            j = (d * H + h) * W + w
-                            if arg < 0 and x[xb + j] == y[i]:
-                                arg = j
+            arg = mask[i] if use_mask else _window_first_equal(x, xb, H, W, win, y[i])
             if arg >= 0:
-                cuda.atomic.add(dx, xb + arg, g)
+                cuda.atomic.add(dx, xb + arg, dy[i])
             continue
-        if ptype == POOL_AVG:
-            count = pool_count(d0, d1, dl, h0, h1, hl, w0, w1, wl, include_pad)
-            if count <= 0:
-                continue
-            g = g / count
+        if ptype == POOL_AVG and count <= 0:
+            continue
+        g = dy[i] / count if ptype == POOL_AVG else dy[i]
+        d0, d1, h0, h1, w0, w1 = win
         for d in range(d0, d1):
             for h in range(h0, h1):
                 for w in range(w0, w1):
@@ -156,13 +137,13 @@ def _unpool_k(x, y, dy, dx, mask, dims, geo, ptype, include_pad, pval, use_mask)
 
 def pool_backward(x, y, dy, dx, mask, dims, geo, ptype, include_pad, pval, accumulate=False):
     """dx (+)= gradient of pooling; max pooling uses mask when given, else searches x == y."""
-    dxf = _flat(dx)
+    dxf = flat(dx)
     if not accumulate:
         _zero(dxf)
     use_mask = mask is not None
-    dyf = _flat(dy)
-    _unpool_k[launch_config(dyf.size)](_flat(x), _flat(y), dyf, dxf,
-                                       _flat(mask) if use_mask else dyf, dims, geo, ptype,
+    dyf = flat(dy)
+    _unpool_k[launch_config(dyf.size)](flat(x), flat(y), dyf, dxf,
+                                       flat(mask) if use_mask else dyf, dims, geo, ptype,
                                        include_pad, pval, use_mask)
 
 
@@ -170,118 +151,80 @@ def pool_backward(x, y, dy, dx, mask, dims, geo, ptype, include_pad, pval, accum
 # Pad (and Crop, its adjoint): planes x (P, D, H, W) -> y (P, OD, OH, OW)
 # ---------------------------------------------------------------------------------------------
 @cuda.jit
-def _pad_k(x, y, xdims, ydims, before, mode, value, accumulate):
+def _pad_k(x, y, xdims, ydims, before, mode, value, req, adjoint):
+    """One thread per padded element y[i]: y[i] (req)= the element of x it reads (value for
+    constant padding); the adjoint adds y[i] to that element of x instead (atomically: edge
+    and reflect padding read an element several times)."""
     P, D, H, W = xdims
     _, OD, OH, OW = ydims
     bd, bh, bw = before
     for i in range(cuda.grid(1), y.size, cuda.gridsize(1)):
-        ow = i % OW
-        t = i // OW
-        oh = t % OH
-        t = t // OH
-        od = t % OD
-        q = t // OD
+        q, od, oh, ow = unravel4(i, OD, OH, OW)
         sd = pad_source(od, bd, D, mode)
         sh = pad_source(oh, bh, H, mode)
         sw = pad_source(ow, bw, W, mode)
-        if sd < 0 or sh < 0 or sw < 0:
-            v = value
+        inside = sd >= 0 and sh >= 0 and sw >= 0
+        j = ((q * D + sd) * H + sh) * W + sw
+        if adjoint:
+            if inside:
+                cuda.atomic.add(x, j, y[i])
         else:
-            v = x[((q * D + sd) * H + sh) * W + sw]
-        if accumulate:
-            y[i] += v
-        else:
-            y[i] = v
+            _store(y, i, x[j] if inside else value, req)
 
 
 def pad_forward(x, y, before, mode, value=0.0, accumulate=False):
     """y (+)= x padded (mode from PAD_MODES; value fills constant padding)."""
-    yf = _flat(y)
-    _pad_k[launch_config(yf.size)](_flat(x), yf, tuple(x.shape), tuple(y.shape), tuple(before),
-                                   mode, value, accumulate)
-
-
-@cuda.jit
-def _unpad_k(dy, dx, xdims, ydims, before, mode):
-    P, D, H, W = xdims
-    _, OD, OH, OW = ydims
-    bd, bh, bw = before
-    for i in range(cuda.grid(1), dy.size, cuda.gridsize(1)):
-        ow = i % OW
-        t = i // OW
-        oh = t % OH
-        t = t // OH
-        od = t % OD
-        q = t // OD
-        sd = pad_source(od, bd, D, mode)
-        sh = pad_source(oh, bh, H, mode)
-        sw = pad_source(ow, bw, W, mode)
-        if sd >= 0 and sh >= 0 and sw >= 0:
-            cuda.atomic.add(dx, ((q * D + sd) * H + sh) * W + sw, dy[i])
+    yf = flat(y)
+    _pad_k[launch_config(yf.size)](flat(x), yf, tuple(x.shape), tuple(y.shape), tuple(before),
+                                   mode, value, accumulate_req(accumulate), False)
 
 
 def pad_backward(dy, dx, before, mode, accumulate=False):
     """dx (+)= the sum of dy over the padded positions reading each element (Crop's forward)."""
-    dxf = _flat(dx)
+    dxf = flat(dx)
     if not accumulate:
         _zero(dxf)
-    dyf = _flat(dy)
-    _unpad_k[launch_config(dyf.size)](dyf, dxf, tuple(dx.shape), tuple(dy.shape), tuple(before),
-                                      mode)
+    dyf = flat(dy)
+    _pad_k[launch_config(dyf.size)](dxf, dyf, tuple(dx.shape), tuple(dy.shape), tuple(before),
+                                    mode, 0.0, REQ_WRITE, True)
 
 
 # ---------------------------------------------------------------------------------------------
-# UpSampling (nearest)
+# UpSampling (nearest): x (N, C, H, W) -> channels [c0, c0 + C) of y (N, Ctot, H*s, W*s)
 # ---------------------------------------------------------------------------------------------
 @cuda.jit
-def _upsample_k(x, y, xdims, ydims, c0, scale, accumulate):
-    N, C, H, W = xdims
-    _, CT, OH, OW = ydims
-    for i in range(cuda.grid(1), N * C * OH * OW, cuda.gridsize(1)):
-        ow = i % OW
-        t = i // OW
-        oh = t % OH
-        t = t // OH
-        c = t % C
-        n = t // C
-        v = x[((n * C + c) * H + oh // scale) * W + ow // scale]
-        j = ((n * CT + c0 + c) * OH + oh) * OW + ow
-        if accumulate:
-            y[j] += v
+def _nearest_k(small, big, sdims, bdims, c0, scale, req, to_big):
+    """to_big: one thread per element of channels [c0, c0 + C) of big, which (req)= the
+    element of small it repeats; else one thread per element of small, which (req)= the sum
+    of its scale x scale block of big."""
+    N, C, H, W = sdims
+    _, CT, OH, OW = bdims
+    rows, cols = (OH, OW) if to_big else (H, W)
+    for i in range(cuda.grid(1), N * C * rows * cols, cuda.gridsize(1)):
+        n, c, r, k = unravel4(i, C, rows, cols)
+        if to_big:
+            v = small[((n * C + c) * H + r // scale) * W + k // scale]
+            _store(big, ((n * CT + c0 + c) * OH + r) * OW + k, v, req)
         else:
-            y[j] = v
+            s = 0.0
+            for a in range(scale):
+                for b in range(scale):
+                    s += big[((n * CT + c0 + c) * OH + r * scale + a) * OW + k * scale + b]
+            _store(small, i, s, req)
+
+
+def _nearest(small, big, c0, scale, accumulate, to_big):
+    n = small.shape[0] * small.shape[1] * (big.shape[2] * big.shape[3] if to_big else
+                                           small.shape[2] * small.shape[3])
+    _nearest_k[launch_config(n)](flat(small), flat(big), tuple(small.shape), tuple(big.shape),
+                                 int(c0), int(scale), accumulate_req(accumulate), to_big)
 
 
 def upsample_nearest(x, y, c0, scale, accumulate=False):
     """y[:, c0:c0+C] (+)= x repeated scale times along H and W."""
-    n = x.shape[0] * x.shape[1] * y.shape[2] * y.shape[3]
-    _upsample_k[launch_config(n)](_flat(x), _flat(y), tuple(x.shape), tuple(y.shape), int(c0),
-                                  int(scale), accumulate)
-
-
-@cuda.jit
-def _downsum_k(dy, dx, xdims, ydims, c0, scale, accumulate):
-    N, C, H, W = xdims
-    _, CT, OH, OW = ydims
-    for i in range(cuda.grid(1), dx.size, cuda.gridsize(1)):
-        w = i % W
-        t = i // W
-        h = t % H
-        t = t // H
-        c = t % C
-        n = t // C
-        s = 0.0
-        for a in range(scale):
-            for b in range(scale):
-                s += dy[((n * CT + c0 + c) * OH + h * scale + a) * OW + w * scale + b]
-        if accumulate:
-            dx[i] += s
-        else:
-            dx[i] = s
+    _nearest(x, y, c0, scale, accumulate, True)
 
 
 def upsample_nearest_backward(dy, dx, c0, scale, accumulate=False):
     """dx (+)= the sum of each scale x scale block of dy[:, c0:c0+C]."""
-    dxf = _flat(dx)
-    _downsum_k[launch_config(dxf.size)](_flat(dy), dxf, tuple(dx.shape), tuple(dy.shape),
-                                        int(c0), int(scale), accumulate)
+    _nearest(dx, dy, c0, scale, accumulate, False)
