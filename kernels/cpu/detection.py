@@ -9,18 +9,7 @@ import numpy as np
 from numba import njit, prange
 
 from .. import detection_math as M
-from ..scalar_detection import (
-    box_overlap,
-    clip_int,
-    deform_row,
-    deform_tap,
-    psroi_cell,
-    psroi_frame,
-    roi_pool_bin,
-    roi_pool_frame,
-    rroi_frame,
-    rroi_sample,
-)
+from .. import scalar_detection as S
 from .jit import parallel_loop
 
 __all__ = ["roi_pool", "roi_pool_backward", "psroi_pool", "psroi_pool_backward",
@@ -42,14 +31,14 @@ def _roi_pool(x, rois, scale, out, argmax):
     n, channels, h, w = x.shape
     ph_n, pw_n = out.shape[2], out.shape[3]
     for r in prange(rois.shape[0]):
-        b = clip_int(int(rois[r, 0]), 0, n - 1)
-        x0, y0, bin_h, bin_w = roi_pool_frame(rois[r, 1], rois[r, 2], rois[r, 3], rois[r, 4],
+        b = S.clip_int(int(rois[r, 0]), 0, n - 1)
+        x0, y0, bin_h, bin_w = S.roi_pool_frame(rois[r, 1], rois[r, 2], rois[r, 3], rois[r, 4],
                                               scale, ph_n, pw_n)
         for c in range(channels):
             for ph in range(ph_n):
-                hs, he = roi_pool_bin(ph, y0, bin_h, h)
+                hs, he = S.roi_pool_bin(ph, y0, bin_h, h)
                 for pw in range(pw_n):
-                    ws, we = roi_pool_bin(pw, x0, bin_w, w)
+                    ws, we = S.roi_pool_bin(pw, x0, bin_w, w)
                     out[r, c, ph, pw], argmax[r, c, ph, pw] = _roi_cell_max(x, b, c, hs, he, ws,
                                                                             we, w)
 
@@ -59,7 +48,7 @@ def _roi_pool_backward(dy, rois, argmax, dx):
     n, channels, h, w = dx.shape
     for c in prange(channels):
         for r in range(dy.shape[0]):
-            b = clip_int(int(rois[r, 0]), 0, n - 1)
+            b = S.clip_int(int(rois[r, 0]), 0, n - 1)
             for ph in range(dy.shape[2]):
                 for pw in range(dy.shape[3]):
                     where = int(argmax[r, c, ph, pw])
@@ -85,12 +74,12 @@ def _psroi_pool(x, rois, scale, group, out):
     n, h, w = x.shape[0], x.shape[2], x.shape[3]
     dims, pooled = out.shape[1], out.shape[2]
     for r in prange(rois.shape[0]):
-        b = clip_int(int(rois[r, 0]), 0, n - 1)
-        frame = psroi_frame(rois[r, 1], rois[r, 2], rois[r, 3], rois[r, 4], scale, pooled)
+        b = S.clip_int(int(rois[r, 0]), 0, n - 1)
+        frame = S.psroi_frame(rois[r, 1], rois[r, 2], rois[r, 3], rois[r, 4], scale, pooled)
         for d in range(dims):
             for ph in range(pooled):
                 for pw in range(pooled):
-                    hs, he, ws, we, c = psroi_cell(d, ph, pw, frame, pooled, group, h, w)
+                    hs, he, ws, we, c = S.psroi_cell(d, ph, pw, frame, pooled, group, h, w)
                     out[r, d, ph, pw] = _roi_cell_mean(x, b, c, hs, he, ws, we)
 
 
@@ -101,11 +90,11 @@ def _psroi_pool_backward(dy, rois, scale, group, dx):
     pooled = dy.shape[2]
     for d in prange(dy.shape[1]):
         for r in range(dy.shape[0]):
-            b = clip_int(int(rois[r, 0]), 0, n - 1)
-            frame = psroi_frame(rois[r, 1], rois[r, 2], rois[r, 3], rois[r, 4], scale, pooled)
+            b = S.clip_int(int(rois[r, 0]), 0, n - 1)
+            frame = S.psroi_frame(rois[r, 1], rois[r, 2], rois[r, 3], rois[r, 4], scale, pooled)
             for ph in range(pooled):
                 for pw in range(pooled):
-                    hs, he, ws, we, c = psroi_cell(d, ph, pw, frame, pooled, group, h, w)
+                    hs, he, ws, we, c = S.psroi_cell(d, ph, pw, frame, pooled, group, h, w)
                     area = (he - hs) * (we - ws)
                     if area <= 0:
                         continue
@@ -133,8 +122,8 @@ def _rroi_align(x, rois, scale, ratio, out):
     n, channels, h, w = x.shape
     ph_n, pw_n = out.shape[2], out.shape[3]
     for r in prange(rois.shape[0]):
-        b = clip_int(int(rois[r, 0]), 0, n - 1)
-        frame = rroi_frame(rois[r, 1], rois[r, 2], rois[r, 3], rois[r, 4], rois[r, 5], scale,
+        b = S.clip_int(int(rois[r, 0]), 0, n - 1)
+        frame = S.rroi_frame(rois[r, 1], rois[r, 2], rois[r, 3], rois[r, 4], rois[r, 5], scale,
                            ph_n, pw_n, ratio)
         for c in range(channels):
             for ph in range(ph_n):
@@ -150,8 +139,8 @@ def _rroi_align_backward(dy, rois, scale, ratio, dx):
     ph_n, pw_n = dy.shape[2], dy.shape[3]
     for c in prange(channels):
         for r in range(rois.shape[0]):
-            b = clip_int(int(rois[r, 0]), 0, n - 1)
-            frame = rroi_frame(rois[r, 1], rois[r, 2], rois[r, 3], rois[r, 4], rois[r, 5],
+            b = S.clip_int(int(rois[r, 0]), 0, n - 1)
+            frame = S.rroi_frame(rois[r, 1], rois[r, 2], rois[r, 3], rois[r, 4], rois[r, 5],
                                scale, ph_n, pw_n, ratio)
             grid_h, grid_w = frame[6], frame[7]
             for ph in range(ph_n):
@@ -159,7 +148,7 @@ def _rroi_align_backward(dy, rois, scale, ratio, dx):
                     g = dy[r, c, ph, pw] / (grid_h * grid_w)
                     for iy in range(grid_h):
                         for ix in range(grid_w):
-                            ok, y0, y1, x0, x1, w00, w01, w10, w11 = rroi_sample(
+                            ok, y0, y1, x0, x1, w00, w01, w10, w11 = S.rroi_sample(
                                 frame, ph, pw, iy, ix, ph_n, pw_n, h, w)
                             if ok:
                                 dx[b, c, y0, x0] += w00 * g
@@ -191,10 +180,10 @@ def _deform_im2col(x, offset, col, g):
     channels, h, w = x.shape
     oh, ow = offset.shape[1], offset.shape[2]
     for row in prange(col.shape[0]):
-        c, i, j, base = deform_row(row, kh, kw, channels // g[8])
+        c, i, j, base = S.deform_row(row, kh, kw, channels // g[8])
         for a in range(oh):
             for b in range(ow):
-                corners = deform_tap(offset[base, a, b], offset[base + 1, a, b], g, i, j, a, b, h,
+                corners = S.deform_tap(offset[base, a, b], offset[base + 1, a, b], g, i, j, a, b, h,
                                      w)
                 col[row, a * ow + b] = _deform_value(x, c, corners)
 
@@ -208,10 +197,10 @@ def _deform_col2im(dcol, offset, dx, g):
     for c in prange(channels):
         for t in range(kh * kw):
             row = c * kh * kw + t
-            _, i, j, base = deform_row(row, kh, kw, channels // g[8])
+            _, i, j, base = S.deform_row(row, kh, kw, channels // g[8])
             for a in range(oh):
                 for b in range(ow):
-                    ok, h0, h1, w0, w1, fh, fw = deform_tap(
+                    ok, h0, h1, w0, w1, fh, fw = S.deform_tap(
                         offset[base, a, b], offset[base + 1, a, b], g, i, j, a, b, h, w)
                     if ok:
                         gv = dcol[row, a * ow + b]
@@ -230,10 +219,10 @@ def _deform_offset_grad(dcol, x, offset, doffset, g, accumulate):
     per_group = channels // g[8]
     for tap in prange(g[8] * kh * kw):
         grp = tap // (kh * kw)
-        _, i, j, base = deform_row(grp * per_group * kh * kw + tap % (kh * kw), kh, kw, per_group)
+        _, i, j, base = S.deform_row(grp * per_group * kh * kw + tap % (kh * kw), kh, kw, per_group)
         for a in range(oh):
             for b in range(ow):
-                corners = deform_tap(offset[base, a, b], offset[base + 1, a, b], g, i, j, a, b, h,
+                corners = S.deform_tap(offset[base, a, b], offset[base + 1, a, b], g, i, j, a, b, h,
                                      w)
                 _deform_offset_point(dcol, x, doffset, corners, accumulate, grp, per_group, i, j,
                                      kh, kw, base, a, b, ow)
@@ -290,7 +279,7 @@ def select_proposals(boxes, scores, order, pre_n, post_n, threshold, image, rois
             if suppressed[j]:
                 continue
             b = order[j]
-            if box_overlap(boxes[a, 0], boxes[a, 1], boxes[a, 2], boxes[a, 3], boxes[b, 0],
+            if S.box_overlap(boxes[a, 0], boxes[a, 1], boxes[a, 2], boxes[a, 3], boxes[b, 0],
                            boxes[b, 1], boxes[b, 2], boxes[b, 3]) > threshold:
                 suppressed[j] = True
     for r in range(post_n):

@@ -15,6 +15,7 @@ import numpy as np
 from numba import njit, prange
 
 from .. import rnn_math as M
+from ..math_build import compiled
 from .jit import parallel_loop
 
 __all__ = ["rnn_gemm", "rnn_column_sum", "rnn_lstm_step", "rnn_lstm_step_backward",
@@ -25,12 +26,7 @@ __all__ = ["rnn_gemm", "rnn_column_sum", "rnn_lstm_step", "rnn_lstm_step_backwar
 _COST = 4.0
 
 # the per-unit math of kernels/rnn_math.py, inlined into the loops below
-_lstm_forward_unit = njit(cache=True, inline="always")(M.lstm_forward_unit)
-_lstm_backward_unit = njit(cache=True, inline="always")(M.lstm_backward_unit)
-_gru_forward_unit = njit(cache=True, inline="always")(M.gru_forward_unit)
-_gru_backward_unit = njit(cache=True, inline="always")(M.gru_backward_unit)
-_vanilla_forward_unit = njit(cache=True, inline="always")(M.vanilla_forward_unit)
-_vanilla_backward_unit = njit(cache=True, inline="always")(M.vanilla_backward_unit)
+K = compiled(M, njit(cache=True, inline="always"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -61,25 +57,44 @@ def rnn_column_sum(src, dst):
 
 
 # ---------------------------------------------------------------------------------------------
-# LSTM
+# one time step of gate math: one loop per direction for the three cell kinds (M.LSTM, M.GRU,
+# M.VANILLA); an array a kind does not use is another 2-D array of the step, never touched
 # ---------------------------------------------------------------------------------------------
 @parallel_loop(cost=_COST)
-def _lstm_fwd(gx, gh, bx, bh, c_prev, gates, c, h, y, offset):
-    for j in prange(c.shape[0]):
-        for k in range(c.shape[1]):
-            _lstm_forward_unit(j, k, gx, gh, bx, bh, c_prev, gates, c, h, y, offset)
+def _step_forward(cell, gx, gh, bx, bh, prev, gates, c, h, y, offset, relu, lo, hi):
+    # the cell kind is tested per row: a test per unit would stop the unit loop vectorising
+    nh = h.shape[1]
+    for j in prange(lo, hi):
+        if cell == M.LSTM:
+            for k in range(nh):
+                K.lstm_forward_unit(j, k, nh, gx, gh, bx, bh, prev, gates, c, h, y, offset)
+        elif cell == M.GRU:
+            for k in range(nh):
+                K.gru_forward_unit(j, k, nh, gx, gh, bx, bh, prev, gates, h, y, offset)
+        else:
+            for k in range(nh):
+                K.vanilla_forward_unit(j, k, gx, gh, bx, bh, h, y, offset, relu)
+
+
+@parallel_loop(cost=_COST)
+def _step_backward(cell, dy, offset, dh, dc, gates, state, prev, dg, dgh, relu, lo, hi):
+    nh = dh.shape[1]
+    for j in prange(lo, hi):
+        if cell == M.LSTM:
+            for k in range(nh):
+                K.lstm_backward_unit(j, k, nh, dy, offset, dh, dc, gates, state, prev, dg)
+        elif cell == M.GRU:
+            for k in range(nh):
+                K.gru_backward_unit(j, k, nh, dy, offset, dh, gates, prev, dg, dgh)
+        else:
+            for k in range(nh):
+                K.vanilla_backward_unit(j, k, dy, offset, dh, state, dg, relu)
 
 
 def rnn_lstm_step(gx, gh, bx, bh, c_prev, gates, c, h, y, offset):
     """One LSTM step: gates/c/h (and y's columns) from gx + gh + biases and c_prev."""
-    _lstm_fwd(c.size, gx, gh, bx, bh, c_prev, gates, c, h, y, offset)
-
-
-@parallel_loop(cost=_COST)
-def _lstm_bwd(dy, offset, dh, dc, gates, c, c_prev, dg):
-    for j in prange(c.shape[0]):
-        for k in range(c.shape[1]):
-            _lstm_backward_unit(j, k, dy, offset, dh, dc, gates, c, c_prev, dg)
+    _step_forward(h.size, M.LSTM, gx, gh, bx, bh, c_prev, gates, c, h, y, offset, False, 0,
+                  h.shape[0])
 
 
 def rnn_lstm_step_backward(dy, offset, dh, dc, gates, c, c_prev, dg):
@@ -87,29 +102,14 @@ def rnn_lstm_step_backward(dy, offset, dh, dc, gates, c, c_prev, dg):
 
     dc is replaced by the gradient of c_prev; dh is only read (the caller then sets it to
     dg @ W_h)."""
-    _lstm_bwd(c.size, dy, offset, dh, dc, gates, c, c_prev, dg)
-
-
-# ---------------------------------------------------------------------------------------------
-# GRU
-# ---------------------------------------------------------------------------------------------
-@parallel_loop(cost=_COST)
-def _gru_fwd(gx, gh, bx, bh, h_prev, gates, h, y, offset):
-    for j in prange(h.shape[0]):
-        for k in range(h.shape[1]):
-            _gru_forward_unit(j, k, gx, gh, bx, bh, h_prev, gates, h, y, offset)
+    _step_backward(dh.size, M.LSTM, dy, offset, dh, dc, gates, c, c_prev, dg, dg, False, 0,
+                   dh.shape[0])
 
 
 def rnn_gru_step(gx, gh, bx, bh, h_prev, gates, h, y, offset):
     """One GRU step (cuDNN form): gates/h (and y's columns) from gx, gh, biases and h_prev."""
-    _gru_fwd(h.size, gx, gh, bx, bh, h_prev, gates, h, y, offset)
-
-
-@parallel_loop(cost=_COST)
-def _gru_bwd(dy, offset, dh, gates, h_prev, dgx, dgh):
-    for j in prange(h_prev.shape[0]):
-        for k in range(h_prev.shape[1]):
-            _gru_backward_unit(j, k, dy, offset, dh, gates, h_prev, dgx, dgh)
+    _step_forward(h.size, M.GRU, gx, gh, bx, bh, h_prev, gates, h, h, y, offset, False, 0,
+                  h.shape[0])
 
 
 def rnn_gru_step_backward(dy, offset, dh, gates, h_prev, dgx, dgh):
@@ -117,34 +117,20 @@ def rnn_gru_step_backward(dy, offset, dh, gates, h_prev, dgx, dgh):
 
     dh (carried gradient; y's columns of dy are added) is replaced by the direct part of the
     gradient of h_prev (dh * z); the caller then adds dgh @ W_h."""
-    _gru_bwd(h_prev.size, dy, offset, dh, gates, h_prev, dgx, dgh)
-
-
-# ---------------------------------------------------------------------------------------------
-# vanilla RNN (tanh / relu)
-# ---------------------------------------------------------------------------------------------
-@parallel_loop(cost=_COST)
-def _vanilla_fwd(gx, gh, bx, bh, h, y, offset, relu):
-    for j in prange(h.shape[0]):
-        for k in range(h.shape[1]):
-            _vanilla_forward_unit(j, k, gx, gh, bx, bh, h, y, offset, relu)
+    _step_backward(dh.size, M.GRU, dy, offset, dh, dh, gates, h_prev, h_prev, dgx, dgh, False,
+                   0, dh.shape[0])
 
 
 def rnn_vanilla_step(gx, gh, bx, bh, h, y, offset, relu):
     """One vanilla RNN step: h = act(gx + gh + biases), also written to y's columns."""
-    _vanilla_fwd(h.size, gx, gh, bx, bh, h, y, offset, bool(relu))
-
-
-@parallel_loop(cost=_COST)
-def _vanilla_bwd(dy, offset, dh, h, dg, relu):
-    for j in prange(h.shape[0]):
-        for k in range(h.shape[1]):
-            _vanilla_backward_unit(j, k, dy, offset, dh, h, dg, relu)
+    _step_forward(h.size, M.VANILLA, gx, gh, bx, bh, h, h, h, h, y, offset, bool(relu), 0,
+                  h.shape[0])
 
 
 def rnn_vanilla_step_backward(dy, offset, dh, h, dg, relu):
     """Pre-activation gradient dg of one vanilla step from dh (+ y's columns of dy)."""
-    _vanilla_bwd(h.size, dy, offset, dh, h, dg, bool(relu))
+    _step_backward(dh.size, M.VANILLA, dy, offset, dh, dh, h, h, h, dg, dg, bool(relu), 0,
+                   dh.shape[0])
 
 
 # ---------------------------------------------------------------------------------------------

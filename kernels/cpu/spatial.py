@@ -7,18 +7,7 @@ request zeroes the destination first.
 """
 from numba import prange
 
-from ..scalar_spatial import (
-    adaptive_window,
-    bilinear_corner,
-    correlation_grads,
-    correlation_value,
-    grid_coordinate,
-    inside,
-    linear_source,
-    normalised,
-    pixel_scale,
-    source_pixel,
-)
+from .. import scalar_spatial as S
 from .jit import parallel_loop
 
 __all__ = ["bilinear_resize", "bilinear_resize_backward", "adaptive_avg_pool",
@@ -34,9 +23,9 @@ def _resize(x, y, align_corners):
     oh, ow = y.shape[1], y.shape[2]
     for p in prange(planes):
         for r in range(oh):
-            i0, i1, fy = linear_source(r, h, oh, align_corners)
+            i0, i1, fy = S.linear_source(r, h, oh, align_corners)
             for c in range(ow):
-                j0, j1, fx = linear_source(c, w, ow, align_corners)
+                j0, j1, fx = S.linear_source(c, w, ow, align_corners)
                 top = (1.0 - fx) * x[p, i0, j0] + fx * x[p, i0, j1]
                 bottom = (1.0 - fx) * x[p, i1, j0] + fx * x[p, i1, j1]
                 y[p, r, c] = (1.0 - fy) * top + fy * bottom
@@ -48,9 +37,9 @@ def _resize_backward(dy, dx, align_corners):
     oh, ow = dy.shape[1], dy.shape[2]
     for p in prange(planes):
         for r in range(oh):
-            i0, i1, fy = linear_source(r, h, oh, align_corners)
+            i0, i1, fy = S.linear_source(r, h, oh, align_corners)
             for c in range(ow):
-                j0, j1, fx = linear_source(c, w, ow, align_corners)
+                j0, j1, fx = S.linear_source(c, w, ow, align_corners)
                 g = dy[p, r, c]
                 dx[p, i0, j0] += (1.0 - fy) * (1.0 - fx) * g
                 dx[p, i0, j1] += (1.0 - fy) * fx * g
@@ -77,9 +66,9 @@ def _adaptive(x, y):
     oh, ow = y.shape[1], y.shape[2]
     for p in prange(planes):
         for r in range(oh):
-            r0, r1 = adaptive_window(r, h, oh)
+            r0, r1 = S.adaptive_window(r, h, oh)
             for c in range(ow):
-                c0, c1 = adaptive_window(c, w, ow)
+                c0, c1 = S.adaptive_window(c, w, ow)
                 s = 0.0
                 for i in range(r0, r1):
                     for j in range(c0, c1):
@@ -93,9 +82,9 @@ def _adaptive_backward(dy, dx):
     oh, ow = dy.shape[1], dy.shape[2]
     for p in prange(planes):
         for r in range(oh):
-            r0, r1 = adaptive_window(r, h, oh)
+            r0, r1 = S.adaptive_window(r, h, oh)
             for c in range(ow):
-                c0, c1 = adaptive_window(c, w, ow)
+                c0, c1 = S.adaptive_window(c, w, ow)
                 g = dy[p, r, c] / ((r1 - r0) * (c1 - c0))
                 for i in range(r0, r1):
                     for j in range(c0, c1):
@@ -119,9 +108,9 @@ def _affine(theta, grid):
     n, _, h, w = grid.shape
     for s in prange(n):
         for r in range(h):
-            yt = grid_coordinate(r, h)
+            yt = S.grid_coordinate(r, h)
             for c in range(w):
-                xt = grid_coordinate(c, w)
+                xt = S.grid_coordinate(c, w)
                 grid[s, 0, r, c] = theta[s, 0] * xt + theta[s, 1] * yt + theta[s, 2]
                 grid[s, 1, r, c] = theta[s, 3] * xt + theta[s, 4] * yt + theta[s, 5]
 
@@ -135,10 +124,10 @@ def _affine_backward(dgrid, dtheta, accumulate):
             sy = 0.0
             s1 = 0.0
             for r in range(h):
-                yt = grid_coordinate(r, h)
+                yt = S.grid_coordinate(r, h)
                 for c in range(w):
                     g = dgrid[s, k, r, c]
-                    sx += g * grid_coordinate(c, w)
+                    sx += g * S.grid_coordinate(c, w)
                     sy += g * yt
                     s1 += g
             if not accumulate:
@@ -156,8 +145,8 @@ def _warp(flow, grid):
     for s in prange(n):
         for r in range(h):
             for c in range(w):
-                grid[s, 0, r, c] = normalised(flow[s, 0, r, c] + c, w)
-                grid[s, 1, r, c] = normalised(flow[s, 1, r, c] + r, h)
+                grid[s, 0, r, c] = S.normalised(flow[s, 0, r, c] + c, w)
+                grid[s, 1, r, c] = S.normalised(flow[s, 1, r, c] + r, h)
 
 
 @parallel_loop(cost=1.0)
@@ -165,7 +154,7 @@ def _warp_backward(dgrid, dflow, accumulate):
     n, _, h, w = dgrid.shape
     for s in prange(n):
         for k in range(2):
-            scale = pixel_scale(w if k == 0 else h)
+            scale = S.pixel_scale(w if k == 0 else h)
             for r in range(h):
                 for c in range(w):
                     g = dgrid[s, k, r, c] * scale
@@ -201,8 +190,8 @@ def _sample(x, grid, y):
     for s in prange(n):
         for r in range(oh):
             for c in range(ow):
-                x0, y0, fx, fy = bilinear_corner(source_pixel(grid[s, 0, r, c], w),
-                                                 source_pixel(grid[s, 1, r, c], h))
+                x0, y0, fx, fy = S.bilinear_corner(S.source_pixel(grid[s, 0, r, c], w),
+                                                 S.source_pixel(grid[s, 1, r, c], h))
                 for ch in range(channels):
                     v = 0.0
                     for dy_ in range(2):
@@ -210,7 +199,7 @@ def _sample(x, grid, y):
                         wy = fy if dy_ else 1.0 - fy
                         for dx_ in range(2):
                             xx = x0 + dx_
-                            if inside(xx, w) and inside(yy, h):
+                            if S.inside(xx, w) and S.inside(yy, h):
                                 v += x[s, ch, yy, xx] * wy * (fx if dx_ else 1.0 - fx)
                     y[s, ch, r, c] = v
 
@@ -222,8 +211,8 @@ def _sample_backward(x, grid, dy, dx, dgrid, want_dx, want_dgrid, acc_dgrid):
     for s in prange(n):
         for r in range(oh):
             for c in range(ow):
-                x0, y0, fx, fy = bilinear_corner(source_pixel(grid[s, 0, r, c], w),
-                                                 source_pixel(grid[s, 1, r, c], h))
+                x0, y0, fx, fy = S.bilinear_corner(S.source_pixel(grid[s, 0, r, c], w),
+                                                 S.source_pixel(grid[s, 1, r, c], h))
                 gx = 0.0
                 gy = 0.0
                 for ch in range(channels):
@@ -233,7 +222,7 @@ def _sample_backward(x, grid, dy, dx, dgrid, want_dx, want_dgrid, acc_dgrid):
                         wy = fy if dy_ else 1.0 - fy
                         for dx_ in range(2):
                             xx = x0 + dx_
-                            if not (inside(xx, w) and inside(yy, h)):
+                            if not (S.inside(xx, w) and S.inside(yy, h)):
                                 continue
                             wx = fx if dx_ else 1.0 - fx
                             if want_dx:
@@ -288,12 +277,12 @@ def _correlation(a, b, out, ksize, max_disp, stride1, stride2, pad, is_multiply)
                         ya, yb = y1 + kh, y1 + kh + oy
                         for kw in range(ksize):
                             xa, xb = x1 + kw, x1 + kw + ox
-                            in_a = inside(ya, h) and inside(xa, w)
-                            in_b = inside(yb, h) and inside(xb, w)
+                            in_a = S.inside(ya, h) and S.inside(xa, w)
+                            in_b = S.inside(yb, h) and S.inside(xb, w)
                             for ch in range(channels):
                                 va = a[s, ch, ya, xa] if in_a else 0.0
                                 vb = b[s, ch, yb, xb] if in_b else 0.0
-                                acc += correlation_value(va, vb, is_multiply)
+                                acc += S.correlation_value(va, vb, is_multiply)
                     out[s, tc, i, j] = acc * norm
 
 
@@ -318,12 +307,12 @@ def _correlation_backward(a, b, dy, da, db, ksize, max_disp, stride1, stride2, p
                         ya, yb = y1 + kh, y1 + kh + oy
                         for kw in range(ksize):
                             xa, xb = x1 + kw, x1 + kw + ox
-                            in_a = inside(ya, h) and inside(xa, w)
-                            in_b = inside(yb, h) and inside(xb, w)
+                            in_a = S.inside(ya, h) and S.inside(xa, w)
+                            in_b = S.inside(yb, h) and S.inside(xb, w)
                             for ch in range(channels):
                                 va = a[s, ch, ya, xa] if in_a else 0.0
                                 vb = b[s, ch, yb, xb] if in_b else 0.0
-                                ga, gb = correlation_grads(va, vb, is_multiply)
+                                ga, gb = S.correlation_grads(va, vb, is_multiply)
                                 if want_a and in_a:
                                     da[s, ch, ya, xa] += g * ga
                                 if want_b and in_b:

@@ -5,18 +5,8 @@ import numpy as np
 from numba import cuda
 
 from .. import detection_math as M
+from .. import scalar_detection as S
 from ..cpu.detection import select_proposals
-from ..scalar_detection import (
-    clip_int,
-    deform_row,
-    deform_tap,
-    psroi_cell,
-    psroi_frame,
-    roi_pool_bin,
-    roi_pool_frame,
-    rroi_frame,
-    rroi_sample,
-)
 from .memory import fill, launch_config
 
 __all__ = ["roi_pool", "roi_pool_backward", "psroi_pool", "psroi_pool_backward",
@@ -37,7 +27,7 @@ def _roi_element(t, rois, out, n):
     channels, ph_n, pw_n = out.shape[1], out.shape[2], out.shape[3]
     r = t // (channels * ph_n * pw_n)
     return (r, (t // (ph_n * pw_n)) % channels, (t // pw_n) % ph_n, t % pw_n,
-            clip_int(int(rois[r, 0]), 0, n - 1))
+            S.clip_int(int(rois[r, 0]), 0, n - 1))
 
 
 # --- ROIPooling ---------------------------------------------------------------------------------
@@ -47,10 +37,10 @@ def _roi_pool_k(x, rois, scale, out, argmax):
     ph_n, pw_n = out.shape[2], out.shape[3]
     for t in range(cuda.grid(1), out.size, cuda.gridsize(1)):
         r, c, ph, pw, b = _roi_element(t, rois, out, n)
-        x0, y0, bin_h, bin_w = roi_pool_frame(rois[r, 1], rois[r, 2], rois[r, 3], rois[r, 4],
+        x0, y0, bin_h, bin_w = S.roi_pool_frame(rois[r, 1], rois[r, 2], rois[r, 3], rois[r, 4],
                                               scale, ph_n, pw_n)
-        hs, he = roi_pool_bin(ph, y0, bin_h, h)
-        ws, we = roi_pool_bin(pw, x0, bin_w, w)
+        hs, he = S.roi_pool_bin(ph, y0, bin_h, h)
+        ws, we = S.roi_pool_bin(pw, x0, bin_w, w)
         out[r, c, ph, pw], argmax[r, c, ph, pw] = _roi_cell_max(x, b, c, hs, he, ws, we, w)
 
 
@@ -84,8 +74,8 @@ def _psroi_k(x, rois, scale, group, out, dy, dx, backward):
     pooled = out.shape[2]
     for t in range(cuda.grid(1), out.size, cuda.gridsize(1)):
         r, d, ph, pw, b = _roi_element(t, rois, out, n)
-        frame = psroi_frame(rois[r, 1], rois[r, 2], rois[r, 3], rois[r, 4], scale, pooled)
-        hs, he, ws, we, c = psroi_cell(d, ph, pw, frame, pooled, group, h, w)
+        frame = S.psroi_frame(rois[r, 1], rois[r, 2], rois[r, 3], rois[r, 4], scale, pooled)
+        hs, he, ws, we, c = S.psroi_cell(d, ph, pw, frame, pooled, group, h, w)
         if not backward:
             out[r, d, ph, pw] = _roi_cell_mean(x, b, c, hs, he, ws, we)
         elif he > hs and we > ws:
@@ -117,7 +107,7 @@ def _rroi_k(x, rois, scale, ratio, out, dy, dx, backward):
     ph_n, pw_n = out.shape[2], out.shape[3]
     for t in range(cuda.grid(1), out.size, cuda.gridsize(1)):
         r, c, ph, pw, b = _roi_element(t, rois, out, n)
-        frame = rroi_frame(rois[r, 1], rois[r, 2], rois[r, 3], rois[r, 4], rois[r, 5], scale,
+        frame = S.rroi_frame(rois[r, 1], rois[r, 2], rois[r, 3], rois[r, 4], rois[r, 5], scale,
                            ph_n, pw_n, ratio)
         if not backward:
             out[r, c, ph, pw] = _rroi_cell_mean(x, b, c, ph, pw, frame, ph_n, pw_n, h, w)
@@ -125,7 +115,7 @@ def _rroi_k(x, rois, scale, ratio, out, dy, dx, backward):
         g = dy[r, c, ph, pw] / (frame[6] * frame[7])
         for iy in range(frame[6]):
             for ix in range(frame[7]):
-                ok, y0, y1, x0, x1, w00, w01, w10, w11 = rroi_sample(frame, ph, pw, iy, ix, ph_n,
+                ok, y0, y1, x0, x1, w00, w01, w10, w11 = S.rroi_sample(frame, ph, pw, iy, ix, ph_n,
                                                                      pw_n, h, w)
                 if ok:
                     cuda.atomic.add(dx, (b, c, y0, x0), w00 * g)
@@ -158,8 +148,8 @@ def _deform_k(x, offset, col, g, mode):
         row = t // (oh * ow)
         a = (t // ow) % oh
         b = t % ow
-        c, i, j, base = deform_row(row, g[0], g[1], channels // g[8])
-        corners = deform_tap(offset[base, a, b], offset[base + 1, a, b], g, i, j, a, b, h, w)
+        c, i, j, base = S.deform_row(row, g[0], g[1], channels // g[8])
+        corners = S.deform_tap(offset[base, a, b], offset[base + 1, a, b], g, i, j, a, b, h, w)
         if mode == 0:
             col[row, a * ow + b] = _deform_value(x, c, corners)
             continue
@@ -183,8 +173,8 @@ def _deform_offset_grad_k(dcol, x, offset, doffset, g, accumulate):
         a = (t // ow) % oh
         b = t % ow
         grp = tap // (kh * kw)
-        _, i, j, base = deform_row(grp * per_group * kh * kw + tap % (kh * kw), kh, kw, per_group)
-        corners = deform_tap(offset[base, a, b], offset[base + 1, a, b], g, i, j, a, b, h, w)
+        _, i, j, base = S.deform_row(grp * per_group * kh * kw + tap % (kh * kw), kh, kw, per_group)
+        corners = S.deform_tap(offset[base, a, b], offset[base + 1, a, b], g, i, j, a, b, h, w)
         _deform_offset_point(dcol, x, doffset, corners, accumulate, grp, per_group, i, j, kh,
                              kw, base, a, b, ow)
 

@@ -14,25 +14,9 @@ import math
 import numpy as np
 from numba import cuda, float32, float64
 
+from .. import scalar_nn as S
 from ..cuda_support import simulator_enabled
-from ..scalar_nn import (
-    ACTIVATIONS,
-    LEAKY_TYPES,
-    REGRESSION_KINDS,
-    activation_slope,
-    activation_value,
-    broadcast_offset,
-    broadcast_strides,
-    clip_index,
-    leaky_slope,
-    leaky_value,
-    regression_diff,
-    row_length,
-    smooth_l1_slope,
-    smooth_l1_value,
-    softmax_grad_term,
-    softmax_grad_value,
-)
+from ..scalar_nn import ACTIVATIONS, LEAKY_TYPES, REGRESSION_KINDS
 from .memory import fill
 
 __all__ = ["ACTIVATIONS", "LEAKY_TYPES", "REGRESSION_KINDS",
@@ -170,13 +154,13 @@ def fc_backward(x, w, dy, dx, dw, db, req_x, req_w, req_b, scratch):
 @cuda.jit
 def _act_fwd_k(x, out, code):
     for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        out[i] = activation_value(x[i], code)
+        out[i] = S.activation_value(x[i], code)
 
 
 @cuda.jit
 def _act_bwd_k(x, y, dy, dx, code, accumulate):
     for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        g = dy[i] * activation_slope(x[i], y[i], code)
+        g = dy[i] * S.activation_slope(x[i], y[i], code)
         if accumulate:
             dx[i] += g
         else:
@@ -197,13 +181,13 @@ def activation_backward(x, y, dy, dx, act_type, accumulate=False):
 @cuda.jit
 def _leaky_fwd_k(x, out, code, slope):
     for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        out[i] = leaky_value(x[i], code, slope)
+        out[i] = S.leaky_value(x[i], code, slope)
 
 
 @cuda.jit
 def _leaky_bwd_k(x, y, dy, dx, code, slope, accumulate):
     for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        g = dy[i] * leaky_slope(x[i], y[i], code, slope)
+        g = dy[i] * S.leaky_slope(x[i], y[i], code, slope)
         if accumulate:
             dx[i] += g
         else:
@@ -339,7 +323,7 @@ def _dropout_fwd_k(x, u, shape, ustrides, keep, mask, out):
     scale = 1.0 / keep if keep > 0 else 0.0
     full = u.size == x.size
     for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        j = i if full else broadcast_offset(i, shape, ustrides)
+        j = i if full else S.broadcast_offset(i, shape, ustrides)
         m = scale if u[j] < keep else 0.0
         mask[i] = m
         out[i] = x[i] * m
@@ -353,7 +337,7 @@ def dropout_forward(x, u, p, mask, out):
     """
     xf = _flat(x)
     shape = tuple(int(d) for d in x.shape)
-    ustrides = broadcast_strides(shape, u.shape)
+    ustrides = S.broadcast_strides(shape, u.shape)
     _dropout_fwd_k[_grid(xf.size)](xf, _flat(_to_device(u)), shape, ustrides, 1.0 - float(p),
                                    _flat(mask), _flat(out))
 
@@ -372,7 +356,7 @@ def _emb_fwd_k(idx, weight, out):
     for t in range(cuda.grid(1), out.size, cuda.gridsize(1)):
         i = t // dim
         d = t % dim
-        out[i, d] = weight[clip_index(idx[i], weight.shape[0]), d]
+        out[i, d] = weight[S.clip_index(idx[i], weight.shape[0]), d]
 
 
 @cuda.jit
@@ -381,7 +365,7 @@ def _emb_bwd_k(idx, dy, dweight):
     for t in range(cuda.grid(1), dy.size, cuda.gridsize(1)):
         i = t // dim
         d = t % dim
-        cuda.atomic.add(dweight, (clip_index(idx[i], dweight.shape[0]), d), dy[i, d])
+        cuda.atomic.add(dweight, (S.clip_index(idx[i], dweight.shape[0]), d), dy[i, d])
 
 
 def embedding_forward(idx, weight, out):
@@ -430,7 +414,7 @@ def _softmax_rows_k(x, out, inv_t, use_log, length, has_length):
     for r in range(cuda.blockIdx.x, x.shape[0] * inner, cuda.gridDim.x):
         o = r // inner
         j = r % inner
-        n = row_length(length[r if has_length else 0], has_length, full)
+        n = S.row_length(length[r if has_length else 0], has_length, full)
         m = -math.inf
         for k in range(tid, n, nt):
             v = x[o, k, j] * inv_t
@@ -460,13 +444,13 @@ def _softmax_grad_rows_k(y, dy, dx, inv_t, use_log, accumulate, length, has_leng
     for r in range(cuda.blockIdx.x, y.shape[0] * inner, cuda.gridDim.x):
         o = r // inner
         j = r % inner
-        n = row_length(length[r if has_length else 0], has_length, full)
+        n = S.row_length(length[r if has_length else 0], has_length, full)
         s = 0.0
         for k in range(tid, n, nt):
-            s += softmax_grad_term(dy[o, k, j], y[o, k, j], use_log)
+            s += S.softmax_grad_term(dy[o, k, j], y[o, k, j], use_log)
         s = _block_reduce(part, s, False)
         for k in range(tid, full, nt):
-            g = 0.0 if k >= n else softmax_grad_value(dy[o, k, j], y[o, k, j], s, inv_t, use_log)
+            g = 0.0 if k >= n else S.softmax_grad_value(dy[o, k, j], y[o, k, j], s, inv_t, use_log)
             if accumulate:
                 dx[o, k, j] += g
             else:
@@ -539,7 +523,7 @@ def softmax_output_backward(prob, label, ograd, grad, ignore_label, use_ignore, 
 @cuda.jit
 def _reg_bwd_k(out, label, ograd, grad, kind, scale, use_ograd, accumulate):
     for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-        g = regression_diff(out[i], label[i], kind) * scale
+        g = S.regression_diff(out[i], label[i], kind) * scale
         if use_ograd:
             g *= ograd[i]
         if accumulate:
@@ -590,13 +574,13 @@ def count_greater(x, thresh):
 @cuda.jit
 def _sl1_fwd_k(x, out, sigma2):
     for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        out[i] = smooth_l1_value(x[i], sigma2)
+        out[i] = S.smooth_l1_value(x[i], sigma2)
 
 
 @cuda.jit
 def _sl1_bwd_k(x, dy, dx, sigma2, accumulate):
     for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        g = dy[i] * smooth_l1_slope(x[i], sigma2)
+        g = dy[i] * S.smooth_l1_slope(x[i], sigma2)
         if accumulate:
             dx[i] += g
         else:
@@ -633,7 +617,7 @@ def _softmax_ce_fwd_k(x, label, out):
     total = 0.0
     for r in range(tid, x.shape[0], cuda.blockDim.x):
         m, s = _row_logsumexp(x, r)
-        total += m + math.log(s) - x[r, clip_index(label[r], x.shape[1])]
+        total += m + math.log(s) - x[r, S.clip_index(label[r], x.shape[1])]
     total = _block_reduce(part, total, False)
     if tid == 0:
         out[0] = total
@@ -644,7 +628,7 @@ def _softmax_ce_bwd_k(x, label, ograd, dx, accumulate):
     head = ograd[0]
     for r in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
         m, s = _row_logsumexp(x, r)
-        k = clip_index(label[r], x.shape[1])
+        k = S.clip_index(label[r], x.shape[1])
         for c in range(x.shape[1]):
             g = math.exp(x[r, c] - m) / s
             if c == k:

@@ -10,6 +10,7 @@ output element to its mirrored source.
 from numba import cuda
 
 from .. import rnn_math as M
+from ..math_build import compiled
 from .memory import flat, launch_config
 from .nn import _column_sums_k, _gemm
 
@@ -17,12 +18,7 @@ __all__ = ["rnn_gemm", "rnn_column_sum", "rnn_lstm_step", "rnn_lstm_step_backwar
            "rnn_gru_step", "rnn_gru_step_backward", "rnn_vanilla_step",
            "rnn_vanilla_step_backward", "reverse_axes"]
 
-_lstm_forward_unit = cuda.jit(device=True)(M.lstm_forward_unit)
-_lstm_backward_unit = cuda.jit(device=True)(M.lstm_backward_unit)
-_gru_forward_unit = cuda.jit(device=True)(M.gru_forward_unit)
-_gru_backward_unit = cuda.jit(device=True)(M.gru_backward_unit)
-_vanilla_forward_unit = cuda.jit(device=True)(M.vanilla_forward_unit)
-_vanilla_backward_unit = cuda.jit(device=True)(M.vanilla_backward_unit)
+K = compiled(M, cuda.jit(device=True))
 
 
 def rnn_gemm(a, b, out, trans_a=False, trans_b=False, accumulate=False, scratch=None):
@@ -37,78 +33,65 @@ def rnn_column_sum(src, dst):
 
 
 # ---------------------------------------------------------------------------------------------
-# LSTM
+# one time step of gate math: one kernel per direction for the three cell kinds (M.LSTM, M.GRU,
+# M.VANILLA); an array a kind does not use is another 2-D array of the step, never touched
 # ---------------------------------------------------------------------------------------------
 @cuda.jit
-def _lstm_fwd_k(gx, gh, bx, bh, c_prev, gates, c, h, y, offset):
-    nh = c.shape[1]
-    for u in range(cuda.grid(1), c.shape[0] * nh, cuda.gridsize(1)):
-        _lstm_forward_unit(u // nh, u % nh, gx, gh, bx, bh, c_prev, gates, c, h, y, offset)
+def _step_forward_k(cell, gx, gh, bx, bh, prev, gates, c, h, y, offset, relu):
+    nh = h.shape[1]
+    for u in range(cuda.grid(1), h.shape[0] * nh, cuda.gridsize(1)):
+        j = u // nh
+        k = u % nh
+        if cell == M.LSTM:
+            K.lstm_forward_unit(j, k, nh, gx, gh, bx, bh, prev, gates, c, h, y, offset)
+        elif cell == M.GRU:
+            K.gru_forward_unit(j, k, nh, gx, gh, bx, bh, prev, gates, h, y, offset)
+        else:
+            K.vanilla_forward_unit(j, k, gx, gh, bx, bh, h, y, offset, relu)
+
+
+@cuda.jit
+def _step_backward_k(cell, dy, offset, dh, dc, gates, state, prev, dg, dgh, relu):
+    nh = dh.shape[1]
+    for u in range(cuda.grid(1), dh.shape[0] * nh, cuda.gridsize(1)):
+        j = u // nh
+        k = u % nh
+        if cell == M.LSTM:
+            K.lstm_backward_unit(j, k, nh, dy, offset, dh, dc, gates, state, prev, dg)
+        elif cell == M.GRU:
+            K.gru_backward_unit(j, k, nh, dy, offset, dh, gates, prev, dg, dgh)
+        else:
+            K.vanilla_backward_unit(j, k, dy, offset, dh, state, dg, relu)
 
 
 def rnn_lstm_step(gx, gh, bx, bh, c_prev, gates, c, h, y, offset):
-    _lstm_fwd_k[launch_config(c.size)](gx, gh, bx, bh, c_prev, gates, c, h, y, offset)
-
-
-@cuda.jit
-def _lstm_bwd_k(dy, offset, dh, dc, gates, c, c_prev, dg):
-    nh = c.shape[1]
-    for u in range(cuda.grid(1), c.shape[0] * nh, cuda.gridsize(1)):
-        _lstm_backward_unit(u // nh, u % nh, dy, offset, dh, dc, gates, c, c_prev, dg)
+    _step_forward_k[launch_config(h.size)](M.LSTM, gx, gh, bx, bh, c_prev, gates, c, h, y,
+                                           offset, False)
 
 
 def rnn_lstm_step_backward(dy, offset, dh, dc, gates, c, c_prev, dg):
-    _lstm_bwd_k[launch_config(c.size)](dy, offset, dh, dc, gates, c, c_prev, dg)
-
-
-# ---------------------------------------------------------------------------------------------
-# GRU
-# ---------------------------------------------------------------------------------------------
-@cuda.jit
-def _gru_fwd_k(gx, gh, bx, bh, h_prev, gates, h, y, offset):
-    nh = h.shape[1]
-    for u in range(cuda.grid(1), h.shape[0] * nh, cuda.gridsize(1)):
-        _gru_forward_unit(u // nh, u % nh, gx, gh, bx, bh, h_prev, gates, h, y, offset)
+    _step_backward_k[launch_config(dh.size)](M.LSTM, dy, offset, dh, dc, gates, c, c_prev, dg,
+                                             dg, False)
 
 
 def rnn_gru_step(gx, gh, bx, bh, h_prev, gates, h, y, offset):
-    _gru_fwd_k[launch_config(h.size)](gx, gh, bx, bh, h_prev, gates, h, y, offset)
-
-
-@cuda.jit
-def _gru_bwd_k(dy, offset, dh, gates, h_prev, dgx, dgh):
-    nh = h_prev.shape[1]
-    for u in range(cuda.grid(1), h_prev.shape[0] * nh, cuda.gridsize(1)):
-        _gru_backward_unit(u // nh, u % nh, dy, offset, dh, gates, h_prev, dgx, dgh)
+    _step_forward_k[launch_config(h.size)](M.GRU, gx, gh, bx, bh, h_prev, gates, h, h, y,
+                                           offset, False)
 
 
 def rnn_gru_step_backward(dy, offset, dh, gates, h_prev, dgx, dgh):
-    _gru_bwd_k[launch_config(h_prev.size)](dy, offset, dh, gates, h_prev, dgx, dgh)
-
-
-# ---------------------------------------------------------------------------------------------
-# vanilla RNN (tanh / relu)
-# ---------------------------------------------------------------------------------------------
-@cuda.jit
-def _vanilla_fwd_k(gx, gh, bx, bh, h, y, offset, relu):
-    nh = h.shape[1]
-    for u in range(cuda.grid(1), h.shape[0] * nh, cuda.gridsize(1)):
-        _vanilla_forward_unit(u // nh, u % nh, gx, gh, bx, bh, h, y, offset, relu)
+    _step_backward_k[launch_config(dh.size)](M.GRU, dy, offset, dh, dh, gates, h_prev, h_prev,
+                                             dgx, dgh, False)
 
 
 def rnn_vanilla_step(gx, gh, bx, bh, h, y, offset, relu):
-    _vanilla_fwd_k[launch_config(h.size)](gx, gh, bx, bh, h, y, offset, bool(relu))
-
-
-@cuda.jit
-def _vanilla_bwd_k(dy, offset, dh, h, dg, relu):
-    nh = h.shape[1]
-    for u in range(cuda.grid(1), h.shape[0] * nh, cuda.gridsize(1)):
-        _vanilla_backward_unit(u // nh, u % nh, dy, offset, dh, h, dg, relu)
+    _step_forward_k[launch_config(h.size)](M.VANILLA, gx, gh, bx, bh, h, h, h, h, y, offset,
+                                           bool(relu))
 
 
 def rnn_vanilla_step_backward(dy, offset, dh, h, dg, relu):
-    _vanilla_bwd_k[launch_config(h.size)](dy, offset, dh, h, dg, bool(relu))
+    _step_backward_k[launch_config(dh.size)](M.VANILLA, dy, offset, dh, dh, h, h, h, dg, dg,
+                                             bool(relu))
 
 
 # ---------------------------------------------------------------------------------------------

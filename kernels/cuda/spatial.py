@@ -3,18 +3,7 @@
 ``kernels/scalar_spatial.py``; gradients that scatter add with atomics."""
 from numba import cuda
 
-from ..scalar_spatial import (
-    adaptive_window,
-    bilinear_corner,
-    correlation_grads,
-    correlation_value,
-    grid_coordinate,
-    inside,
-    linear_source,
-    normalised,
-    pixel_scale,
-    source_pixel,
-)
+from .. import scalar_spatial as S
 from .memory import fill, launch_config
 
 __all__ = ["bilinear_resize", "bilinear_resize_backward", "adaptive_avg_pool",
@@ -32,8 +21,8 @@ def _resize_k(x, y, align_corners):
         p = t // (oh * ow)
         r = (t // ow) % oh
         c = t % ow
-        i0, i1, fy = linear_source(r, h, oh, align_corners)
-        j0, j1, fx = linear_source(c, w, ow, align_corners)
+        i0, i1, fy = S.linear_source(r, h, oh, align_corners)
+        j0, j1, fx = S.linear_source(c, w, ow, align_corners)
         top = (1.0 - fx) * x[p, i0, j0] + fx * x[p, i0, j1]
         bottom = (1.0 - fx) * x[p, i1, j0] + fx * x[p, i1, j1]
         y[p, r, c] = (1.0 - fy) * top + fy * bottom
@@ -47,8 +36,8 @@ def _resize_backward_k(dy, dx, align_corners):
         p = t // (oh * ow)
         r = (t // ow) % oh
         c = t % ow
-        i0, i1, fy = linear_source(r, h, oh, align_corners)
-        j0, j1, fx = linear_source(c, w, ow, align_corners)
+        i0, i1, fy = S.linear_source(r, h, oh, align_corners)
+        j0, j1, fx = S.linear_source(c, w, ow, align_corners)
         g = dy[p, r, c]
         cuda.atomic.add(dx, (p, i0, j0), (1.0 - fy) * (1.0 - fx) * g)
         cuda.atomic.add(dx, (p, i0, j1), (1.0 - fy) * fx * g)
@@ -78,8 +67,8 @@ def _adaptive_k(x, y):
         p = t // (oh * ow)
         r = (t // ow) % oh
         c = t % ow
-        r0, r1 = adaptive_window(r, h, oh)
-        c0, c1 = adaptive_window(c, w, ow)
+        r0, r1 = S.adaptive_window(r, h, oh)
+        c0, c1 = S.adaptive_window(c, w, ow)
         s = 0.0
         for i in range(r0, r1):
             for j in range(c0, c1):
@@ -95,8 +84,8 @@ def _adaptive_backward_k(dy, dx):
         p = t // (oh * ow)
         r = (t // ow) % oh
         c = t % ow
-        r0, r1 = adaptive_window(r, h, oh)
-        c0, c1 = adaptive_window(c, w, ow)
+        r0, r1 = S.adaptive_window(r, h, oh)
+        c0, c1 = S.adaptive_window(c, w, ow)
         g = dy[p, r, c] / ((r1 - r0) * (c1 - c0))
         for i in range(r0, r1):
             for j in range(c0, c1):
@@ -123,8 +112,8 @@ def _affine_k(theta, grid):
         s = t // (h * w)
         r = (t // w) % h
         c = t % w
-        xt = grid_coordinate(c, w)
-        yt = grid_coordinate(r, h)
+        xt = S.grid_coordinate(c, w)
+        yt = S.grid_coordinate(r, h)
         grid[s, 0, r, c] = theta[s, 0] * xt + theta[s, 1] * yt + theta[s, 2]
         grid[s, 1, r, c] = theta[s, 3] * xt + theta[s, 4] * yt + theta[s, 5]
 
@@ -141,9 +130,9 @@ def _affine_backward_k(dgrid, dtheta, accumulate):
         for r in range(h):
             for c in range(w):
                 if which == 0:
-                    factor = grid_coordinate(c, w)
+                    factor = S.grid_coordinate(c, w)
                 elif which == 1:
-                    factor = grid_coordinate(r, h)
+                    factor = S.grid_coordinate(r, h)
                 else:
                     factor = 1.0
                 acc += dgrid[s, k, r, c] * factor
@@ -160,8 +149,8 @@ def _warp_k(flow, grid):
         s = t // (h * w)
         r = (t // w) % h
         c = t % w
-        grid[s, 0, r, c] = normalised(flow[s, 0, r, c] + c, w)
-        grid[s, 1, r, c] = normalised(flow[s, 1, r, c] + r, h)
+        grid[s, 0, r, c] = S.normalised(flow[s, 0, r, c] + c, w)
+        grid[s, 1, r, c] = S.normalised(flow[s, 1, r, c] + r, h)
 
 
 @cuda.jit
@@ -172,7 +161,7 @@ def _warp_backward_k(dgrid, dflow, accumulate):
         k = (t // (h * w)) % 2
         r = (t // w) % h
         c = t % w
-        g = dgrid[s, k, r, c] * pixel_scale(w if k == 0 else h)
+        g = dgrid[s, k, r, c] * S.pixel_scale(w if k == 0 else h)
         if accumulate:
             dflow[s, k, r, c] += g
         else:
@@ -209,15 +198,15 @@ def _sample_k(x, grid, y):
         ch = (t // (oh * ow)) % channels
         r = (t // ow) % oh
         c = t % ow
-        x0, y0, fx, fy = bilinear_corner(source_pixel(grid[s, 0, r, c], w),
-                                         source_pixel(grid[s, 1, r, c], h))
+        x0, y0, fx, fy = S.bilinear_corner(S.source_pixel(grid[s, 0, r, c], w),
+                                         S.source_pixel(grid[s, 1, r, c], h))
         v = 0.0
         for dy_ in range(2):
             yy = y0 + dy_
             wy = fy if dy_ else 1.0 - fy
             for dx_ in range(2):
                 xx = x0 + dx_
-                if inside(xx, w) and inside(yy, h):
+                if S.inside(xx, w) and S.inside(yy, h):
                     v += x[s, ch, yy, xx] * wy * (fx if dx_ else 1.0 - fx)
         y[s, ch, r, c] = v
 
@@ -231,8 +220,8 @@ def _sample_backward_k(x, grid, dy, dx, dgrid, want_dx, want_dgrid, acc_dgrid):
         s = t // (oh * ow)
         r = (t // ow) % oh
         c = t % ow
-        x0, y0, fx, fy = bilinear_corner(source_pixel(grid[s, 0, r, c], w),
-                                         source_pixel(grid[s, 1, r, c], h))
+        x0, y0, fx, fy = S.bilinear_corner(S.source_pixel(grid[s, 0, r, c], w),
+                                         S.source_pixel(grid[s, 1, r, c], h))
         gx = 0.0
         gy = 0.0
         for ch in range(channels):
@@ -242,7 +231,7 @@ def _sample_backward_k(x, grid, dy, dx, dgrid, want_dx, want_dgrid, acc_dgrid):
                 wy = fy if dy_ else 1.0 - fy
                 for dx_ in range(2):
                     xx = x0 + dx_
-                    if inside(xx, w) and inside(yy, h):
+                    if S.inside(xx, w) and S.inside(yy, h):
                         wx = fx if dx_ else 1.0 - fx
                         if want_dx:
                             cuda.atomic.add(dx, (s, ch, yy, xx), g * wx * wy)
@@ -304,19 +293,19 @@ def _correlation_k(a, b, out, ksize, max_disp, stride1, stride2, pad, is_multipl
             for kw in range(ksize):
                 xa = x1 + kw
                 xb = xa + ox
-                in_a = inside(ya, h) and inside(xa, w)
-                in_b = inside(yb, h) and inside(xb, w)
+                in_a = S.inside(ya, h) and S.inside(xa, w)
+                in_b = S.inside(yb, h) and S.inside(xb, w)
                 for ch in range(channels):
                     va = a[s, ch, ya, xa] if in_a else 0.0
                     vb = b[s, ch, yb, xb] if in_b else 0.0
                     if scatter:
-                        ga, gb = correlation_grads(va, vb, is_multiply)
+                        ga, gb = S.correlation_grads(va, vb, is_multiply)
                         if want_a and in_a:
                             cuda.atomic.add(da, (s, ch, ya, xa), g * ga)
                         if want_b and in_b:
                             cuda.atomic.add(db, (s, ch, yb, xb), g * gb)
                     else:
-                        acc += correlation_value(va, vb, is_multiply)
+                        acc += S.correlation_value(va, vb, is_multiply)
         if not scatter:
             out[s, tc, i, j] = acc * norm
 
