@@ -1,9 +1,12 @@
 """CUDA kernels of the spatial operators: the same functions and signatures as
-``kernels/cpu/spatial.py``, one thread per output element calling
-``kernels/scalar_spatial.py``; gradients that scatter add with atomics."""
+``kernels/cpu/spatial.py``, one thread per output element calling the per-element functions
+of ``kernels/spatial_math.py`` (as device functions) and ``kernels/scalar_spatial.py``;
+gradients that scatter add with atomics."""
 from numba import cuda
 
 from .. import scalar_spatial as S
+from .. import spatial_math as M
+from ..math_build import compiled
 from .memory import fill, launch_config
 
 __all__ = ["bilinear_resize", "bilinear_resize_backward", "adaptive_avg_pool",
@@ -12,96 +15,77 @@ __all__ = ["bilinear_resize", "bilinear_resize_backward", "adaptive_avg_pool",
            "correlation_backward"]
 
 
+K = compiled(M, cuda.jit(device=True))
+
+
+@cuda.jit(device=True)
+def _plane_element(t, oh, ow):
+    """(plane, row, column) of element t of a (planes, oh, ow) array."""
+    return t // (oh * ow), (t // ow) % oh, t % ow
+
+
 # --- BilinearResize2D ---------------------------------------------------------------------------
 @cuda.jit
-def _resize_k(x, y, align_corners):
+def _resize_k(x, y, align_corners, backward):
+    # forward: y = x resized; backward: y holds the head gradient, spread back into x
     h, w = x.shape[1], x.shape[2]
     oh, ow = y.shape[1], y.shape[2]
     for t in range(cuda.grid(1), y.size, cuda.gridsize(1)):
-        p = t // (oh * ow)
-        r = (t // ow) % oh
-        c = t % ow
+        p, r, c = _plane_element(t, oh, ow)
         i0, i1, fy = S.linear_source(r, h, oh, align_corners)
         j0, j1, fx = S.linear_source(c, w, ow, align_corners)
-        top = (1.0 - fx) * x[p, i0, j0] + fx * x[p, i0, j1]
-        bottom = (1.0 - fx) * x[p, i1, j0] + fx * x[p, i1, j1]
-        y[p, r, c] = (1.0 - fy) * top + fy * bottom
-
-
-@cuda.jit
-def _resize_backward_k(dy, dx, align_corners):
-    h, w = dx.shape[1], dx.shape[2]
-    oh, ow = dy.shape[1], dy.shape[2]
-    for t in range(cuda.grid(1), dy.size, cuda.gridsize(1)):
-        p = t // (oh * ow)
-        r = (t // ow) % oh
-        c = t % ow
-        i0, i1, fy = S.linear_source(r, h, oh, align_corners)
-        j0, j1, fx = S.linear_source(c, w, ow, align_corners)
-        g = dy[p, r, c]
-        cuda.atomic.add(dx, (p, i0, j0), (1.0 - fy) * (1.0 - fx) * g)
-        cuda.atomic.add(dx, (p, i0, j1), (1.0 - fy) * fx * g)
-        cuda.atomic.add(dx, (p, i1, j0), fy * (1.0 - fx) * g)
-        cuda.atomic.add(dx, (p, i1, j1), fy * fx * g)
+        if not backward:
+            y[p, r, c] = K.resize_value(x, p, i0, i1, fy, j0, j1, fx)
+            continue
+        g = y[p, r, c]
+        cuda.atomic.add(x, (p, i0, j0), (1.0 - fy) * (1.0 - fx) * g)
+        cuda.atomic.add(x, (p, i0, j1), (1.0 - fy) * fx * g)
+        cuda.atomic.add(x, (p, i1, j0), fy * (1.0 - fx) * g)
+        cuda.atomic.add(x, (p, i1, j1), fy * fx * g)
 
 
 def bilinear_resize(x, y, align_corners):
     """y (planes, oh, ow) = x (planes, h, w) resized bilinearly."""
     if y.size:
-        _resize_k[launch_config(y.size)](x, y, bool(align_corners))
+        _resize_k[launch_config(y.size)](x, y, bool(align_corners), False)
 
 
 def bilinear_resize_backward(dy, dx, align_corners, accumulate=False):
     if not accumulate:
         fill(dx, 0)
     if dy.size:
-        _resize_backward_k[launch_config(dy.size)](dy, dx, bool(align_corners))
+        _resize_k[launch_config(dy.size)](dx, dy, bool(align_corners), True)
 
 
 # --- AdaptiveAvgPooling2D -----------------------------------------------------------------------
 @cuda.jit
-def _adaptive_k(x, y):
+def _adaptive_k(x, y, backward):
+    # forward: y = the window means of x; backward: y holds the head gradient, spread into x
     h, w = x.shape[1], x.shape[2]
     oh, ow = y.shape[1], y.shape[2]
     for t in range(cuda.grid(1), y.size, cuda.gridsize(1)):
-        p = t // (oh * ow)
-        r = (t // ow) % oh
-        c = t % ow
+        p, r, c = _plane_element(t, oh, ow)
         r0, r1 = S.adaptive_window(r, h, oh)
         c0, c1 = S.adaptive_window(c, w, ow)
-        s = 0.0
+        if not backward:
+            y[p, r, c] = K.window_mean(x, p, r0, r1, c0, c1)
+            continue
+        g = y[p, r, c] / ((r1 - r0) * (c1 - c0))
         for i in range(r0, r1):
             for j in range(c0, c1):
-                s += x[p, i, j]
-        y[p, r, c] = s / ((r1 - r0) * (c1 - c0))
-
-
-@cuda.jit
-def _adaptive_backward_k(dy, dx):
-    h, w = dx.shape[1], dx.shape[2]
-    oh, ow = dy.shape[1], dy.shape[2]
-    for t in range(cuda.grid(1), dy.size, cuda.gridsize(1)):
-        p = t // (oh * ow)
-        r = (t // ow) % oh
-        c = t % ow
-        r0, r1 = S.adaptive_window(r, h, oh)
-        c0, c1 = S.adaptive_window(c, w, ow)
-        g = dy[p, r, c] / ((r1 - r0) * (c1 - c0))
-        for i in range(r0, r1):
-            for j in range(c0, c1):
-                cuda.atomic.add(dx, (p, i, j), g)
+                cuda.atomic.add(x, (p, i, j), g)
 
 
 def adaptive_avg_pool(x, y):
     if y.size:
-        _adaptive_k[launch_config(y.size)](x, y)
+        _adaptive_k[launch_config(y.size)](x, y, False)
 
 
 def adaptive_avg_pool_backward(dy, dx, accumulate=False):
     if not accumulate:
         fill(dx, 0)
     if dy.size:
-        _adaptive_backward_k[launch_config(dy.size)](dy, dx)
+        _adaptive_k[launch_config(dy.size)](dx, dy, True)
 
 
 # --- GridGenerator ------------------------------------------------------------------------------
@@ -195,20 +179,10 @@ def _sample_k(x, grid, y):
     oh, ow = y.shape[2], y.shape[3]
     for t in range(cuda.grid(1), y.size, cuda.gridsize(1)):
         s = t // (channels * oh * ow)
-        ch = (t // (oh * ow)) % channels
-        r = (t // ow) % oh
-        c = t % ow
+        ch, r, c = _plane_element(t % (channels * oh * ow), oh, ow)
         x0, y0, fx, fy = S.bilinear_corner(S.source_pixel(grid[s, 0, r, c], w),
-                                         S.source_pixel(grid[s, 1, r, c], h))
-        v = 0.0
-        for dy_ in range(2):
-            yy = y0 + dy_
-            wy = fy if dy_ else 1.0 - fy
-            for dx_ in range(2):
-                xx = x0 + dx_
-                if S.inside(xx, w) and S.inside(yy, h):
-                    v += x[s, ch, yy, xx] * wy * (fx if dx_ else 1.0 - fx)
-        y[s, ch, r, c] = v
+                                           S.source_pixel(grid[s, 1, r, c], h))
+        y[s, ch, r, c] = K.sample_value(x, s, ch, x0, y0, fx, fy)
 
 
 @cuda.jit
@@ -217,36 +191,16 @@ def _sample_backward_k(x, grid, dy, dx, dgrid, want_dx, want_dgrid, acc_dgrid):
     channels, h, w = x.shape[1], x.shape[2], x.shape[3]
     oh, ow = dy.shape[2], dy.shape[3]
     for t in range(cuda.grid(1), dy.shape[0] * oh * ow, cuda.gridsize(1)):
-        s = t // (oh * ow)
-        r = (t // ow) % oh
-        c = t % ow
+        s, r, c = _plane_element(t, oh, ow)
         x0, y0, fx, fy = S.bilinear_corner(S.source_pixel(grid[s, 0, r, c], w),
-                                         S.source_pixel(grid[s, 1, r, c], h))
-        gx = 0.0
-        gy = 0.0
-        for ch in range(channels):
-            g = dy[s, ch, r, c]
-            for dy_ in range(2):
-                yy = y0 + dy_
-                wy = fy if dy_ else 1.0 - fy
-                for dx_ in range(2):
-                    xx = x0 + dx_
-                    if S.inside(xx, w) and S.inside(yy, h):
-                        wx = fx if dx_ else 1.0 - fx
-                        if want_dx:
-                            cuda.atomic.add(dx, (s, ch, yy, xx), g * wx * wy)
-                        v = g * x[s, ch, yy, xx]
-                        gx += v * wy * (1.0 if dx_ else -1.0)
-                        gy += v * wx * (1.0 if dy_ else -1.0)
+                                           S.source_pixel(grid[s, 1, r, c], h))
+        for ch in range(channels if want_dx else 0):
+            for q in range(4):
+                xx, yy, weight, _, _ = S.bilinear_corner_point(x0, y0, fx, fy, q)
+                if S.inside(xx, w) and S.inside(yy, h):
+                    cuda.atomic.add(dx, (s, ch, yy, xx), dy[s, ch, r, c] * weight)
         if want_dgrid:
-            gx *= (w - 1.0) / 2.0
-            gy *= (h - 1.0) / 2.0
-            if acc_dgrid:
-                dgrid[s, 0, r, c] += gx
-                dgrid[s, 1, r, c] += gy
-            else:
-                dgrid[s, 0, r, c] = gx
-                dgrid[s, 1, r, c] = gy
+            K.sample_grid_grad(x, dy, dgrid, s, r, c, x0, y0, fx, fy, acc_dgrid)
 
 
 def bilinear_sample(x, grid, y):
@@ -273,41 +227,28 @@ def _correlation_k(a, b, out, ksize, max_disp, stride1, stride2, pad, is_multipl
     # and its share is added into da / db
     channels, h, w = a.shape[1], a.shape[2], a.shape[3]
     top_c, top_h, top_w = out.shape[1], out.shape[2], out.shape[3]
-    radius = max_disp // stride2
-    width = 2 * radius + 1
     norm = 1.0 / (ksize * ksize * channels)
     for t in range(cuda.grid(1), out.size, cuda.gridsize(1)):
         s = t // (top_c * top_h * top_w)
-        tc = (t // (top_h * top_w)) % top_c
-        i = (t // top_w) % top_h
-        j = t % top_w
-        oy = (tc // width - radius) * stride2
-        ox = (tc % width - radius) * stride2
+        tc, i, j = _plane_element(t % (top_c * top_h * top_w), top_h, top_w)
+        oy, ox = S.correlation_displacement(tc, max_disp, stride2)
         y1 = i * stride1 + max_disp - pad
         x1 = j * stride1 + max_disp - pad
-        g = out[s, tc, i, j] * norm
-        acc = 0.0
-        for kh in range(ksize):
-            ya = y1 + kh
-            yb = ya + oy
-            for kw in range(ksize):
-                xa = x1 + kw
-                xb = xa + ox
-                in_a = S.inside(ya, h) and S.inside(xa, w)
-                in_b = S.inside(yb, h) and S.inside(xb, w)
-                for ch in range(channels):
-                    va = a[s, ch, ya, xa] if in_a else 0.0
-                    vb = b[s, ch, yb, xb] if in_b else 0.0
-                    if scatter:
-                        ga, gb = S.correlation_grads(va, vb, is_multiply)
-                        if want_a and in_a:
-                            cuda.atomic.add(da, (s, ch, ya, xa), g * ga)
-                        if want_b and in_b:
-                            cuda.atomic.add(db, (s, ch, yb, xb), g * gb)
-                    else:
-                        acc += S.correlation_value(va, vb, is_multiply)
         if not scatter:
-            out[s, tc, i, j] = acc * norm
+            out[s, tc, i, j] = K.correlation_sum(a, b, s, y1, x1, oy, ox, ksize,
+                                                 is_multiply) * norm
+            continue
+        g = out[s, tc, i, j] * norm
+        for kh in range(ksize):
+            for kw in range(ksize):
+                ya, xa, yb, xb, in_a, in_b = S.correlation_tap(y1, x1, oy, ox, kh, kw, h, w)
+                for ch in range(channels):
+                    ga, gb = K.correlation_pair_grads(a, b, s, ch, ya, xa, yb, xb, in_a, in_b,
+                                                      is_multiply)
+                    if want_a and in_a:
+                        cuda.atomic.add(da, (s, ch, ya, xa), g * ga)
+                    if want_b and in_b:
+                        cuda.atomic.add(db, (s, ch, yb, xb), g * gb)
 
 
 def correlation(a, b, out, kernel_size, max_displacement, stride1, stride2, pad_size,
