@@ -27,14 +27,7 @@ from ..scalar_nn import ACTIVATIONS, LEAKY_TYPES, REGRESSION_KINDS
 from .fused import add_row_bias
 from .jit import task_count
 
-__all__ = ["ACTIVATIONS", "LEAKY_TYPES", "REGRESSION_KINDS",
-           "fc_forward", "fc_backward", "activation_forward", "activation_backward",
-           "leaky_relu_forward", "leaky_relu_backward", "prelu_forward", "prelu_backward",
-           "rrelu_forward", "rrelu_backward", "dropout_forward", "dropout_backward",
-           "embedding_forward", "embedding_backward", "softmax_forward", "softmax_backward",
-           "softmax_output_backward", "regression_backward", "count_label_equal",
-           "count_greater", "smooth_l1_forward", "smooth_l1_backward",
-           "softmax_ce_forward", "softmax_ce_backward"]
+__all__ = list(S.KERNEL_NAMES)
 
 
 

@@ -19,14 +19,7 @@ from ..cuda_support import simulator_enabled
 from ..scalar_nn import ACTIVATIONS, LEAKY_TYPES, REGRESSION_KINDS
 from .memory import fill
 
-__all__ = ["ACTIVATIONS", "LEAKY_TYPES", "REGRESSION_KINDS",
-           "fc_forward", "fc_backward", "activation_forward", "activation_backward",
-           "leaky_relu_forward", "leaky_relu_backward", "prelu_forward", "prelu_backward",
-           "rrelu_forward", "rrelu_backward", "dropout_forward", "dropout_backward",
-           "embedding_forward", "embedding_backward", "softmax_forward", "softmax_backward",
-           "softmax_output_backward", "regression_backward", "count_label_equal",
-           "count_greater", "smooth_l1_forward", "smooth_l1_backward",
-           "softmax_ce_forward", "softmax_ce_backward"]
+__all__ = list(S.KERNEL_NAMES)
 
 # The simulator runs every thread as a Python thread: keep blocks small there.
 THREADS = 32 if simulator_enabled() else 256
