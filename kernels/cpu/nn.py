@@ -21,8 +21,10 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from .. import nn_math as NM
 from .. import scalar_nn as S
 from .. import threads as _threads
+from ..math_build import compiled
 from ..scalar_nn import ACTIVATIONS, LEAKY_TYPES, REGRESSION_KINDS
 from .fused import add_row_bias
 from .jit import task_count
@@ -679,45 +681,22 @@ def smooth_l1_backward(x, dy, dx, sigma, accumulate=False):
             accumulate)
 
 
+# the row math of kernels/nn_math.py, inlined into the loops below
+K = compiled(NM, njit(cache=True, inline="always"))
+
+
 @njit(cache=True)
 def _softmax_ce_fwd(x, label, out):
-    ncls = x.shape[1]
     total = 0.0
     for r in range(x.shape[0]):
-        m = -np.inf
-        for c in range(ncls):
-            if x[r, c] > m:
-                m = x[r, c]
-        s = 0.0
-        for c in range(ncls):
-            s += math.exp(x[r, c] - m)
-        k = S.clip_index(label[r], ncls)
-        total += m + math.log(s) - x[r, k]
+        total += K.softmax_ce_row_loss(x, label, r, x.shape[1])
     out[0] = total
 
 
 @njit(cache=True)
 def _softmax_ce_bwd(x, label, ograd, dx, accumulate):
-    ncls = x.shape[1]
-    head = ograd[0]
     for r in range(x.shape[0]):
-        m = -np.inf
-        for c in range(ncls):
-            if x[r, c] > m:
-                m = x[r, c]
-        s = 0.0
-        for c in range(ncls):
-            s += math.exp(x[r, c] - m)
-        k = S.clip_index(label[r], ncls)
-        for c in range(ncls):
-            g = math.exp(x[r, c] - m) / s
-            if c == k:
-                g -= 1.0
-            g *= head
-            if accumulate:
-                dx[r, c] += g
-            else:
-                dx[r, c] = g
+        K.softmax_ce_row_grad(x, label, dx, r, x.shape[1], ograd[0], accumulate)
 
 
 def softmax_ce_forward(x, label, out):

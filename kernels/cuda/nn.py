@@ -14,8 +14,10 @@ import math
 import numpy as np
 from numba import cuda, float32, float64
 
+from .. import nn_math as NM
 from .. import scalar_nn as S
 from ..cuda_support import simulator_enabled
+from ..math_build import compiled
 from ..scalar_nn import ACTIVATIONS, LEAKY_TYPES, REGRESSION_KINDS
 from .memory import fill
 
@@ -590,16 +592,7 @@ def smooth_l1_backward(x, dy, dx, sigma, accumulate=False):
     _sl1_bwd_k[_grid(xf.size)](xf, _flat(dy), _flat(dx), float(sigma) ** 2, accumulate)
 
 
-@cuda.jit(device=True)
-def _row_logsumexp(x, r):
-    m = -math.inf
-    for c in range(x.shape[1]):
-        if x[r, c] > m:
-            m = x[r, c]
-    s = 0.0
-    for c in range(x.shape[1]):
-        s += math.exp(x[r, c] - m)
-    return m, s
+K = compiled(NM, cuda.jit(device=True))
 
 
 @cuda.jit
@@ -609,8 +602,7 @@ def _softmax_ce_fwd_k(x, label, out):
     tid = cuda.threadIdx.x
     total = 0.0
     for r in range(tid, x.shape[0], cuda.blockDim.x):
-        m, s = _row_logsumexp(x, r)
-        total += m + math.log(s) - x[r, S.clip_index(label[r], x.shape[1])]
+        total += K.softmax_ce_row_loss(x, label, r, x.shape[1])
     total = _block_reduce(part, total, False)
     if tid == 0:
         out[0] = total
@@ -618,19 +610,8 @@ def _softmax_ce_fwd_k(x, label, out):
 
 @cuda.jit
 def _softmax_ce_bwd_k(x, label, ograd, dx, accumulate):
-    head = ograd[0]
     for r in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
-        m, s = _row_logsumexp(x, r)
-        k = S.clip_index(label[r], x.shape[1])
-        for c in range(x.shape[1]):
-            g = math.exp(x[r, c] - m) / s
-            if c == k:
-                g -= 1.0
-            g *= head
-            if accumulate:
-                dx[r, c] += g
-            else:
-                dx[r, c] = g
+        K.softmax_ce_row_grad(x, label, dx, r, x.shape[1], ograd[0], accumulate)
 
 
 def softmax_ce_forward(x, label, out):
