@@ -399,17 +399,22 @@ def _block_reduce(part, value, use_max):
     return result
 
 
+@cuda.jit(device=True)
+def _softmax_row(a, r, length, has_length):
+    """Row r of an (outer, L, inner) view a: (outer index, inner index, the row's length)."""
+    inner = a.shape[2]
+    return r // inner, r % inner, S.row_length(length[r if has_length else 0], has_length,
+                                               a.shape[1])
+
+
 @cuda.jit
 def _softmax_rows_k(x, out, inv_t, use_log, length, has_length):
     part = cuda.shared.array(_SHARED, float64)
     tid = cuda.threadIdx.x
     nt = cuda.blockDim.x
     full = x.shape[1]
-    inner = x.shape[2]
-    for r in range(cuda.blockIdx.x, x.shape[0] * inner, cuda.gridDim.x):
-        o = r // inner
-        j = r % inner
-        n = S.row_length(length[r if has_length else 0], has_length, full)
+    for r in range(cuda.blockIdx.x, x.shape[0] * x.shape[2], cuda.gridDim.x):
+        o, j, n = _softmax_row(x, r, length, has_length)
         m = -math.inf
         for k in range(tid, n, nt):
             v = x[o, k, j] * inv_t
@@ -434,17 +439,13 @@ def _softmax_grad_rows_k(y, dy, dx, inv_t, use_log, accumulate, length, has_leng
     part = cuda.shared.array(_SHARED, float64)
     tid = cuda.threadIdx.x
     nt = cuda.blockDim.x
-    full = y.shape[1]
-    inner = y.shape[2]
-    for r in range(cuda.blockIdx.x, y.shape[0] * inner, cuda.gridDim.x):
-        o = r // inner
-        j = r % inner
-        n = S.row_length(length[r if has_length else 0], has_length, full)
+    for r in range(cuda.blockIdx.x, y.shape[0] * y.shape[2], cuda.gridDim.x):
+        o, j, n = _softmax_row(y, r, length, has_length)
         s = 0.0
         for k in range(tid, n, nt):
             s += S.softmax_grad_term(dy[o, k, j], y[o, k, j], use_log)
         s = _block_reduce(part, s, False)
-        for k in range(tid, full, nt):
+        for k in range(tid, y.shape[1], nt):
             g = 0.0 if k >= n else S.softmax_grad_value(dy[o, k, j], y[o, k, j], s, inv_t, use_log)
             if accumulate:
                 dx[o, k, j] += g
