@@ -7,7 +7,8 @@ from numba import cuda
 from .. import detection_math as M
 from .. import scalar_detection as S
 from ..cpu.detection import select_proposals
-from .memory import fill, launch_config
+from .grid import launch
+from .memory import fill
 
 __all__ = ["roi_pool", "roi_pool_backward", "psroi_pool", "psroi_pool_backward",
            "rroi_align", "rroi_align_backward", "deform_im2col", "deform_col2im",
@@ -55,15 +56,13 @@ def _roi_pool_backward_k(dy, rois, argmax, dx):
 
 
 def roi_pool(x, rois, spatial_scale, out, argmax):
-    if out.size:
-        _roi_pool_k[launch_config(out.size)](x, rois, float(spatial_scale), out, argmax)
+    launch(_roi_pool_k, out.size, x, rois, float(spatial_scale), out, argmax)
 
 
 def roi_pool_backward(dy, rois, argmax, dx, accumulate=False):
     if not accumulate:
         fill(dx, 0)
-    if dy.size:
-        _roi_pool_backward_k[launch_config(dy.size)](dy, rois, argmax, dx)
+    launch(_roi_pool_backward_k, dy.size, dy, rois, argmax, dx)
 
 
 # --- PSROIPooling -------------------------------------------------------------------------------
@@ -86,17 +85,14 @@ def _psroi_k(x, rois, scale, group, out, dy, dx, backward):
 
 
 def psroi_pool(x, rois, spatial_scale, group_size, out):
-    if out.size:
-        _psroi_k[launch_config(out.size)](x, rois, float(spatial_scale), int(group_size), out,
-                                          out, x, False)
+    launch(_psroi_k, out.size, x, rois, float(spatial_scale), int(group_size), out, out, x,
+           False)
 
 
 def psroi_pool_backward(dy, rois, spatial_scale, group_size, dx, accumulate=False):
     if not accumulate:
         fill(dx, 0)
-    if dy.size:
-        _psroi_k[launch_config(dy.size)](dx, rois, float(spatial_scale), int(group_size), dy,
-                                         dy, dx, True)
+    launch(_psroi_k, dy.size, dx, rois, float(spatial_scale), int(group_size), dy, dy, dx, True)
 
 
 # --- RROIAlign ----------------------------------------------------------------------------------
@@ -125,17 +121,15 @@ def _rroi_k(x, rois, scale, ratio, out, dy, dx, backward):
 
 
 def rroi_align(x, rois, spatial_scale, sampling_ratio, out):
-    if out.size:
-        _rroi_k[launch_config(out.size)](x, rois, float(spatial_scale), int(sampling_ratio),
-                                         out, out, x, False)
+    launch(_rroi_k, out.size, x, rois, float(spatial_scale), int(sampling_ratio), out, out, x,
+           False)
 
 
 def rroi_align_backward(dy, rois, spatial_scale, sampling_ratio, dx, accumulate=False):
     if not accumulate:
         fill(dx, 0)
-    if dy.size:
-        _rroi_k[launch_config(dy.size)](dx, rois, float(spatial_scale), int(sampling_ratio), dy,
-                                        dy, dx, True)
+    launch(_rroi_k, dy.size, dx, rois, float(spatial_scale), int(sampling_ratio), dy, dy, dx,
+           True)
 
 
 # --- DeformableConvolution ----------------------------------------------------------------------
@@ -180,20 +174,16 @@ def _deform_offset_grad_k(dcol, x, offset, doffset, g, accumulate):
 
 
 def deform_im2col(x, offset, col, geometry):
-    if col.size:
-        _deform_k[launch_config(col.size)](x, offset, col, geometry, 0)
+    launch(_deform_k, col.size, x, offset, col, geometry, 0)
 
 
 def deform_col2im(dcol, offset, dx, geometry):
-    if dcol.size:
-        _deform_k[launch_config(dcol.size)](dx, offset, dcol, geometry, 1)
+    launch(_deform_k, dcol.size, dx, offset, dcol, geometry, 1)
 
 
 def deform_offset_grad(dcol, x, offset, doffset, geometry, accumulate=False):
-    n = doffset.size // 2
-    if n:
-        _deform_offset_grad_k[launch_config(n)](dcol, x, offset, doffset, geometry,
-                                                bool(accumulate))
+    launch(_deform_offset_grad_k, doffset.size // 2, dcol, x, offset, doffset, geometry,
+           bool(accumulate))
 
 
 # --- Proposal / MultiProposal -------------------------------------------------------------------
@@ -215,11 +205,8 @@ def proposals(cls_prob, bbox_pred, im_info, anchors, feature_stride, pre_nms_top
     """Region proposals (see the CPU kernel set): the boxes are decoded on the GPU; sorting
     and the greedy suppression, sequential by nature, run on the host."""
     boxes, box_scores = work
-    n = box_scores.size
-    if n:
-        _decode_k[launch_config(n)](cls_prob, bbox_pred, im_info, cuda.to_device(anchors),
-                                    float(feature_stride), float(min_size), bool(iou_loss),
-                                    boxes, box_scores)
+    launch(_decode_k, box_scores.size, cls_prob, bbox_pred, im_info, cuda.to_device(anchors),
+           float(feature_stride), float(min_size), bool(iou_loss), boxes, box_scores)
     host_boxes, host_scores = boxes.copy_to_host(), box_scores.copy_to_host()
     out_rois = np.empty(tuple(rois.shape), np.float64)
     out_scores = np.empty(tuple(scores.shape), np.float64)

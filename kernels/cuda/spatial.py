@@ -7,7 +7,8 @@ from numba import cuda
 from .. import scalar_spatial as S
 from .. import spatial_math as M
 from ..math_build import compiled
-from .memory import fill, launch_config
+from .grid import launch
+from .memory import fill
 
 __all__ = ["bilinear_resize", "bilinear_resize_backward", "adaptive_avg_pool",
            "adaptive_avg_pool_backward", "grid_affine", "grid_affine_backward", "grid_warp",
@@ -46,15 +47,13 @@ def _resize_k(x, y, align_corners, backward):
 
 def bilinear_resize(x, y, align_corners):
     """y (planes, oh, ow) = x (planes, h, w) resized bilinearly."""
-    if y.size:
-        _resize_k[launch_config(y.size)](x, y, bool(align_corners), False)
+    launch(_resize_k, y.size, x, y, bool(align_corners), False)
 
 
 def bilinear_resize_backward(dy, dx, align_corners, accumulate=False):
     if not accumulate:
         fill(dx, 0)
-    if dy.size:
-        _resize_k[launch_config(dy.size)](dx, dy, bool(align_corners), True)
+    launch(_resize_k, dy.size, dx, dy, bool(align_corners), True)
 
 
 # --- AdaptiveAvgPooling2D -----------------------------------------------------------------------
@@ -77,15 +76,13 @@ def _adaptive_k(x, y, backward):
 
 
 def adaptive_avg_pool(x, y):
-    if y.size:
-        _adaptive_k[launch_config(y.size)](x, y, False)
+    launch(_adaptive_k, y.size, x, y, False)
 
 
 def adaptive_avg_pool_backward(dy, dx, accumulate=False):
     if not accumulate:
         fill(dx, 0)
-    if dy.size:
-        _adaptive_k[launch_config(dy.size)](dx, dy, True)
+    launch(_adaptive_k, dy.size, dx, dy, True)
 
 
 # --- GridGenerator ------------------------------------------------------------------------------
@@ -153,23 +150,19 @@ def _warp_backward_k(dgrid, dflow, accumulate):
 
 
 def grid_affine(theta, grid):
-    if grid.size:
-        _affine_k[launch_config(grid.size // 2)](theta, grid)
+    launch(_affine_k, grid.size // 2, theta, grid)
 
 
 def grid_affine_backward(dgrid, dtheta, accumulate=False):
-    if dtheta.size:
-        _affine_backward_k[launch_config(dtheta.size)](dgrid, dtheta, bool(accumulate))
+    launch(_affine_backward_k, dtheta.size, dgrid, dtheta, bool(accumulate))
 
 
 def grid_warp(flow, grid):
-    if grid.size:
-        _warp_k[launch_config(grid.size // 2)](flow, grid)
+    launch(_warp_k, grid.size // 2, flow, grid)
 
 
 def grid_warp_backward(dgrid, dflow, accumulate=False):
-    if dgrid.size:
-        _warp_backward_k[launch_config(dgrid.size)](dgrid, dflow, bool(accumulate))
+    launch(_warp_backward_k, dgrid.size, dgrid, dflow, bool(accumulate))
 
 
 # --- BilinearSampler ----------------------------------------------------------------------------
@@ -204,19 +197,16 @@ def _sample_backward_k(x, grid, dy, dx, dgrid, want_dx, want_dgrid, acc_dgrid):
 
 
 def bilinear_sample(x, grid, y):
-    if y.size:
-        _sample_k[launch_config(y.size)](x, grid, y)
+    launch(_sample_k, y.size, x, grid, y)
 
 
 def bilinear_sample_backward(x, grid, dy, dx, dgrid, req_dx, req_dgrid):
     want_dx, want_dgrid = req_dx != "null", req_dgrid != "null"
     if req_dx == "write":
         fill(dx, 0)
-    n = dy.shape[0] * dy.shape[2] * dy.shape[3]
-    if n:
-        _sample_backward_k[launch_config(n)](x, grid, dy, dx if want_dx else x,
-                                              dgrid if want_dgrid else grid, want_dx,
-                                              want_dgrid, req_dgrid == "add")
+    launch(_sample_backward_k, dy.shape[0] * dy.shape[2] * dy.shape[3], x, grid, dy,
+           dx if want_dx else x, dgrid if want_dgrid else grid, want_dx, want_dgrid,
+           req_dgrid == "add")
 
 
 # --- Correlation --------------------------------------------------------------------------------
@@ -253,11 +243,9 @@ def _correlation_k(a, b, out, ksize, max_disp, stride1, stride2, pad, is_multipl
 
 def correlation(a, b, out, kernel_size, max_displacement, stride1, stride2, pad_size,
                 is_multiply):
-    if out.size:
-        _correlation_k[launch_config(out.size)](a, b, out, int(kernel_size),
-                                                 int(max_displacement), int(stride1),
-                                                 int(stride2), int(pad_size), bool(is_multiply),
-                                                 False, a, b, False, False)
+    launch(_correlation_k, out.size, a, b, out, int(kernel_size), int(max_displacement),
+           int(stride1), int(stride2), int(pad_size), bool(is_multiply), False, a, b, False,
+           False)
 
 
 def correlation_backward(a, b, dy, da, db, kernel_size, max_displacement, stride1, stride2,
@@ -266,8 +254,6 @@ def correlation_backward(a, b, dy, da, db, kernel_size, max_displacement, stride
     for grad, req in ((da, req_a), (db, req_b)):
         if req == "write":
             fill(grad, 0)
-    if dy.size:
-        _correlation_k[launch_config(dy.size)](a, b, dy, int(kernel_size), int(max_displacement),
-                                                int(stride1), int(stride2), int(pad_size),
-                                                bool(is_multiply), True, da if want_a else a,
-                                                db if want_b else b, want_a, want_b)
+    launch(_correlation_k, dy.size, a, b, dy, int(kernel_size), int(max_displacement),
+           int(stride1), int(stride2), int(pad_size), bool(is_multiply), True, da if want_a else
+           a, db if want_b else b, want_a, want_b)
