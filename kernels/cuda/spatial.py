@@ -90,9 +90,7 @@ def adaptive_avg_pool_backward(dy, dx, accumulate=False):
 def _affine_k(theta, grid):
     h, w = grid.shape[2], grid.shape[3]
     for t in range(cuda.grid(1), grid.shape[0] * h * w, cuda.gridsize(1)):
-        s = t // (h * w)
-        r = (t // w) % h
-        c = t % w
+        s, r, c = _plane_element(t, h, w)
         xt = S.grid_coordinate(c, w)
         yt = S.grid_coordinate(r, h)
         grid[s, 0, r, c] = theta[s, 0] * xt + theta[s, 1] * yt + theta[s, 2]
@@ -127,9 +125,7 @@ def _affine_backward_k(dgrid, dtheta, accumulate):
 def _warp_k(flow, grid):
     h, w = grid.shape[2], grid.shape[3]
     for t in range(cuda.grid(1), grid.shape[0] * h * w, cuda.gridsize(1)):
-        s = t // (h * w)
-        r = (t // w) % h
-        c = t % w
+        s, r, c = _plane_element(t, h, w)
         grid[s, 0, r, c] = S.normalised(flow[s, 0, r, c] + c, w)
         grid[s, 1, r, c] = S.normalised(flow[s, 1, r, c] + r, h)
 
