@@ -10,6 +10,7 @@ from numba import njit, prange
 
 from .. import detection_math as M
 from .. import scalar_detection as S
+from ..math_build import compiled
 from .jit import parallel_loop
 
 __all__ = ["roi_pool", "roi_pool_backward", "psroi_pool", "psroi_pool_backward",
@@ -17,12 +18,7 @@ __all__ = ["roi_pool", "roi_pool_backward", "psroi_pool", "psroi_pool_backward",
            "deform_offset_grad", "proposals"]
 
 # the per-element functions of kernels/detection_math.py, inlined into the loops below
-_roi_cell_max = njit(cache=True, inline="always")(M.roi_cell_max)
-_roi_cell_mean = njit(cache=True, inline="always")(M.roi_cell_mean)
-_rroi_cell_mean = njit(cache=True, inline="always")(M.rroi_cell_mean)
-_deform_value = njit(cache=True, inline="always")(M.deform_value)
-_deform_offset_point = njit(cache=True, inline="always")(M.deform_offset_point)
-_decode_anchor = njit(cache=True, inline="always")(M.decode_anchor)
+K = compiled(M, njit(cache=True, inline="always"))
 
 
 # --- ROIPooling ---------------------------------------------------------------------------------
@@ -39,7 +35,7 @@ def _roi_pool(x, rois, scale, out, argmax):
                 hs, he = S.roi_pool_bin(ph, y0, bin_h, h)
                 for pw in range(pw_n):
                     ws, we = S.roi_pool_bin(pw, x0, bin_w, w)
-                    out[r, c, ph, pw], argmax[r, c, ph, pw] = _roi_cell_max(x, b, c, hs, he, ws,
+                    out[r, c, ph, pw], argmax[r, c, ph, pw] = K.roi_cell_max(x, b, c, hs, he, ws,
                                                                             we, w)
 
 
@@ -80,7 +76,7 @@ def _psroi_pool(x, rois, scale, group, out):
             for ph in range(pooled):
                 for pw in range(pooled):
                     hs, he, ws, we, c = S.psroi_cell(d, ph, pw, frame, pooled, group, h, w)
-                    out[r, d, ph, pw] = _roi_cell_mean(x, b, c, hs, he, ws, we)
+                    out[r, d, ph, pw] = K.roi_cell_mean(x, b, c, hs, he, ws, we)
 
 
 @parallel_loop(cost=1.0)
@@ -128,7 +124,7 @@ def _rroi_align(x, rois, scale, ratio, out):
         for c in range(channels):
             for ph in range(ph_n):
                 for pw in range(pw_n):
-                    out[r, c, ph, pw] = _rroi_cell_mean(x, b, c, ph, pw, frame, ph_n, pw_n, h,
+                    out[r, c, ph, pw] = K.rroi_cell_mean(x, b, c, ph, pw, frame, ph_n, pw_n, h,
                                                          w)
 
 
@@ -185,7 +181,7 @@ def _deform_im2col(x, offset, col, g):
             for b in range(ow):
                 corners = S.deform_tap(offset[base, a, b], offset[base + 1, a, b], g, i, j, a, b, h,
                                      w)
-                col[row, a * ow + b] = _deform_value(x, c, corners)
+                col[row, a * ow + b] = K.deform_value(x, c, corners)
 
 
 @parallel_loop(cost=8.0)
@@ -224,7 +220,7 @@ def _deform_offset_grad(dcol, x, offset, doffset, g, accumulate):
             for b in range(ow):
                 corners = S.deform_tap(offset[base, a, b], offset[base + 1, a, b], g, i, j, a, b, h,
                                      w)
-                _deform_offset_point(dcol, x, doffset, corners, accumulate, grp, per_group, i, j,
+                K.deform_offset_point(dcol, x, doffset, corners, accumulate, grp, per_group, i, j,
                                      kh, kw, base, a, b, ow)
 
 
@@ -254,7 +250,7 @@ def _decode_image(cls, deltas, info, anchors, stride, min_size, iou_loss, boxes,
     for i in range(height):
         for j in range(width):
             for a in range(count_a):
-                _decode_anchor(cls, deltas, info, anchors, stride, min_size, iou_loss, boxes,
+                K.decode_anchor(cls, deltas, info, anchors, stride, min_size, iou_loss, boxes,
                                scores, i, j, a, count_a, width)
 
 

@@ -9,14 +9,12 @@ run over flat views, with the view's dims passed alongside.
 from numba import njit, prange
 
 from .. import sequence_math as M
+from ..math_build import compiled
 from .jit import parallel_loop
 
 __all__ = ["sequence_mask", "sequence_reverse", "sequence_last", "sequence_last_backward"]
 
-_mask_element = njit(cache=True, inline="always")(M.mask_element)
-_reverse_element = njit(cache=True, inline="always")(M.reverse_element)
-_last_element = njit(cache=True, inline="always")(M.last_element)
-_last_backward_element = njit(cache=True, inline="always")(M.last_backward_element)
+K = compiled(M, njit(cache=True, inline="always"))
 
 
 def _flat(a):
@@ -26,26 +24,26 @@ def _flat(a):
 @parallel_loop(cost=1.0)
 def _mask(x, lengths, out, value, d0, d1, inner, use_lengths, batch_first, accumulate):
     for n in prange(x.size):
-        _mask_element(n, x, lengths, out, value, d0, d1, inner, use_lengths, batch_first,
+        K.mask_element(n, x, lengths, out, value, d0, d1, inner, use_lengths, batch_first,
                       accumulate)
 
 
 @parallel_loop(cost=2.0)
 def _reverse(x, lengths, out, d0, d1, inner, use_lengths, batch_first, accumulate):
     for n in prange(x.size):
-        _reverse_element(n, x, lengths, out, d0, d1, inner, use_lengths, batch_first, accumulate)
+        K.reverse_element(n, x, lengths, out, d0, d1, inner, use_lengths, batch_first, accumulate)
 
 
 @parallel_loop(cost=2.0)
 def _last(x, lengths, out, d0, d1, inner, use_lengths, batch_first):
     for n in prange(out.size):
-        _last_element(n, x, lengths, out, d0, d1, inner, use_lengths, batch_first)
+        K.last_element(n, x, lengths, out, d0, d1, inner, use_lengths, batch_first)
 
 
 @parallel_loop(cost=1.0)
 def _last_backward(dy, lengths, dx, d0, d1, inner, use_lengths, batch_first, accumulate):
     for n in prange(dx.size):
-        _last_backward_element(n, dy, lengths, dx, d0, d1, inner, use_lengths, batch_first,
+        K.last_backward_element(n, dy, lengths, dx, d0, d1, inner, use_lengths, batch_first,
                                accumulate)
 
 

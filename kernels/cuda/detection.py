@@ -7,6 +7,7 @@ from numba import cuda
 from .. import detection_math as M
 from .. import scalar_detection as S
 from ..cpu.detection import select_proposals
+from ..math_build import compiled
 from .grid import launch
 from .memory import fill
 
@@ -14,12 +15,7 @@ __all__ = ["roi_pool", "roi_pool_backward", "psroi_pool", "psroi_pool_backward",
            "rroi_align", "rroi_align_backward", "deform_im2col", "deform_col2im",
            "deform_offset_grad", "proposals"]
 
-_roi_cell_max = cuda.jit(device=True)(M.roi_cell_max)
-_roi_cell_mean = cuda.jit(device=True)(M.roi_cell_mean)
-_rroi_cell_mean = cuda.jit(device=True)(M.rroi_cell_mean)
-_deform_value = cuda.jit(device=True)(M.deform_value)
-_deform_offset_point = cuda.jit(device=True)(M.deform_offset_point)
-_decode_anchor = cuda.jit(device=True)(M.decode_anchor)
+K = compiled(M, cuda.jit(device=True))
 
 
 @cuda.jit(device=True)
@@ -42,7 +38,7 @@ def _roi_pool_k(x, rois, scale, out, argmax):
                                               scale, ph_n, pw_n)
         hs, he = S.roi_pool_bin(ph, y0, bin_h, h)
         ws, we = S.roi_pool_bin(pw, x0, bin_w, w)
-        out[r, c, ph, pw], argmax[r, c, ph, pw] = _roi_cell_max(x, b, c, hs, he, ws, we, w)
+        out[r, c, ph, pw], argmax[r, c, ph, pw] = K.roi_cell_max(x, b, c, hs, he, ws, we, w)
 
 
 @cuda.jit
@@ -76,7 +72,7 @@ def _psroi_k(x, rois, scale, group, out, dy, dx, backward):
         frame = S.psroi_frame(rois[r, 1], rois[r, 2], rois[r, 3], rois[r, 4], scale, pooled)
         hs, he, ws, we, c = S.psroi_cell(d, ph, pw, frame, pooled, group, h, w)
         if not backward:
-            out[r, d, ph, pw] = _roi_cell_mean(x, b, c, hs, he, ws, we)
+            out[r, d, ph, pw] = K.roi_cell_mean(x, b, c, hs, he, ws, we)
         elif he > hs and we > ws:
             g = dy[r, d, ph, pw] / ((he - hs) * (we - ws))
             for i in range(hs, he):
@@ -106,7 +102,7 @@ def _rroi_k(x, rois, scale, ratio, out, dy, dx, backward):
         frame = S.rroi_frame(rois[r, 1], rois[r, 2], rois[r, 3], rois[r, 4], rois[r, 5], scale,
                            ph_n, pw_n, ratio)
         if not backward:
-            out[r, c, ph, pw] = _rroi_cell_mean(x, b, c, ph, pw, frame, ph_n, pw_n, h, w)
+            out[r, c, ph, pw] = K.rroi_cell_mean(x, b, c, ph, pw, frame, ph_n, pw_n, h, w)
             continue
         g = dy[r, c, ph, pw] / (frame[6] * frame[7])
         for iy in range(frame[6]):
@@ -145,7 +141,7 @@ def _deform_k(x, offset, col, g, mode):
         c, i, j, base = S.deform_row(row, g[0], g[1], channels // g[8])
         corners = S.deform_tap(offset[base, a, b], offset[base + 1, a, b], g, i, j, a, b, h, w)
         if mode == 0:
-            col[row, a * ow + b] = _deform_value(x, c, corners)
+            col[row, a * ow + b] = K.deform_value(x, c, corners)
             continue
         ok, h0, h1, w0, w1, fh, fw = corners
         if ok:
@@ -169,7 +165,7 @@ def _deform_offset_grad_k(dcol, x, offset, doffset, g, accumulate):
         grp = tap // (kh * kw)
         _, i, j, base = S.deform_row(grp * per_group * kh * kw + tap % (kh * kw), kh, kw, per_group)
         corners = S.deform_tap(offset[base, a, b], offset[base + 1, a, b], g, i, j, a, b, h, w)
-        _deform_offset_point(dcol, x, doffset, corners, accumulate, grp, per_group, i, j, kh,
+        K.deform_offset_point(dcol, x, doffset, corners, accumulate, grp, per_group, i, j, kh,
                              kw, base, a, b, ow)
 
 
@@ -195,7 +191,7 @@ def _decode_k(cls, deltas, info, anchors, stride, min_size, iou_loss, boxes, sco
     for t in range(cuda.grid(1), cls.shape[0] * per_image, cuda.gridsize(1)):
         b = t // per_image
         q = t % per_image
-        _decode_anchor(cls[b], deltas[b], info[b], anchors, stride, min_size, iou_loss, boxes[b],
+        K.decode_anchor(cls[b], deltas[b], info[b], anchors, stride, min_size, iou_loss, boxes[b],
                        scores[b], q // (width * count_a), (q // count_a) % width, q % count_a,
                        count_a, width)
 

@@ -4,39 +4,37 @@
 from numba import cuda
 
 from .. import sequence_math as M
+from ..math_build import compiled
 from .memory import flat, launch_config
 
 __all__ = ["sequence_mask", "sequence_reverse", "sequence_last", "sequence_last_backward"]
 
-_mask_element = cuda.jit(device=True)(M.mask_element)
-_reverse_element = cuda.jit(device=True)(M.reverse_element)
-_last_element = cuda.jit(device=True)(M.last_element)
-_last_backward_element = cuda.jit(device=True)(M.last_backward_element)
+K = compiled(M, cuda.jit(device=True))
 
 
 @cuda.jit
 def _mask_k(x, lengths, out, value, d0, d1, inner, use_lengths, batch_first, accumulate):
     for n in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        _mask_element(n, x, lengths, out, value, d0, d1, inner, use_lengths, batch_first,
+        K.mask_element(n, x, lengths, out, value, d0, d1, inner, use_lengths, batch_first,
                       accumulate)
 
 
 @cuda.jit
 def _reverse_k(x, lengths, out, d0, d1, inner, use_lengths, batch_first, accumulate):
     for n in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        _reverse_element(n, x, lengths, out, d0, d1, inner, use_lengths, batch_first, accumulate)
+        K.reverse_element(n, x, lengths, out, d0, d1, inner, use_lengths, batch_first, accumulate)
 
 
 @cuda.jit
 def _last_k(x, lengths, out, d0, d1, inner, use_lengths, batch_first):
     for n in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-        _last_element(n, x, lengths, out, d0, d1, inner, use_lengths, batch_first)
+        K.last_element(n, x, lengths, out, d0, d1, inner, use_lengths, batch_first)
 
 
 @cuda.jit
 def _last_backward_k(dy, lengths, dx, d0, d1, inner, use_lengths, batch_first, accumulate):
     for n in range(cuda.grid(1), dx.size, cuda.gridsize(1)):
-        _last_backward_element(n, dy, lengths, dx, d0, d1, inner, use_lengths, batch_first,
+        K.last_backward_element(n, dy, lengths, dx, d0, d1, inner, use_lengths, batch_first,
                                accumulate)
 
 
