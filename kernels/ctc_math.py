@@ -1,7 +1,7 @@
 """Per-sequence math of the connectionist temporal classification loss (``ctc_loss``), written
 once for both kernel halves: ``kernels/cpu/ctc.py`` compiles it with ``njit``, and
-``kernels/cuda/ctc.py`` with ``cuda.jit(device=True)`` (one thread per sequence). Left
-undecorated here for that reason; it allocates nothing and calls no other function of its own.
+``kernels/cuda/ctc.py`` with ``cuda.jit(device=True)`` (one thread per sequence), both through
+``kernels/math_build.py``. Left undecorated here for that reason; it allocates nothing.
 
 The label sequence l (length L, blanks excluded) is extended with blanks, l' = (blank, l_1,
 blank, l_2, ..., l_L, blank) of length S = 2 L + 1. In log space, alpha[t, s] is the
@@ -116,3 +116,16 @@ def label_length(label, padding):
             break
         n += 1
     return n
+
+
+def ctc_batch_sequence(b, data, label, data_lengths, label_lengths, use_data_lengths,
+                       use_label_lengths, blank, padding, loss, grad, head, logp, alpha, beta,
+                       want_grad):
+    """loss[b] (and with want_grad grad[:, b, :]) of sequence b of the batch, the arguments being
+    those of the ``ctc_loss`` launchers: data (frames, batch, alphabet); a sequence's frames
+    are data_lengths[b] with use_data_lengths (else all), its label length label_lengths[b]
+    with use_label_lengths (else up to the first ``padding``)."""
+    frames = int(data_lengths[b]) if use_data_lengths else data.shape[0]
+    length = int(label_lengths[b]) if use_label_lengths else label_length(label[b], padding)
+    loss[b] = ctc_sequence(data[:, b, :], label[b], length, frames, blank, logp[b], alpha[b],
+                           beta[b], grad[:, b, :], head[b], want_grad)

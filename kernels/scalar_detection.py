@@ -7,6 +7,8 @@ import math
 
 from numba import njit
 
+from .scalar import clip as clip_int
+
 
 @njit(cache=True)
 def round_half_away(x):
@@ -14,15 +16,6 @@ def round_half_away(x):
     if x >= 0.0:
         return math.floor(x + 0.5)
     return -math.floor(-x + 0.5)
-
-
-@njit(cache=True)
-def clip_int(v, lo, hi):
-    if v < lo:
-        return lo
-    if v > hi:
-        return hi
-    return v
 
 
 @njit(cache=True)
@@ -44,9 +37,52 @@ def psroi_bin(p, roi_start, bin_size, limit):
 
 
 @njit(cache=True)
+def roi_pool_frame(x1, y1, x2, y2, scale, ph_n, pw_n):
+    """ROIPooling's ROI on the feature map: its first cell (x0, y0), rounded, and the cell
+    sizes (bin_h, bin_w) of a ph_n x pw_n pooling; the ROI is at least one cell."""
+    x0 = int(round_half_away(x1 * scale))
+    y0 = int(round_half_away(y1 * scale))
+    bin_h = max(int(round_half_away(y2 * scale)) - y0 + 1, 1) / ph_n
+    bin_w = max(int(round_half_away(x2 * scale)) - x0 + 1, 1) / pw_n
+    return x0, y0, bin_h, bin_w
+
+
+@njit(cache=True)
+def psroi_frame(x1, y1, x2, y2, scale, pooled):
+    """PSROIPooling's ROI on the feature map: its fractional start (x0, y0) and the cell sizes
+    (bin_h, bin_w) of a pooled x pooled grid; the ROI is at least 0.1 wide and high."""
+    x0 = round_half_away(x1) * scale
+    y0 = round_half_away(y1) * scale
+    bin_h = max((round_half_away(y2) + 1.0) * scale - y0, 0.1) / pooled
+    bin_w = max((round_half_away(x2) + 1.0) * scale - x0, 0.1) / pooled
+    return x0, y0, bin_h, bin_w
+
+
+@njit(cache=True)
+def psroi_cell(d, ph, pw, frame, pooled, group, height, width):
+    """Cell (ph, pw) of output channel d: its window [hs, he) x [ws, we) and the input channel
+    c it averages, ``(hs, he, ws, we, c)``."""
+    x0, y0, bin_h, bin_w = frame
+    hs, he = psroi_bin(ph, y0, bin_h, height)
+    ws, we = psroi_bin(pw, x0, bin_w, width)
+    c = (d * group + group_cell(ph, pooled, group)) * group + group_cell(pw, pooled, group)
+    return hs, he, ws, we, c
+
+
+@njit(cache=True)
 def group_cell(p, pooled, group_size):
     """The position-sensitive group (0 .. group_size - 1) pooled cell ``p`` reads."""
     return clip_int(int(math.floor(p * group_size / pooled)), 0, group_size - 1)
+
+
+@njit(cache=True)
+def corner_pair(v, size):
+    """The two rows (or columns) a bilinear sample at v >= 0 mixes and the fraction of the way
+    to the second, ``(v0, v1, fraction)``; on or past the last one the sample stays on it."""
+    v0 = int(math.floor(v))
+    if v0 >= size - 1:
+        return size - 1, size - 1, 0.0
+    return v0, v0 + 1, v - v0
 
 
 @njit(cache=True)
@@ -57,26 +93,8 @@ def align_corners_weights(y, x, height, width):
     to the map, and a point on or past the last row/column reads that row/column."""
     if y < -1.0 or y > height or x < -1.0 or x > width:
         return False, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0
-    if y < 0.0:
-        y = 0.0
-    if x < 0.0:
-        x = 0.0
-    y0 = int(y)
-    x0 = int(x)
-    if y0 >= height - 1:
-        y0 = height - 1
-        y1 = y0
-        y = float(y0)
-    else:
-        y1 = y0 + 1
-    if x0 >= width - 1:
-        x0 = width - 1
-        x1 = x0
-        x = float(x0)
-    else:
-        x1 = x0 + 1
-    ly = y - y0
-    lx = x - x0
+    y0, y1, ly = corner_pair(max(y, 0.0), height)
+    x0, x1, lx = corner_pair(max(x, 0.0), width)
     hy = 1.0 - ly
     hx = 1.0 - lx
     return True, y0, y1, x0, x1, hy * hx, hy * lx, ly * hx, ly * lx
@@ -113,6 +131,25 @@ def cell_sample(p, i, size, pooled, grid):
 
 
 @njit(cache=True)
+def rroi_frame(cx, cy, w, h, theta_degrees, scale, ph_n, pw_n, ratio):
+    """A rotated ROI of RROIAlign on the feature map, with the sample grid of its cells:
+    ``(cx, cy, w, h, cos, sin, grid_h, grid_w)``."""
+    cx, cy, rw, rh, cos_t, sin_t = rotated_frame(cx, cy, w, h, theta_degrees, scale)
+    return (cx, cy, rw, rh, cos_t, sin_t, samples_per_cell(rh, ph_n, ratio),
+            samples_per_cell(rw, pw_n, ratio))
+
+
+@njit(cache=True)
+def rroi_sample(frame, ph, pw, iy, ix, ph_n, pw_n, height, width):
+    """Sample (iy, ix) of cell (ph, pw) of a rotated ROI ``frame`` (:func:`rroi_frame`): the
+    corners and weights of :func:`align_corners_weights` at that point."""
+    cx, cy, rw, rh, cos_t, sin_t, grid_h, grid_w = frame
+    px, py = rotated_point(cell_sample(pw, ix, rw, pw_n, grid_w),
+                           cell_sample(ph, iy, rh, ph_n, grid_h), cos_t, sin_t, cx, cy)
+    return align_corners_weights(py, px, height, width)
+
+
+@njit(cache=True)
 def deform_corners(h, w, height, width):
     """Where a deformable convolution samples the point (h, w) of a (height, width) map:
     ``(valid, h0, h1, w0, w1, fh, fw)``, the value being the bilinear mix of the four corners
@@ -120,22 +157,8 @@ def deform_corners(h, w, height, width):
     the last row or column the sample stays on it (fraction 0)."""
     if not (0.0 <= h < height and 0.0 <= w < width):
         return False, 0, 0, 0, 0, 0.0, 0.0
-    h0 = int(math.floor(h))
-    w0 = int(math.floor(w))
-    fh = h - h0
-    fw = w - w0
-    if h0 >= height - 1:
-        h0 = height - 1
-        h1 = h0
-        fh = 0.0
-    else:
-        h1 = h0 + 1
-    if w0 >= width - 1:
-        w0 = width - 1
-        w1 = w0
-        fw = 0.0
-    else:
-        w1 = w0 + 1
+    h0, h1, fh = corner_pair(h, height)
+    w0, w1, fw = corner_pair(w, width)
     return True, h0, h1, w0, w1, fh, fw
 
 
@@ -143,6 +166,25 @@ def deform_corners(h, w, height, width):
 def deform_position(o, k, stride, pad, dilate, offset):
     """The sampled coordinate along one axis for output position o and kernel tap k."""
     return o * stride - pad + k * dilate + offset
+
+
+@njit(cache=True)
+def deform_row(row, kh, kw, per_group):
+    """Row ``row`` of the sampled columns: its channel c, kernel tap (i, j) and the first row
+    of its offsets, ``(c, i, j, offset row)``."""
+    c = row // (kh * kw)
+    i = (row // kw) % kh
+    j = row % kw
+    return c, i, j, (c // per_group) * 2 * kh * kw + 2 * (i * kw + j)
+
+
+@njit(cache=True)
+def deform_tap(offset_h, offset_w, g, i, j, a, b, height, width):
+    """Where kernel tap (i, j) of output position (a, b), moved by its two offsets, samples a
+    (height, width) map: :func:`deform_corners` of that point. ``g`` is the geometry (kh, kw,
+    sh, sw, ph, pw, dh, dw, groups)."""
+    return deform_corners(deform_position(a, i, g[2], g[4], g[6], offset_h),
+                          deform_position(b, j, g[3], g[5], g[7], offset_w), height, width)
 
 
 @njit(cache=True)

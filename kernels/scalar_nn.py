@@ -12,6 +12,17 @@ from numba import njit
 
 from .scalar_tensor import resolve_index
 
+# What the nn family of both kernel sets exports (``kernels/cpu/nn.py``, ``kernels/cuda/nn.py``
+# set their ``__all__`` from it, so the two halves cannot drift apart).
+KERNEL_NAMES = ("ACTIVATIONS", "LEAKY_TYPES", "REGRESSION_KINDS",
+                "fc_forward", "fc_backward", "activation_forward", "activation_backward",
+                "leaky_relu_forward", "leaky_relu_backward", "prelu_forward", "prelu_backward",
+                "rrelu_forward", "rrelu_backward", "dropout_forward", "dropout_backward",
+                "embedding_forward", "embedding_backward", "softmax_forward", "softmax_backward",
+                "softmax_output_backward", "regression_backward", "count_label_equal",
+                "count_greater", "smooth_l1_forward", "smooth_l1_backward",
+                "softmax_ce_forward", "softmax_ce_backward")
+
 # Activation codes (the launchers map act_type strings to these).
 ACT_RELU = 0
 ACT_SIGMOID = 1

@@ -103,3 +103,35 @@ def correlation_grads(a, b, is_multiply):
     if a >= b:
         return 1.0, -1.0
     return -1.0, 1.0
+
+
+@njit(cache=True)
+def bilinear_corner_point(x0, y0, fx, fy, q):
+    """Corner q (0 .. 3: x0 then x0 + 1, on row y0 then y0 + 1) of a bilinear sample at
+    (x0 + fx, y0 + fy): ``(x, y, weight, d weight / d x, d weight / d y)``."""
+    dx_ = q % 2
+    dy_ = q // 2
+    wx = fx if dx_ else 1.0 - fx
+    wy = fy if dy_ else 1.0 - fy
+    return (x0 + dx_, y0 + dy_, wx * wy, wy * (1.0 if dx_ else -1.0),
+            wx * (1.0 if dy_ else -1.0))
+
+
+@njit(cache=True)
+def correlation_displacement(tc, max_disp, stride2):
+    """The displacement (oy, ox) of the second patch for output channel tc of a Correlation."""
+    radius = max_disp // stride2
+    width = 2 * radius + 1
+    return (tc // width - radius) * stride2, (tc % width - radius) * stride2
+
+
+@njit(cache=True)
+def correlation_tap(y1, x1, oy, ox, kh, kw, height, width):
+    """Tap (kh, kw) of a Correlation patch: the pixels it compares, (ya, xa) in the first map
+    and (yb, xb) in the second, and whether each is inside its map."""
+    ya = y1 + kh
+    xa = x1 + kw
+    yb = ya + oy
+    xb = xa + ox
+    return (ya, xa, yb, xb, inside(ya, height) and inside(xa, width),
+            inside(yb, height) and inside(xb, width))

@@ -2,15 +2,7 @@
 import numpy as np
 from numba import prange
 
-from ..scalar_contrib import (
-    INT8_RANGE,
-    UINT8_RANGE,
-    is_close,
-    quadratic_slope,
-    quadratic_value,
-    quantize_value,
-    real_range,
-)
+from .. import scalar_contrib as S
 from .jit import parallel_loop
 
 __all__ = ["contrib_quadratic", "contrib_quadratic_backward", "contrib_quantize",
@@ -20,7 +12,7 @@ __all__ = ["contrib_quadratic", "contrib_quadratic_backward", "contrib_quantize"
 @parallel_loop(cost=1.0)
 def _quadratic(x, out, a, b, c):
     for i in prange(x.size):
-        out[i] = quadratic_value(x[i], a, b, c)
+        out[i] = S.quadratic_value(x[i], a, b, c)
 
 
 def contrib_quadratic(x, out, a, b, c):
@@ -31,7 +23,7 @@ def contrib_quadratic(x, out, a, b, c):
 @parallel_loop(cost=1.0)
 def _quadratic_grad(x, g, dx, a, b, add):
     for i in prange(x.size):
-        v = g[i] * quadratic_slope(x[i], a, b)
+        v = g[i] * S.quadratic_slope(x[i], a, b)
         dx[i] = dx[i] + v if add else v
 
 
@@ -44,10 +36,10 @@ def contrib_quadratic_backward(x, g, dx, a, b, req):
 
 @parallel_loop(cost=2.0)
 def _quantize(x, lo, hi, out, out_lo, out_hi, signed):
-    r = real_range(lo[0], hi[0])
+    r = S.real_range(lo[0], hi[0])
     scale = (127.0 if signed else 255.0) / r
     for i in prange(x.size):
-        out[i] = quantize_value(x[i], scale, signed)
+        out[i] = S.quantize_value(x[i], scale, signed)
     out_lo[0] = -r if signed else lo[0]
     out_hi[0] = r if signed else hi[0]
 
@@ -62,7 +54,7 @@ def contrib_quantize(x, lo, hi, out, out_lo, out_hi):
 
 @parallel_loop(cost=1.0)
 def _dequantize(q, lo, hi, out, signed):
-    step = real_range(lo[0], hi[0]) / (INT8_RANGE if signed else UINT8_RANGE)
+    step = S.real_range(lo[0], hi[0]) / (S.INT8_RANGE if signed else S.UINT8_RANGE)
     for i in prange(q.size):
         out[i] = q[i] * step
 
@@ -77,7 +69,7 @@ def contrib_dequantize(q, lo, hi, out):
 def _allclose(a, b, rtol, atol, equal_nan):
     bad = 0
     for i in prange(a.size):
-        if not is_close(a[i], b[i], rtol, atol, equal_nan):
+        if not S.is_close(a[i], b[i], rtol, atol, equal_nan):
             bad += 1
     return bad
 

@@ -3,23 +3,21 @@
 from numba import njit, prange
 
 from .. import ctc_math as M
+from ..math_build import compiled
 from .jit import parallel_loop
 
 __all__ = ["ctc_loss"]
 
-_sequence = njit(cache=True)(M.ctc_sequence)
-_label_length = njit(cache=True)(M.label_length)
+K = compiled(M, njit(cache=True))
 
 
 @parallel_loop(cost=8.0)
 def _ctc_loop(data, label, data_lengths, label_lengths, use_data_lengths, use_label_lengths,
               blank, padding, loss, grad, head, logp, alpha, beta, want_grad):
     for b in prange(data.shape[1]):
-        frames = int(data_lengths[b]) if use_data_lengths else data.shape[0]
-        length = (int(label_lengths[b]) if use_label_lengths
-                  else _label_length(label[b], padding))
-        loss[b] = _sequence(data[:, b, :], label[b], length, frames, blank, logp[b], alpha[b],
-                            beta[b], grad[:, b, :], head[b], want_grad)
+        K.ctc_batch_sequence(b, data, label, data_lengths, label_lengths, use_data_lengths,
+                             use_label_lengths, blank, padding, loss, grad, head, logp, alpha,
+                             beta, want_grad)
 
 
 def ctc_loss(data, label, data_lengths, label_lengths, use_data_lengths, use_label_lengths,

@@ -21,37 +21,15 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from .. import nn_math as NM
+from .. import scalar_nn as S
 from .. import threads as _threads
-from ..scalar_nn import (
-    ACT_RELU,
-    ACTIVATIONS,
-    LEAKY_TYPES,
-    REGRESSION_KINDS,
-    activation_slope,
-    activation_value,
-    broadcast_offset,
-    broadcast_strides,
-    clip_index,
-    leaky_slope,
-    leaky_value,
-    regression_diff,
-    row_length,
-    smooth_l1_slope,
-    smooth_l1_value,
-    softmax_grad_term,
-    softmax_grad_value,
-)
+from ..math_build import compiled
+from ..scalar_nn import ACTIVATIONS, LEAKY_TYPES, REGRESSION_KINDS
 from .fused import add_row_bias
 from .jit import task_count
 
-__all__ = ["ACTIVATIONS", "LEAKY_TYPES", "REGRESSION_KINDS",
-           "fc_forward", "fc_backward", "activation_forward", "activation_backward",
-           "leaky_relu_forward", "leaky_relu_backward", "prelu_forward", "prelu_backward",
-           "rrelu_forward", "rrelu_backward", "dropout_forward", "dropout_backward",
-           "embedding_forward", "embedding_backward", "softmax_forward", "softmax_backward",
-           "softmax_output_backward", "regression_backward", "count_label_equal",
-           "count_greater", "smooth_l1_forward", "smooth_l1_backward",
-           "softmax_ce_forward", "softmax_ce_backward"]
+__all__ = list(S.KERNEL_NAMES)
 
 
 
@@ -131,12 +109,12 @@ def fc_backward(x, w, dy, dx, dw, db, req_x, req_w, req_b, scratch):
 @njit(cache=True)
 def _act_fwd(x, out, code, lo, hi):
     xs, os = x[lo:hi], out[lo:hi]
-    if code == ACT_RELU:        # the common case with its branch folded away
+    if code == S.ACT_RELU:        # the common case with its branch folded away
         for i in range(xs.size):
-            os[i] = activation_value(xs[i], ACT_RELU)
+            os[i] = S.activation_value(xs[i], S.ACT_RELU)
     else:
         for i in range(xs.size):
-            os[i] = activation_value(xs[i], code)
+            os[i] = S.activation_value(xs[i], code)
 
 
 @njit(cache=True, parallel=True)
@@ -149,12 +127,12 @@ def _act_fwd_par(x, out, code, n, nchunks):
 @njit(cache=True)
 def _act_bwd(x, y, dy, dx, code, accumulate, lo, hi):
     xs, ys, dys, dxs = x[lo:hi], y[lo:hi], dy[lo:hi], dx[lo:hi]
-    if code == ACT_RELU and not accumulate:
+    if code == S.ACT_RELU and not accumulate:
         for i in range(xs.size):
-            dxs[i] = dys[i] * activation_slope(xs[i], ys[i], ACT_RELU)
+            dxs[i] = dys[i] * S.activation_slope(xs[i], ys[i], S.ACT_RELU)
         return
     for i in range(xs.size):
-        g = dys[i] * activation_slope(xs[i], ys[i], code)
+        g = dys[i] * S.activation_slope(xs[i], ys[i], code)
         if accumulate:
             dxs[i] += g
         else:
@@ -204,7 +182,7 @@ def activation_backward(x, y, dy, dx, act_type, accumulate=False):
 def _leaky_fwd(x, out, code, slope, lo, hi):
     xs, os = x[lo:hi], out[lo:hi]
     for i in range(xs.size):
-        os[i] = leaky_value(xs[i], code, slope)
+        os[i] = S.leaky_value(xs[i], code, slope)
 
 
 @njit(cache=True, parallel=True)
@@ -218,7 +196,7 @@ def _leaky_fwd_par(x, out, code, slope, n, nchunks):
 def _leaky_bwd(x, y, dy, dx, code, slope, accumulate, lo, hi):
     xs, ys, dys, dxs = x[lo:hi], y[lo:hi], dy[lo:hi], dx[lo:hi]
     for i in range(xs.size):
-        g = dys[i] * leaky_slope(xs[i], ys[i], code, slope)
+        g = dys[i] * S.leaky_slope(xs[i], ys[i], code, slope)
         if accumulate:
             dxs[i] += g
         else:
@@ -370,7 +348,7 @@ def _dropout_fwd(x, u, shape, ustrides, keep, mask, out, lo, hi):
     xs, ms, os = x[lo:hi], mask[lo:hi], out[lo:hi]
     for t in range(xs.size):
         i = lo + t
-        j = i if full else broadcast_offset(i, shape, ustrides)
+        j = i if full else S.broadcast_offset(i, shape, ustrides)
         m = scale if u[j] < keep else 0.0
         ms[t] = m
         os[t] = xs[t] * m
@@ -408,7 +386,7 @@ def dropout_forward(x, u, p, mask, out):
     """
     xf = _flat(x)
     shape = tuple(int(d) for d in x.shape)
-    ustrides = broadcast_strides(shape, u.shape)
+    ustrides = S.broadcast_strides(shape, u.shape)
     _launch(_dropout_fwd, _dropout_fwd_par, xf.size, xf, _flat(np.ascontiguousarray(u)),
             shape, ustrides, 1.0 - float(p), _flat(mask), _flat(out))
 
@@ -425,7 +403,7 @@ def dropout_backward(mask, dy, dx, accumulate=False):
 def _emb_fwd(idx, weight, out, lo, hi):
     vocab = weight.shape[0]
     for i in range(lo, hi):
-        j = clip_index(idx[i], vocab)
+        j = S.clip_index(idx[i], vocab)
         for d in range(weight.shape[1]):
             out[i, d] = weight[j, d]
 
@@ -443,7 +421,7 @@ def _emb_bwd(idx, dy, dweight, accumulate):
     if not accumulate:
         dweight[:] = 0
     for i in range(idx.shape[0]):
-        j = clip_index(idx[i], vocab)
+        j = S.clip_index(idx[i], vocab)
         for d in range(dweight.shape[1]):
             dweight[j, d] += dy[i, d]
 
@@ -468,7 +446,7 @@ def _softmax_rows(x, out, inv_t, use_log, length, has_length, lo, hi):
     for r in range(lo, hi):
         o = r // inner
         j = r - o * inner
-        n = row_length(length[r if has_length else 0], has_length, x.shape[1])
+        n = S.row_length(length[r if has_length else 0], has_length, x.shape[1])
         for k in range(n, x.shape[1]):
             out[o, k, j] = 0
         if n == 0:
@@ -509,12 +487,12 @@ def _softmax_grad_rows(y, dy, dx, inv_t, use_log, accumulate, length, has_length
     for r in range(lo, hi):
         o = r // inner
         j = r - o * inner
-        n = row_length(length[r if has_length else 0], has_length, y.shape[1])
+        n = S.row_length(length[r if has_length else 0], has_length, y.shape[1])
         s = 0.0
         for k in range(n):
-            s += softmax_grad_term(dy[o, k, j], y[o, k, j], use_log)
+            s += S.softmax_grad_term(dy[o, k, j], y[o, k, j], use_log)
         for k in range(y.shape[1]):
-            g = 0.0 if k >= n else softmax_grad_value(dy[o, k, j], y[o, k, j], s, inv_t, use_log)
+            g = 0.0 if k >= n else S.softmax_grad_value(dy[o, k, j], y[o, k, j], s, inv_t, use_log)
             if accumulate:
                 dx[o, k, j] += g
             else:
@@ -607,7 +585,7 @@ def softmax_output_backward(prob, label, ograd, grad, ignore_label, use_ignore, 
 def _reg_bwd(out, label, ograd, grad, kind, scale, use_ograd, accumulate, lo, hi):
     os, ls, ogs, gs = out[lo:hi], label[lo:hi], ograd[lo:hi], grad[lo:hi]
     for i in range(os.size):
-        g = regression_diff(os[i], ls[i], kind) * scale
+        g = S.regression_diff(os[i], ls[i], kind) * scale
         if use_ograd:
             g *= ogs[i]
         if accumulate:
@@ -664,7 +642,7 @@ def count_greater(x, thresh):
 def _sl1_fwd(x, out, sigma2, lo, hi):
     xs, os = x[lo:hi], out[lo:hi]
     for i in range(xs.size):
-        os[i] = smooth_l1_value(xs[i], sigma2)
+        os[i] = S.smooth_l1_value(xs[i], sigma2)
 
 
 @njit(cache=True, parallel=True)
@@ -678,7 +656,7 @@ def _sl1_fwd_par(x, out, sigma2, n, nchunks):
 def _sl1_bwd(x, dy, dx, sigma2, accumulate, lo, hi):
     xs, dys, dxs = x[lo:hi], dy[lo:hi], dx[lo:hi]
     for i in range(xs.size):
-        g = dys[i] * smooth_l1_slope(xs[i], sigma2)
+        g = dys[i] * S.smooth_l1_slope(xs[i], sigma2)
         if accumulate:
             dxs[i] += g
         else:
@@ -703,45 +681,22 @@ def smooth_l1_backward(x, dy, dx, sigma, accumulate=False):
             accumulate)
 
 
+# the row math of kernels/nn_math.py, inlined into the loops below
+K = compiled(NM, njit(cache=True, inline="always"))
+
+
 @njit(cache=True)
 def _softmax_ce_fwd(x, label, out):
-    ncls = x.shape[1]
     total = 0.0
     for r in range(x.shape[0]):
-        m = -np.inf
-        for c in range(ncls):
-            if x[r, c] > m:
-                m = x[r, c]
-        s = 0.0
-        for c in range(ncls):
-            s += math.exp(x[r, c] - m)
-        k = clip_index(label[r], ncls)
-        total += m + math.log(s) - x[r, k]
+        total += K.softmax_ce_row_loss(x, label, r, x.shape[1])
     out[0] = total
 
 
 @njit(cache=True)
 def _softmax_ce_bwd(x, label, ograd, dx, accumulate):
-    ncls = x.shape[1]
-    head = ograd[0]
     for r in range(x.shape[0]):
-        m = -np.inf
-        for c in range(ncls):
-            if x[r, c] > m:
-                m = x[r, c]
-        s = 0.0
-        for c in range(ncls):
-            s += math.exp(x[r, c] - m)
-        k = clip_index(label[r], ncls)
-        for c in range(ncls):
-            g = math.exp(x[r, c] - m) / s
-            if c == k:
-                g -= 1.0
-            g *= head
-            if accumulate:
-                dx[r, c] += g
-            else:
-                dx[r, c] = g
+        K.softmax_ce_row_grad(x, label, dx, r, x.shape[1], ograd[0], accumulate)
 
 
 def softmax_ce_forward(x, label, out):

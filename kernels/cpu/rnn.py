@@ -14,8 +14,9 @@ this direction writes columns [offset, offset + H). Saved gates are (N, 4H): LST
 import numpy as np
 from numba import njit, prange
 
-from ..scalar_rnn import gru_unit, gru_unit_grad, lstm_unit, lstm_unit_grad, vanilla_unit, vanilla_unit_grad
-from .jit import task_count
+from .. import rnn_math as M
+from ..math_build import compiled
+from .jit import parallel_loop
 
 __all__ = ["rnn_gemm", "rnn_column_sum", "rnn_lstm_step", "rnn_lstm_step_backward",
            "rnn_gru_step", "rnn_gru_step_backward", "rnn_vanilla_step",
@@ -24,14 +25,8 @@ __all__ = ["rnn_gemm", "rnn_column_sum", "rnn_lstm_step", "rnn_lstm_step_backwar
 # a gate unit costs about four element-wise adds (several transcendental functions)
 _COST = 4.0
 
-
-def _launch_rows(serial, parallel, rows, units, *args):
-    """Run serial(*args, 0, rows) or split the rows over the threads."""
-    parts = task_count(units, rows, cost=_COST, per_thread=4)
-    if parts > 1:
-        parallel(*args, rows, parts)
-    else:
-        serial(*args, 0, rows)
+# the per-unit math of kernels/rnn_math.py, inlined into the loops below
+K = compiled(M, njit(cache=True, inline="always"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -62,62 +57,44 @@ def rnn_column_sum(src, dst):
 
 
 # ---------------------------------------------------------------------------------------------
-# LSTM
+# one time step of gate math: one loop per direction for the three cell kinds (M.LSTM, M.GRU,
+# M.VANILLA); an array a kind does not use is another 2-D array of the step, never touched
 # ---------------------------------------------------------------------------------------------
-@njit(cache=True)
-def _lstm_fwd(gx, gh, bx, bh, c_prev, gates, c, h, y, offset, lo, hi):
-    nh = c.shape[1]
-    for j in range(lo, hi):
-        for k in range(nh):
-            a = gx[j, k] + gh[j, k] + bx[k] + bh[k]
-            b = gx[j, nh + k] + gh[j, nh + k] + bx[nh + k] + bh[nh + k]
-            q = gx[j, 2 * nh + k] + gh[j, 2 * nh + k] + bx[2 * nh + k] + bh[2 * nh + k]
-            d = gx[j, 3 * nh + k] + gh[j, 3 * nh + k] + bx[3 * nh + k] + bh[3 * nh + k]
-            i, f, g, o, ct, ht = lstm_unit(a, b, q, d, c_prev[j, k])
-            gates[j, k] = i
-            gates[j, nh + k] = f
-            gates[j, 2 * nh + k] = g
-            gates[j, 3 * nh + k] = o
-            c[j, k] = ct
-            h[j, k] = ht
-            y[j, offset + k] = ht
+@parallel_loop(cost=_COST)
+def _step_forward(cell, gx, gh, bx, bh, prev, gates, c, h, y, offset, relu, lo, hi):
+    # the cell kind is tested per row: a test per unit would stop the unit loop vectorising
+    nh = h.shape[1]
+    for j in prange(lo, hi):
+        if cell == M.LSTM:
+            for k in range(nh):
+                K.lstm_forward_unit(j, k, nh, gx, gh, bx, bh, prev, gates, c, h, y, offset)
+        elif cell == M.GRU:
+            for k in range(nh):
+                K.gru_forward_unit(j, k, nh, gx, gh, bx, bh, prev, gates, h, y, offset)
+        else:
+            for k in range(nh):
+                K.vanilla_forward_unit(j, k, gx, gh, bx, bh, h, y, offset, relu)
 
 
-@njit(cache=True, parallel=True)
-def _lstm_fwd_par(gx, gh, bx, bh, c_prev, gates, c, h, y, offset, rows, nchunks):
-    step = (rows + nchunks - 1) // nchunks
-    for ch in prange(nchunks):
-        _lstm_fwd(gx, gh, bx, bh, c_prev, gates, c, h, y, offset, ch * step,
-                  min(rows, (ch + 1) * step))
+@parallel_loop(cost=_COST)
+def _step_backward(cell, dy, offset, dh, dc, gates, state, prev, dg, dgh, relu, lo, hi):
+    nh = dh.shape[1]
+    for j in prange(lo, hi):
+        if cell == M.LSTM:
+            for k in range(nh):
+                K.lstm_backward_unit(j, k, nh, dy, offset, dh, dc, gates, state, prev, dg)
+        elif cell == M.GRU:
+            for k in range(nh):
+                K.gru_backward_unit(j, k, nh, dy, offset, dh, gates, prev, dg, dgh)
+        else:
+            for k in range(nh):
+                K.vanilla_backward_unit(j, k, dy, offset, dh, state, dg, relu)
 
 
 def rnn_lstm_step(gx, gh, bx, bh, c_prev, gates, c, h, y, offset):
     """One LSTM step: gates/c/h (and y's columns) from gx + gh + biases and c_prev."""
-    _launch_rows(_lstm_fwd, _lstm_fwd_par, c.shape[0], c.size, gx, gh, bx, bh, c_prev, gates,
-                 c, h, y, offset)
-
-
-@njit(cache=True)
-def _lstm_bwd(dy, offset, dh, dc, gates, c, c_prev, dg, lo, hi):
-    nh = c.shape[1]
-    for j in range(lo, hi):
-        for k in range(nh):
-            dai, daf, dag, dao, dcp = lstm_unit_grad(
-                dh[j, k] + dy[j, offset + k], dc[j, k], gates[j, k], gates[j, nh + k],
-                gates[j, 2 * nh + k], gates[j, 3 * nh + k], c[j, k], c_prev[j, k])
-            dg[j, k] = dai
-            dg[j, nh + k] = daf
-            dg[j, 2 * nh + k] = dag
-            dg[j, 3 * nh + k] = dao
-            dc[j, k] = dcp
-
-
-@njit(cache=True, parallel=True)
-def _lstm_bwd_par(dy, offset, dh, dc, gates, c, c_prev, dg, rows, nchunks):
-    step = (rows + nchunks - 1) // nchunks
-    for ch in prange(nchunks):
-        _lstm_bwd(dy, offset, dh, dc, gates, c, c_prev, dg, ch * step,
-                  min(rows, (ch + 1) * step))
+    _step_forward(h.size, M.LSTM, gx, gh, bx, bh, c_prev, gates, c, h, y, offset, False, 0,
+                  h.shape[0])
 
 
 def rnn_lstm_step_backward(dy, offset, dh, dc, gates, c, c_prev, dg):
@@ -125,68 +102,14 @@ def rnn_lstm_step_backward(dy, offset, dh, dc, gates, c, c_prev, dg):
 
     dc is replaced by the gradient of c_prev; dh is only read (the caller then sets it to
     dg @ W_h)."""
-    _launch_rows(_lstm_bwd, _lstm_bwd_par, c.shape[0], c.size, dy, offset, dh, dc, gates, c,
-                 c_prev, dg)
-
-
-# ---------------------------------------------------------------------------------------------
-# GRU
-# ---------------------------------------------------------------------------------------------
-@njit(cache=True)
-def _gru_fwd(gx, gh, bx, bh, h_prev, gates, h, y, offset, lo, hi):
-    nh = h.shape[1]
-    for j in range(lo, hi):
-        for k in range(nh):
-            ar = gx[j, k] + gh[j, k] + bx[k] + bh[k]
-            az = gx[j, nh + k] + gh[j, nh + k] + bx[nh + k] + bh[nh + k]
-            xn = gx[j, 2 * nh + k] + bx[2 * nh + k]
-            hn = gh[j, 2 * nh + k] + bh[2 * nh + k]
-            r, z, n, ht = gru_unit(ar, az, xn, hn, h_prev[j, k])
-            gates[j, k] = r
-            gates[j, nh + k] = z
-            gates[j, 2 * nh + k] = n
-            gates[j, 3 * nh + k] = hn
-            h[j, k] = ht
-            y[j, offset + k] = ht
-
-
-@njit(cache=True, parallel=True)
-def _gru_fwd_par(gx, gh, bx, bh, h_prev, gates, h, y, offset, rows, nchunks):
-    step = (rows + nchunks - 1) // nchunks
-    for ch in prange(nchunks):
-        _gru_fwd(gx, gh, bx, bh, h_prev, gates, h, y, offset, ch * step,
-                 min(rows, (ch + 1) * step))
+    _step_backward(dh.size, M.LSTM, dy, offset, dh, dc, gates, c, c_prev, dg, dg, False, 0,
+                   dh.shape[0])
 
 
 def rnn_gru_step(gx, gh, bx, bh, h_prev, gates, h, y, offset):
     """One GRU step (cuDNN form): gates/h (and y's columns) from gx, gh, biases and h_prev."""
-    _launch_rows(_gru_fwd, _gru_fwd_par, h.shape[0], h.size, gx, gh, bx, bh, h_prev, gates, h,
-                 y, offset)
-
-
-@njit(cache=True)
-def _gru_bwd(dy, offset, dh, gates, h_prev, dgx, dgh, lo, hi):
-    nh = h_prev.shape[1]
-    for j in range(lo, hi):
-        for k in range(nh):
-            dar, daz, dxn, dhn, dhp = gru_unit_grad(
-                dh[j, k] + dy[j, offset + k], gates[j, k], gates[j, nh + k],
-                gates[j, 2 * nh + k], gates[j, 3 * nh + k], h_prev[j, k])
-            dgx[j, k] = dar
-            dgx[j, nh + k] = daz
-            dgx[j, 2 * nh + k] = dxn
-            dgh[j, k] = dar
-            dgh[j, nh + k] = daz
-            dgh[j, 2 * nh + k] = dhn
-            dh[j, k] = dhp
-
-
-@njit(cache=True, parallel=True)
-def _gru_bwd_par(dy, offset, dh, gates, h_prev, dgx, dgh, rows, nchunks):
-    step = (rows + nchunks - 1) // nchunks
-    for ch in prange(nchunks):
-        _gru_bwd(dy, offset, dh, gates, h_prev, dgx, dgh, ch * step,
-                 min(rows, (ch + 1) * step))
+    _step_forward(h.size, M.GRU, gx, gh, bx, bh, h_prev, gates, h, h, y, offset, False, 0,
+                  h.shape[0])
 
 
 def rnn_gru_step_backward(dy, offset, dh, gates, h_prev, dgx, dgh):
@@ -194,55 +117,20 @@ def rnn_gru_step_backward(dy, offset, dh, gates, h_prev, dgx, dgh):
 
     dh (carried gradient; y's columns of dy are added) is replaced by the direct part of the
     gradient of h_prev (dh * z); the caller then adds dgh @ W_h."""
-    _launch_rows(_gru_bwd, _gru_bwd_par, h_prev.shape[0], h_prev.size, dy, offset, dh, gates,
-                 h_prev, dgx, dgh)
-
-
-# ---------------------------------------------------------------------------------------------
-# vanilla RNN (tanh / relu)
-# ---------------------------------------------------------------------------------------------
-@njit(cache=True)
-def _vanilla_fwd(gx, gh, bx, bh, h, y, offset, relu, lo, hi):
-    nh = h.shape[1]
-    for j in range(lo, hi):
-        for k in range(nh):
-            ht = vanilla_unit(gx[j, k] + gh[j, k] + bx[k] + bh[k], relu)
-            h[j, k] = ht
-            y[j, offset + k] = ht
-
-
-@njit(cache=True, parallel=True)
-def _vanilla_fwd_par(gx, gh, bx, bh, h, y, offset, relu, rows, nchunks):
-    step = (rows + nchunks - 1) // nchunks
-    for ch in prange(nchunks):
-        _vanilla_fwd(gx, gh, bx, bh, h, y, offset, relu, ch * step, min(rows, (ch + 1) * step))
+    _step_backward(dh.size, M.GRU, dy, offset, dh, dh, gates, h_prev, h_prev, dgx, dgh, False,
+                   0, dh.shape[0])
 
 
 def rnn_vanilla_step(gx, gh, bx, bh, h, y, offset, relu):
     """One vanilla RNN step: h = act(gx + gh + biases), also written to y's columns."""
-    _launch_rows(_vanilla_fwd, _vanilla_fwd_par, h.shape[0], h.size, gx, gh, bx, bh, h, y,
-                 offset, bool(relu))
-
-
-@njit(cache=True)
-def _vanilla_bwd(dy, offset, dh, h, dg, relu, lo, hi):
-    nh = h.shape[1]
-    for j in range(lo, hi):
-        for k in range(nh):
-            dg[j, k] = vanilla_unit_grad(dh[j, k] + dy[j, offset + k], h[j, k], relu)
-
-
-@njit(cache=True, parallel=True)
-def _vanilla_bwd_par(dy, offset, dh, h, dg, relu, rows, nchunks):
-    step = (rows + nchunks - 1) // nchunks
-    for ch in prange(nchunks):
-        _vanilla_bwd(dy, offset, dh, h, dg, relu, ch * step, min(rows, (ch + 1) * step))
+    _step_forward(h.size, M.VANILLA, gx, gh, bx, bh, h, h, h, h, y, offset, bool(relu), 0,
+                  h.shape[0])
 
 
 def rnn_vanilla_step_backward(dy, offset, dh, h, dg, relu):
     """Pre-activation gradient dg of one vanilla step from dh (+ y's columns of dy)."""
-    _launch_rows(_vanilla_bwd, _vanilla_bwd_par, h.shape[0], h.size, dy, offset, dh, h, dg,
-                 bool(relu))
+    _step_backward(dh.size, M.VANILLA, dy, offset, dh, dh, h, h, h, dg, dg, bool(relu), 0,
+                   dh.shape[0])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,15 +1,20 @@
-"""CPU kernels of the sequence operators; the per-element math is ``kernels/scalar_sequence.py``.
+"""CPU kernels of the sequence operators: the per-element functions of
+``kernels/sequence_math.py`` compiled with ``njit`` (inlined: a call per element would cost more
+than the element), run over the elements with ``prange``.
 
 Every launcher takes the data as a 3-D view (see that module) and ``lengths`` (read only when
 ``use_lengths``); ``accumulate`` adds into the destination instead of overwriting it. The loops
 run over flat views, with the view's dims passed alongside.
 """
-from numba import prange
+from numba import njit, prange
 
-from ..scalar_sequence import flat_index, last_step, reversed_step, step_and_sequence, valid_length
+from .. import sequence_math as M
+from ..math_build import compiled
 from .jit import parallel_loop
 
 __all__ = ["sequence_mask", "sequence_reverse", "sequence_last", "sequence_last_backward"]
+
+K = compiled(M, njit(cache=True, inline="always"))
 
 
 def _flat(a):
@@ -18,50 +23,28 @@ def _flat(a):
 
 @parallel_loop(cost=1.0)
 def _mask(x, lengths, out, value, d0, d1, inner, use_lengths, batch_first, accumulate):
-    steps = d1 if batch_first else d0
     for n in prange(x.size):
-        t, b = step_and_sequence(n, d1, inner, batch_first)
-        v = x[n] if t < valid_length(lengths[b], steps, use_lengths) else value
-        if accumulate:
-            out[n] += v
-        else:
-            out[n] = v
+        K.mask_element(n, x, lengths, out, value, d0, d1, inner, use_lengths, batch_first,
+                      accumulate)
 
 
 @parallel_loop(cost=2.0)
 def _reverse(x, lengths, out, d0, d1, inner, use_lengths, batch_first, accumulate):
-    steps, batch = (d1, d0) if batch_first else (d0, d1)
     for n in prange(x.size):
-        t, b = step_and_sequence(n, d1, inner, batch_first)
-        src = flat_index(reversed_step(t, valid_length(lengths[b], steps, use_lengths)), b,
-                         n % inner, steps, batch, inner, batch_first)
-        if accumulate:
-            out[n] += x[src]
-        else:
-            out[n] = x[src]
+        K.reverse_element(n, x, lengths, out, d0, d1, inner, use_lengths, batch_first, accumulate)
 
 
 @parallel_loop(cost=2.0)
 def _last(x, lengths, out, d0, d1, inner, use_lengths, batch_first):
-    steps, batch = (d1, d0) if batch_first else (d0, d1)
     for n in prange(out.size):
-        b = n // inner
-        t = last_step(valid_length(lengths[b], steps, use_lengths))
-        out[n] = x[flat_index(t, b, n - b * inner, steps, batch, inner, batch_first)]
+        K.last_element(n, x, lengths, out, d0, d1, inner, use_lengths, batch_first)
 
 
 @parallel_loop(cost=1.0)
 def _last_backward(dy, lengths, dx, d0, d1, inner, use_lengths, batch_first, accumulate):
-    steps = d1 if batch_first else d0
     for n in prange(dx.size):
-        t, b = step_and_sequence(n, d1, inner, batch_first)
-        g = 0.0
-        if t == last_step(valid_length(lengths[b], steps, use_lengths)):
-            g = dy[b * inner + n % inner]
-        if accumulate:
-            dx[n] += g
-        else:
-            dx[n] = g
+        K.last_backward_element(n, dy, lengths, dx, d0, d1, inner, use_lengths, batch_first,
+                               accumulate)
 
 
 def sequence_mask(x, lengths, out, value, use_lengths, batch_first, accumulate=False):

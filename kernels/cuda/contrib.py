@@ -3,15 +3,7 @@ arguments as ``kernels/cpu/contrib.py``, grid-stride loops over ``kernels/scalar
 import numpy as np
 from numba import cuda
 
-from ..scalar_contrib import (
-    INT8_RANGE,
-    UINT8_RANGE,
-    is_close,
-    quadratic_slope,
-    quadratic_value,
-    quantize_value,
-    real_range,
-)
+from .. import scalar_contrib as S
 from .memory import fill, flat
 from .memory import launch_config as launch
 
@@ -22,7 +14,7 @@ __all__ = ["contrib_quadratic", "contrib_quadratic_backward", "contrib_quantize"
 @cuda.jit
 def _quadratic_k(x, out, a, b, c):
     for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
-        out[i] = quadratic_value(x[i], a, b, c)
+        out[i] = S.quadratic_value(x[i], a, b, c)
 
 
 def contrib_quadratic(x, out, a, b, c):
@@ -34,7 +26,7 @@ def contrib_quadratic(x, out, a, b, c):
 @cuda.jit
 def _quadratic_grad_k(x, g, dx, a, b, add):
     for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
-        v = g[i] * quadratic_slope(x[i], a, b)
+        v = g[i] * S.quadratic_slope(x[i], a, b)
         dx[i] = dx[i] + v if add else v
 
 
@@ -47,11 +39,11 @@ def contrib_quadratic_backward(x, g, dx, a, b, req):
 
 @cuda.jit
 def _quantize_k(x, lo, hi, out, out_lo, out_hi, signed):
-    r = real_range(lo[0], hi[0])
+    r = S.real_range(lo[0], hi[0])
     scale = (127.0 if signed else 255.0) / r
     start = cuda.grid(1)
     for i in range(start, x.shape[0], cuda.gridsize(1)):
-        out[i] = quantize_value(x[i], scale, signed)
+        out[i] = S.quantize_value(x[i], scale, signed)
     if start == 0:
         out_lo[0] = -r if signed else lo[0]
         out_hi[0] = r if signed else hi[0]
@@ -66,7 +58,7 @@ def contrib_quantize(x, lo, hi, out, out_lo, out_hi):
 
 @cuda.jit
 def _dequantize_k(q, lo, hi, out, signed):
-    step = real_range(lo[0], hi[0]) / (INT8_RANGE if signed else UINT8_RANGE)
+    step = S.real_range(lo[0], hi[0]) / (S.INT8_RANGE if signed else S.UINT8_RANGE)
     for i in range(cuda.grid(1), q.shape[0], cuda.gridsize(1)):
         out[i] = q[i] * step
 
@@ -81,7 +73,7 @@ def contrib_dequantize(q, lo, hi, out):
 @cuda.jit
 def _allclose_k(a, b, out, rtol, atol, equal_nan):
     for i in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
-        if not is_close(a[i], b[i], rtol, atol, equal_nan):
+        if not S.is_close(a[i], b[i], rtol, atol, equal_nan):
             out[0] = 0           # every thread that finds a pair apart writes the same 0
 
 

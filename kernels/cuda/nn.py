@@ -14,35 +14,14 @@ import math
 import numpy as np
 from numba import cuda, float32, float64
 
+from .. import nn_math as NM
+from .. import scalar_nn as S
 from ..cuda_support import simulator_enabled
-from ..scalar_nn import (
-    ACTIVATIONS,
-    LEAKY_TYPES,
-    REGRESSION_KINDS,
-    activation_slope,
-    activation_value,
-    broadcast_offset,
-    broadcast_strides,
-    clip_index,
-    leaky_slope,
-    leaky_value,
-    regression_diff,
-    row_length,
-    smooth_l1_slope,
-    smooth_l1_value,
-    softmax_grad_term,
-    softmax_grad_value,
-)
+from ..math_build import compiled
+from ..scalar_nn import ACTIVATIONS, LEAKY_TYPES, REGRESSION_KINDS
 from .memory import fill
 
-__all__ = ["ACTIVATIONS", "LEAKY_TYPES", "REGRESSION_KINDS",
-           "fc_forward", "fc_backward", "activation_forward", "activation_backward",
-           "leaky_relu_forward", "leaky_relu_backward", "prelu_forward", "prelu_backward",
-           "rrelu_forward", "rrelu_backward", "dropout_forward", "dropout_backward",
-           "embedding_forward", "embedding_backward", "softmax_forward", "softmax_backward",
-           "softmax_output_backward", "regression_backward", "count_label_equal",
-           "count_greater", "smooth_l1_forward", "smooth_l1_backward",
-           "softmax_ce_forward", "softmax_ce_backward"]
+__all__ = list(S.KERNEL_NAMES)
 
 # The simulator runs every thread as a Python thread: keep blocks small there.
 THREADS = 32 if simulator_enabled() else 256
@@ -170,13 +149,13 @@ def fc_backward(x, w, dy, dx, dw, db, req_x, req_w, req_b, scratch):
 @cuda.jit
 def _act_fwd_k(x, out, code):
     for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        out[i] = activation_value(x[i], code)
+        out[i] = S.activation_value(x[i], code)
 
 
 @cuda.jit
 def _act_bwd_k(x, y, dy, dx, code, accumulate):
     for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        g = dy[i] * activation_slope(x[i], y[i], code)
+        g = dy[i] * S.activation_slope(x[i], y[i], code)
         if accumulate:
             dx[i] += g
         else:
@@ -197,13 +176,13 @@ def activation_backward(x, y, dy, dx, act_type, accumulate=False):
 @cuda.jit
 def _leaky_fwd_k(x, out, code, slope):
     for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        out[i] = leaky_value(x[i], code, slope)
+        out[i] = S.leaky_value(x[i], code, slope)
 
 
 @cuda.jit
 def _leaky_bwd_k(x, y, dy, dx, code, slope, accumulate):
     for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        g = dy[i] * leaky_slope(x[i], y[i], code, slope)
+        g = dy[i] * S.leaky_slope(x[i], y[i], code, slope)
         if accumulate:
             dx[i] += g
         else:
@@ -339,7 +318,7 @@ def _dropout_fwd_k(x, u, shape, ustrides, keep, mask, out):
     scale = 1.0 / keep if keep > 0 else 0.0
     full = u.size == x.size
     for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        j = i if full else broadcast_offset(i, shape, ustrides)
+        j = i if full else S.broadcast_offset(i, shape, ustrides)
         m = scale if u[j] < keep else 0.0
         mask[i] = m
         out[i] = x[i] * m
@@ -353,7 +332,7 @@ def dropout_forward(x, u, p, mask, out):
     """
     xf = _flat(x)
     shape = tuple(int(d) for d in x.shape)
-    ustrides = broadcast_strides(shape, u.shape)
+    ustrides = S.broadcast_strides(shape, u.shape)
     _dropout_fwd_k[_grid(xf.size)](xf, _flat(_to_device(u)), shape, ustrides, 1.0 - float(p),
                                    _flat(mask), _flat(out))
 
@@ -372,7 +351,7 @@ def _emb_fwd_k(idx, weight, out):
     for t in range(cuda.grid(1), out.size, cuda.gridsize(1)):
         i = t // dim
         d = t % dim
-        out[i, d] = weight[clip_index(idx[i], weight.shape[0]), d]
+        out[i, d] = weight[S.clip_index(idx[i], weight.shape[0]), d]
 
 
 @cuda.jit
@@ -381,7 +360,7 @@ def _emb_bwd_k(idx, dy, dweight):
     for t in range(cuda.grid(1), dy.size, cuda.gridsize(1)):
         i = t // dim
         d = t % dim
-        cuda.atomic.add(dweight, (clip_index(idx[i], dweight.shape[0]), d), dy[i, d])
+        cuda.atomic.add(dweight, (S.clip_index(idx[i], dweight.shape[0]), d), dy[i, d])
 
 
 def embedding_forward(idx, weight, out):
@@ -420,17 +399,22 @@ def _block_reduce(part, value, use_max):
     return result
 
 
+@cuda.jit(device=True)
+def _softmax_row(a, r, length, has_length):
+    """Row r of an (outer, L, inner) view a: (outer index, inner index, the row's length)."""
+    inner = a.shape[2]
+    return r // inner, r % inner, S.row_length(length[r if has_length else 0], has_length,
+                                               a.shape[1])
+
+
 @cuda.jit
 def _softmax_rows_k(x, out, inv_t, use_log, length, has_length):
     part = cuda.shared.array(_SHARED, float64)
     tid = cuda.threadIdx.x
     nt = cuda.blockDim.x
     full = x.shape[1]
-    inner = x.shape[2]
-    for r in range(cuda.blockIdx.x, x.shape[0] * inner, cuda.gridDim.x):
-        o = r // inner
-        j = r % inner
-        n = row_length(length[r if has_length else 0], has_length, full)
+    for r in range(cuda.blockIdx.x, x.shape[0] * x.shape[2], cuda.gridDim.x):
+        o, j, n = _softmax_row(x, r, length, has_length)
         m = -math.inf
         for k in range(tid, n, nt):
             v = x[o, k, j] * inv_t
@@ -455,18 +439,14 @@ def _softmax_grad_rows_k(y, dy, dx, inv_t, use_log, accumulate, length, has_leng
     part = cuda.shared.array(_SHARED, float64)
     tid = cuda.threadIdx.x
     nt = cuda.blockDim.x
-    full = y.shape[1]
-    inner = y.shape[2]
-    for r in range(cuda.blockIdx.x, y.shape[0] * inner, cuda.gridDim.x):
-        o = r // inner
-        j = r % inner
-        n = row_length(length[r if has_length else 0], has_length, full)
+    for r in range(cuda.blockIdx.x, y.shape[0] * y.shape[2], cuda.gridDim.x):
+        o, j, n = _softmax_row(y, r, length, has_length)
         s = 0.0
         for k in range(tid, n, nt):
-            s += softmax_grad_term(dy[o, k, j], y[o, k, j], use_log)
+            s += S.softmax_grad_term(dy[o, k, j], y[o, k, j], use_log)
         s = _block_reduce(part, s, False)
-        for k in range(tid, full, nt):
-            g = 0.0 if k >= n else softmax_grad_value(dy[o, k, j], y[o, k, j], s, inv_t, use_log)
+        for k in range(tid, y.shape[1], nt):
+            g = 0.0 if k >= n else S.softmax_grad_value(dy[o, k, j], y[o, k, j], s, inv_t, use_log)
             if accumulate:
                 dx[o, k, j] += g
             else:
@@ -539,7 +519,7 @@ def softmax_output_backward(prob, label, ograd, grad, ignore_label, use_ignore, 
 @cuda.jit
 def _reg_bwd_k(out, label, ograd, grad, kind, scale, use_ograd, accumulate):
     for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-        g = regression_diff(out[i], label[i], kind) * scale
+        g = S.regression_diff(out[i], label[i], kind) * scale
         if use_ograd:
             g *= ograd[i]
         if accumulate:
@@ -590,13 +570,13 @@ def count_greater(x, thresh):
 @cuda.jit
 def _sl1_fwd_k(x, out, sigma2):
     for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        out[i] = smooth_l1_value(x[i], sigma2)
+        out[i] = S.smooth_l1_value(x[i], sigma2)
 
 
 @cuda.jit
 def _sl1_bwd_k(x, dy, dx, sigma2, accumulate):
     for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        g = dy[i] * smooth_l1_slope(x[i], sigma2)
+        g = dy[i] * S.smooth_l1_slope(x[i], sigma2)
         if accumulate:
             dx[i] += g
         else:
@@ -613,16 +593,7 @@ def smooth_l1_backward(x, dy, dx, sigma, accumulate=False):
     _sl1_bwd_k[_grid(xf.size)](xf, _flat(dy), _flat(dx), float(sigma) ** 2, accumulate)
 
 
-@cuda.jit(device=True)
-def _row_logsumexp(x, r):
-    m = -math.inf
-    for c in range(x.shape[1]):
-        if x[r, c] > m:
-            m = x[r, c]
-    s = 0.0
-    for c in range(x.shape[1]):
-        s += math.exp(x[r, c] - m)
-    return m, s
+K = compiled(NM, cuda.jit(device=True))
 
 
 @cuda.jit
@@ -632,8 +603,7 @@ def _softmax_ce_fwd_k(x, label, out):
     tid = cuda.threadIdx.x
     total = 0.0
     for r in range(tid, x.shape[0], cuda.blockDim.x):
-        m, s = _row_logsumexp(x, r)
-        total += m + math.log(s) - x[r, clip_index(label[r], x.shape[1])]
+        total += K.softmax_ce_row_loss(x, label, r, x.shape[1])
     total = _block_reduce(part, total, False)
     if tid == 0:
         out[0] = total
@@ -641,19 +611,8 @@ def _softmax_ce_fwd_k(x, label, out):
 
 @cuda.jit
 def _softmax_ce_bwd_k(x, label, ograd, dx, accumulate):
-    head = ograd[0]
     for r in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
-        m, s = _row_logsumexp(x, r)
-        k = clip_index(label[r], x.shape[1])
-        for c in range(x.shape[1]):
-            g = math.exp(x[r, c] - m) / s
-            if c == k:
-                g -= 1.0
-            g *= head
-            if accumulate:
-                dx[r, c] += g
-            else:
-                dx[r, c] = g
+        K.softmax_ce_row_grad(x, label, dx, r, x.shape[1], ograd[0], accumulate)
 
 
 def softmax_ce_forward(x, label, out):

@@ -3,18 +3,22 @@ signatures (the operator drives the loops and never branches on the device).
 
 Matrix products use the tiled shared-memory GEMM of ``kernels/cuda/nn.py`` (transpose flags,
 so no transposed copies); the gate math of one step is a grid-stride kernel over the
-(batch, hidden) units calling the same per-unit ``@njit`` functions as the CPU half
-(``kernels/scalar_rnn.py``). ``reverse_axes`` maps every output element to its mirrored source.
+(batch, hidden) units calling the same per-unit functions as the CPU half
+(``kernels/rnn_math.py``, compiled here as device functions). ``reverse_axes`` maps every
+output element to its mirrored source.
 """
 from numba import cuda
 
-from ..scalar_rnn import gru_unit, gru_unit_grad, lstm_unit, lstm_unit_grad, vanilla_unit, vanilla_unit_grad
+from .. import rnn_math as M
+from ..math_build import compiled
 from .memory import flat, launch_config
 from .nn import _column_sums_k, _gemm
 
 __all__ = ["rnn_gemm", "rnn_column_sum", "rnn_lstm_step", "rnn_lstm_step_backward",
            "rnn_gru_step", "rnn_gru_step_backward", "rnn_vanilla_step",
            "rnn_vanilla_step_backward", "reverse_axes"]
+
+K = compiled(M, cuda.jit(device=True))
 
 
 def rnn_gemm(a, b, out, trans_a=False, trans_b=False, accumulate=False, scratch=None):
@@ -29,129 +33,65 @@ def rnn_column_sum(src, dst):
 
 
 # ---------------------------------------------------------------------------------------------
-# LSTM
+# one time step of gate math: one kernel per direction for the three cell kinds (M.LSTM, M.GRU,
+# M.VANILLA); an array a kind does not use is another 2-D array of the step, never touched
 # ---------------------------------------------------------------------------------------------
 @cuda.jit
-def _lstm_fwd_k(gx, gh, bx, bh, c_prev, gates, c, h, y, offset):
-    nh = c.shape[1]
-    for u in range(cuda.grid(1), c.shape[0] * nh, cuda.gridsize(1)):
+def _step_forward_k(cell, gx, gh, bx, bh, prev, gates, c, h, y, offset, relu):
+    nh = h.shape[1]
+    for u in range(cuda.grid(1), h.shape[0] * nh, cuda.gridsize(1)):
         j = u // nh
         k = u % nh
-        i, f, g, o, ct, ht = lstm_unit(
-            gx[j, k] + gh[j, k] + bx[k] + bh[k],
-            gx[j, nh + k] + gh[j, nh + k] + bx[nh + k] + bh[nh + k],
-            gx[j, 2 * nh + k] + gh[j, 2 * nh + k] + bx[2 * nh + k] + bh[2 * nh + k],
-            gx[j, 3 * nh + k] + gh[j, 3 * nh + k] + bx[3 * nh + k] + bh[3 * nh + k],
-            c_prev[j, k])
-        gates[j, k] = i
-        gates[j, nh + k] = f
-        gates[j, 2 * nh + k] = g
-        gates[j, 3 * nh + k] = o
-        c[j, k] = ct
-        h[j, k] = ht
-        y[j, offset + k] = ht
+        if cell == M.LSTM:
+            K.lstm_forward_unit(j, k, nh, gx, gh, bx, bh, prev, gates, c, h, y, offset)
+        elif cell == M.GRU:
+            K.gru_forward_unit(j, k, nh, gx, gh, bx, bh, prev, gates, h, y, offset)
+        else:
+            K.vanilla_forward_unit(j, k, gx, gh, bx, bh, h, y, offset, relu)
+
+
+@cuda.jit
+def _step_backward_k(cell, dy, offset, dh, dc, gates, state, prev, dg, dgh, relu):
+    nh = dh.shape[1]
+    for u in range(cuda.grid(1), dh.shape[0] * nh, cuda.gridsize(1)):
+        j = u // nh
+        k = u % nh
+        if cell == M.LSTM:
+            K.lstm_backward_unit(j, k, nh, dy, offset, dh, dc, gates, state, prev, dg)
+        elif cell == M.GRU:
+            K.gru_backward_unit(j, k, nh, dy, offset, dh, gates, prev, dg, dgh)
+        else:
+            K.vanilla_backward_unit(j, k, dy, offset, dh, state, dg, relu)
 
 
 def rnn_lstm_step(gx, gh, bx, bh, c_prev, gates, c, h, y, offset):
-    _lstm_fwd_k[launch_config(c.size)](gx, gh, bx, bh, c_prev, gates, c, h, y, offset)
-
-
-@cuda.jit
-def _lstm_bwd_k(dy, offset, dh, dc, gates, c, c_prev, dg):
-    nh = c.shape[1]
-    for u in range(cuda.grid(1), c.shape[0] * nh, cuda.gridsize(1)):
-        j = u // nh
-        k = u % nh
-        dai, daf, dag, dao, dcp = lstm_unit_grad(
-            dh[j, k] + dy[j, offset + k], dc[j, k], gates[j, k], gates[j, nh + k],
-            gates[j, 2 * nh + k], gates[j, 3 * nh + k], c[j, k], c_prev[j, k])
-        dg[j, k] = dai
-        dg[j, nh + k] = daf
-        dg[j, 2 * nh + k] = dag
-        dg[j, 3 * nh + k] = dao
-        dc[j, k] = dcp
+    _step_forward_k[launch_config(h.size)](M.LSTM, gx, gh, bx, bh, c_prev, gates, c, h, y,
+                                           offset, False)
 
 
 def rnn_lstm_step_backward(dy, offset, dh, dc, gates, c, c_prev, dg):
-    _lstm_bwd_k[launch_config(c.size)](dy, offset, dh, dc, gates, c, c_prev, dg)
-
-
-# ---------------------------------------------------------------------------------------------
-# GRU
-# ---------------------------------------------------------------------------------------------
-@cuda.jit
-def _gru_fwd_k(gx, gh, bx, bh, h_prev, gates, h, y, offset):
-    nh = h.shape[1]
-    for u in range(cuda.grid(1), h.shape[0] * nh, cuda.gridsize(1)):
-        j = u // nh
-        k = u % nh
-        hn = gh[j, 2 * nh + k] + bh[2 * nh + k]
-        r, z, n, ht = gru_unit(gx[j, k] + gh[j, k] + bx[k] + bh[k],
-                               gx[j, nh + k] + gh[j, nh + k] + bx[nh + k] + bh[nh + k],
-                               gx[j, 2 * nh + k] + bx[2 * nh + k], hn, h_prev[j, k])
-        gates[j, k] = r
-        gates[j, nh + k] = z
-        gates[j, 2 * nh + k] = n
-        gates[j, 3 * nh + k] = hn
-        h[j, k] = ht
-        y[j, offset + k] = ht
+    _step_backward_k[launch_config(dh.size)](M.LSTM, dy, offset, dh, dc, gates, c, c_prev, dg,
+                                             dg, False)
 
 
 def rnn_gru_step(gx, gh, bx, bh, h_prev, gates, h, y, offset):
-    _gru_fwd_k[launch_config(h.size)](gx, gh, bx, bh, h_prev, gates, h, y, offset)
-
-
-@cuda.jit
-def _gru_bwd_k(dy, offset, dh, gates, h_prev, dgx, dgh):
-    nh = h_prev.shape[1]
-    for u in range(cuda.grid(1), h_prev.shape[0] * nh, cuda.gridsize(1)):
-        j = u // nh
-        k = u % nh
-        dar, daz, dxn, dhn, dhp = gru_unit_grad(
-            dh[j, k] + dy[j, offset + k], gates[j, k], gates[j, nh + k],
-            gates[j, 2 * nh + k], gates[j, 3 * nh + k], h_prev[j, k])
-        dgx[j, k] = dar
-        dgx[j, nh + k] = daz
-        dgx[j, 2 * nh + k] = dxn
-        dgh[j, k] = dar
-        dgh[j, nh + k] = daz
-        dgh[j, 2 * nh + k] = dhn
-        dh[j, k] = dhp
+    _step_forward_k[launch_config(h.size)](M.GRU, gx, gh, bx, bh, h_prev, gates, h, h, y,
+                                           offset, False)
 
 
 def rnn_gru_step_backward(dy, offset, dh, gates, h_prev, dgx, dgh):
-    _gru_bwd_k[launch_config(h_prev.size)](dy, offset, dh, gates, h_prev, dgx, dgh)
-
-
-# ---------------------------------------------------------------------------------------------
-# vanilla RNN (tanh / relu)
-# ---------------------------------------------------------------------------------------------
-@cuda.jit
-def _vanilla_fwd_k(gx, gh, bx, bh, h, y, offset, relu):
-    nh = h.shape[1]
-    for u in range(cuda.grid(1), h.shape[0] * nh, cuda.gridsize(1)):
-        j = u // nh
-        k = u % nh
-        ht = vanilla_unit(gx[j, k] + gh[j, k] + bx[k] + bh[k], relu)
-        h[j, k] = ht
-        y[j, offset + k] = ht
+    _step_backward_k[launch_config(dh.size)](M.GRU, dy, offset, dh, dh, gates, h_prev, h_prev,
+                                             dgx, dgh, False)
 
 
 def rnn_vanilla_step(gx, gh, bx, bh, h, y, offset, relu):
-    _vanilla_fwd_k[launch_config(h.size)](gx, gh, bx, bh, h, y, offset, bool(relu))
-
-
-@cuda.jit
-def _vanilla_bwd_k(dy, offset, dh, h, dg, relu):
-    nh = h.shape[1]
-    for u in range(cuda.grid(1), h.shape[0] * nh, cuda.gridsize(1)):
-        j = u // nh
-        k = u % nh
-        dg[j, k] = vanilla_unit_grad(dh[j, k] + dy[j, offset + k], h[j, k], relu)
+    _step_forward_k[launch_config(h.size)](M.VANILLA, gx, gh, bx, bh, h, h, h, h, y, offset,
+                                           bool(relu))
 
 
 def rnn_vanilla_step_backward(dy, offset, dh, h, dg, relu):
-    _vanilla_bwd_k[launch_config(h.size)](dy, offset, dh, h, dg, bool(relu))
+    _step_backward_k[launch_config(dh.size)](M.VANILLA, dy, offset, dh, dh, h, h, h, dg, dg,
+                                             bool(relu))
 
 
 # ---------------------------------------------------------------------------------------------

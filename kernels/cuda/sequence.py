@@ -1,61 +1,41 @@
 """CUDA kernels of the sequence operators: the same functions and signatures as
-``kernels/cpu/sequence.py``, grid-stride loops calling ``kernels/scalar_sequence.py``."""
+``kernels/cpu/sequence.py``, grid-stride loops calling the per-element functions of
+``kernels/sequence_math.py`` as device functions."""
 from numba import cuda
 
-from ..scalar_sequence import flat_index, last_step, reversed_step, step_and_sequence, valid_length
+from .. import sequence_math as M
+from ..math_build import compiled
 from .memory import flat, launch_config
 
 __all__ = ["sequence_mask", "sequence_reverse", "sequence_last", "sequence_last_backward"]
 
+K = compiled(M, cuda.jit(device=True))
+
 
 @cuda.jit
 def _mask_k(x, lengths, out, value, d0, d1, inner, use_lengths, batch_first, accumulate):
-    steps = d1 if batch_first else d0
     for n in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        t, b = step_and_sequence(n, d1, inner, batch_first)
-        v = x[n] if t < valid_length(lengths[b], steps, use_lengths) else value
-        if accumulate:
-            out[n] += v
-        else:
-            out[n] = v
+        K.mask_element(n, x, lengths, out, value, d0, d1, inner, use_lengths, batch_first,
+                      accumulate)
 
 
 @cuda.jit
 def _reverse_k(x, lengths, out, d0, d1, inner, use_lengths, batch_first, accumulate):
-    steps = d1 if batch_first else d0
-    batch = d0 if batch_first else d1
     for n in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        t, b = step_and_sequence(n, d1, inner, batch_first)
-        src = flat_index(reversed_step(t, valid_length(lengths[b], steps, use_lengths)), b,
-                         n % inner, steps, batch, inner, batch_first)
-        if accumulate:
-            out[n] += x[src]
-        else:
-            out[n] = x[src]
+        K.reverse_element(n, x, lengths, out, d0, d1, inner, use_lengths, batch_first, accumulate)
 
 
 @cuda.jit
 def _last_k(x, lengths, out, d0, d1, inner, use_lengths, batch_first):
-    steps = d1 if batch_first else d0
-    batch = d0 if batch_first else d1
     for n in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-        b = n // inner
-        t = last_step(valid_length(lengths[b], steps, use_lengths))
-        out[n] = x[flat_index(t, b, n - b * inner, steps, batch, inner, batch_first)]
+        K.last_element(n, x, lengths, out, d0, d1, inner, use_lengths, batch_first)
 
 
 @cuda.jit
 def _last_backward_k(dy, lengths, dx, d0, d1, inner, use_lengths, batch_first, accumulate):
-    steps = d1 if batch_first else d0
     for n in range(cuda.grid(1), dx.size, cuda.gridsize(1)):
-        t, b = step_and_sequence(n, d1, inner, batch_first)
-        g = 0.0
-        if t == last_step(valid_length(lengths[b], steps, use_lengths)):
-            g = dy[b * inner + n % inner]
-        if accumulate:
-            dx[n] += g
-        else:
-            dx[n] = g
+        K.last_backward_element(n, dy, lengths, dx, d0, d1, inner, use_lengths, batch_first,
+                               accumulate)
 
 
 def sequence_mask(x, lengths, out, value, use_lengths, batch_first, accumulate=False):
