@@ -41,6 +41,7 @@ from ..scalar_nn import (
     softmax_grad_term,
     softmax_grad_value,
 )
+from .blas import gemm_accumulate
 from .fused import add_row_bias
 from .jit import task_count
 
@@ -87,6 +88,8 @@ def _launch_rows(serial, parallel, rows, work, *args):
 def _matmul_into(a, b, out, accumulate, scratch, key):
     if not accumulate:
         np.matmul(a, b, out=out)
+        return
+    if gemm_accumulate(a, b, out):      # one pass: the GEMM adds into out itself
         return
     buf = scratch.get(key)
     if buf is None or buf.shape != out.shape or buf.dtype != out.dtype:
