@@ -18,6 +18,8 @@ the same machine load (medians over repeats, the load average printed):
   four buckets, after the first pass (tokens per second are batch x bucket / time).
 
 ``--profile`` prints lightmod's cProfile of the steady state (functions by own time).
+
+The time of ``import`` is printed apart (``import s``): it is not part of the first pass.
 """
 import argparse
 import json
@@ -77,10 +79,12 @@ def sync(mod):
 
 
 def run_worker(backend, batch, cycles, profile):
+    t0 = time.perf_counter()
     if backend == "mxnet":
         import mxnet as mx
     else:
         import lightmod as mx
+    import_s = time.perf_counter() - t0
     batches = make_batches(mx, batch)
     t0, c0 = time.perf_counter(), time.process_time()
     mod = make_module(mx, batch)
@@ -103,7 +107,8 @@ def run_worker(backend, batch, cycles, profile):
     sync(mod)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     tokens = batch * sum(BUCKETS) * cycles
-    result = {"backend": backend, "first_pass_s": first_pass, "first_pass_cpu_s": first_pass_cpu,
+    result = {"backend": backend, "import_s": import_s, "first_pass_s": first_pass,
+              "first_pass_cpu_s": first_pass_cpu,
               "ms_per_step": 1e3 * wall / len(order), "cpu_ms_per_step": 1e3 * cpu / len(order),
               "tokens_per_s": tokens / wall}
     if profile and backend == "lightmod":
@@ -172,12 +177,14 @@ def main():
                                                    "/".join(map(str, BUCKETS)), args.batch,
                                                    args.cycles, args.repeats, load_before,
                                                    load_after))
-    print("%-10s %13s %13s %12s %14s %14s" % ("backend", "first pass s", "(cpu s)", "ms/step",
-                                              "cpu ms/step", "tokens/s"))
+    print("%-10s %9s %13s %13s %12s %14s %14s" % ("backend", "import s", "first pass s",
+                                                   "(cpu s)", "ms/step", "cpu ms/step",
+                                                   "tokens/s"))
     for backend, rs in runs.items():
         if rs:
-            print("%-10s %13.3f %13.3f %12.2f %14.2f %14.0f" % (
-                backend, statistics.median(r["first_pass_s"] for r in rs),
+            print("%-10s %9.3f %13.3f %13.3f %12.2f %14.2f %14.0f" % (
+                backend, statistics.median(r["import_s"] for r in rs),
+                statistics.median(r["first_pass_s"] for r in rs),
                 statistics.median(r["first_pass_cpu_s"] for r in rs),
                 statistics.median(r["ms_per_step"] for r in rs),
                 statistics.median(r["cpu_ms_per_step"] for r in rs),

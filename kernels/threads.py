@@ -81,8 +81,14 @@ _BLAS_GET = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_thread
 # BLAS
 # ---------------------------------------------------------------------------------------------
 def _blas_candidates():
-    """Paths of the OpenBLAS library numpy loaded (Linux maps first, then the wheel folders)."""
+    """Paths of the OpenBLAS library numpy loaded: the ones bundled in numpy's wheel folders
+    first (scipy, which numba imports, maps its own OpenBLAS with its own thread pool), then
+    the others Linux shows mapped."""
+    import numpy
+    root = os.path.dirname(os.path.dirname(numpy.__file__))
     paths = []
+    for folder in (os.path.join(root, "numpy.libs"), os.path.join(root, "numpy", ".dylibs")):
+        paths += sorted(glob.glob(os.path.join(folder, "*openblas*")))
     try:
         with open("/proc/self/maps") as maps:
             for line in maps:
@@ -91,10 +97,6 @@ def _blas_candidates():
                     paths.append(path)
     except OSError:
         pass
-    import numpy
-    root = os.path.dirname(os.path.dirname(numpy.__file__))
-    for folder in (os.path.join(root, "numpy.libs"), os.path.join(root, "numpy", ".dylibs")):
-        paths += sorted(glob.glob(os.path.join(folder, "*openblas*")))
     return paths
 
 

@@ -231,8 +231,54 @@ def simple_bind(symbol, ctx, grad_req="write", type_dict=None, stype_dict=None,
             aux_arrays.append(_zeros(entry_shapes[eid], entry_types[eid], node_ctx[nid]))
     exe = Executor(symbol, ctx, grad_req, group2ctx)
     exe._setup(g, node_ctx, entry_shapes, entry_types, arg_arrays, grad_arrays, reqs,
-               aux_arrays)
+               aux_arrays, base_pool=None if shared_exec is None else
+               _SharedMemory(shared_exec._pool))
     return exe
+
+
+class _SharedMemory:
+    """The internal buffers of a shared executor, offered to a new executor of another graph
+    (a BucketingModule's other buckets bind with the default bucket's executor), as MXNet's
+    shared memory pool: each buffer the new plan asks for takes the smallest host buffer left
+    that is large enough, so the executors of every bucket use the memory of the largest one
+    and binding a bucket allocates (and zeroes) little. Buffers are grouped by the memory
+    they view, so no two buffers of the new executor overlap; device buffers are not shared.
+    The executors then overwrite each other's intermediate values, which only the one that
+    last ran reads (MXNet's buckets do the same)."""
+
+    def __init__(self, pool, free=None):
+        self._pool = pool
+        if free is None:
+            largest = {}
+            for arr in pool.values():
+                data = arr._data
+                if not isinstance(data, np.ndarray) or arr.stype != "default":
+                    continue
+                root = data
+                while isinstance(root.base, np.ndarray):
+                    root = root.base
+                if root.size and root.flags.c_contiguous and (id(root) not in largest
+                                  or largest[id(root)][0].size < root.size):
+                    largest[id(root)] = (root, arr.context)
+            free = sorted(largest.values(), key=lambda item: item[0].nbytes)
+        self._free = list(free)
+
+    def fresh(self):
+        """The same offer, nothing taken yet (a plan that starts over)."""
+        return _SharedMemory(self._pool, self._free)
+
+    def take(self, shape, dtype, ctx):
+        """An NDArray of ``shape`` and ``dtype`` viewing the smallest buffer left that holds
+        it, or None."""
+        if ctx.device_typeid == 2:
+            return None
+        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        for i, (root, rctx) in enumerate(self._free):
+            if root.nbytes >= nbytes and rctx == ctx and nbytes:
+                del self._free[i]
+                flat = root.reshape(-1).view(np.uint8)[:nbytes].view(dtype)
+                return NDArray(flat.reshape(shape), ctx)
+        return None
 
 
 def _row_sparse_grad_args(g):
@@ -485,7 +531,10 @@ class Executor:
     def _buffer(self, key, shape, dtype, ctx, base_pool, stype="default"):
         """An internal buffer: a view into the base executor's buffer under the same key when
         that one is large enough (reshape shares memory), else a fresh zero array."""
-        arr = base_pool.get(key) if base_pool else None
+        if isinstance(base_pool, _SharedMemory):
+            arr = base_pool.take(shape, dtype, ctx)
+        else:
+            arr = base_pool.get(key) if base_pool else None
         if _fits(arr, shape, dtype, ctx):
             out = _view(arr, shape) if arr.shape != tuple(shape) else arr
             out = out if out.stype == stype else NDArray(out._data, ctx, stype)
@@ -502,12 +551,12 @@ class Executor:
         total = self._total_exec_bytes
         try:
             self._plan(g, node_ctx, shapes, types, arg_arrays, grad_arrays, reqs, aux_arrays,
-                       base_pool)
+                       base_pool.fresh() if isinstance(base_pool, _SharedMemory) else base_pool)
         except fusion.NotFusible:
             self._unfused = True
             self._total_exec_bytes = total
             self._plan(g, node_ctx, shapes, types, arg_arrays, grad_arrays, reqs, aux_arrays,
-                       base_pool)
+                       base_pool.fresh() if isinstance(base_pool, _SharedMemory) else base_pool)
 
     def _plan(self, g, node_ctx, shapes, types, arg_arrays, grad_arrays, reqs, aux_arrays,
               base_pool):

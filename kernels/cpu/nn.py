@@ -26,6 +26,7 @@ from .. import scalar_nn as S
 from .. import threads as _threads
 from ..math_build import compiled
 from ..scalar_nn import ACTIVATIONS, LEAKY_TYPES, REGRESSION_KINDS
+from .blas import gemm_accumulate
 from .fused import add_row_bias
 from .jit import task_count
 
@@ -65,6 +66,8 @@ def _launch_rows(serial, parallel, rows, work, *args):
 def _matmul_into(a, b, out, accumulate, scratch, key):
     if not accumulate:
         np.matmul(a, b, out=out)
+        return
+    if gemm_accumulate(a, b, out):      # one pass: the GEMM adds into out itself
         return
     buf = scratch.get(key)
     if buf is None or buf.shape != out.shape or buf.dtype != out.dtype:
