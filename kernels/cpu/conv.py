@@ -25,7 +25,8 @@ from .jit import task_count
 
 __all__ = ["conv_gemm", "im2col",
            "col2im", "rows_to_batch", "batch_to_rows", "channel_sum", "add_channel_bias",
-           "transpose_planes", "im2row", "row2im", "rows_to_nchw", "affine_act_rows", "bn_fold"]
+           "transpose_planes", "im2row", "row2im", "rows_to_nchw", "affine_act_rows", "bn_fold",
+           "channel_last_pool"]
 
 _DUMMIES = {}
 
@@ -616,3 +617,54 @@ def bn_fold(gamma, beta, mean, var, bias, scale, shift, eps, fix_gamma):
     has_bias = bias is not None
     _bn_fold(gamma, beta, mean, var, bias.reshape(-1) if has_bias else _dummy(scale.dtype),
              scale, shift, float(eps), bool(fix_gamma), has_bias)
+
+
+# ---------------------------------------------------------------------------------------------
+# Global pooling of channel-last data (the inference plan keeps a convolution's output in the
+# row layout (n, O, C) when only convolutions, element-wise operators and a global pooling
+# read it; the pooling then reduces along O with the channels as the contiguous axis).
+# ---------------------------------------------------------------------------------------------
+POOL_LAST_MAX, POOL_LAST_AVG, POOL_LAST_SUM = 0, 1, 2
+
+
+@njit(cache=True)
+def _channel_last_pool(src, out, dims, kind, n0, n1):
+    _, O, C = dims
+    C_ = uint64(C)
+    for n in range(n0, n1):
+        dst = uint64(n * C)
+        base = uint64(n * O * C)
+        copy_run(out, dst, src, base, C)
+        for o in range(1, O):
+            s = base + uint64(o) * C_
+            if kind == POOL_LAST_MAX:
+                for c in range(C_):
+                    v = src[s + c]
+                    if v > out[dst + c]:
+                        out[dst + c] = v
+            else:
+                add_run(out, dst, src, s, C)
+        if kind == POOL_LAST_AVG:
+            scale = out.dtype.type(1.0 / O)
+            for c in range(C_):
+                out[dst + c] *= scale
+
+
+@njit(cache=True, parallel=True)
+def _channel_last_pool_parallel(src, out, dims, kind, parts):
+    nb = dims[0]
+    for i in prange(parts):
+        _channel_last_pool(src, out, dims, kind, i * nb // parts, (i + 1) * nb // parts)
+
+
+def channel_last_pool(src, out, pool_type):
+    """out (n, C) = the max / avg / sum of channel-last src (n, O, C) over its O positions
+    (global pooling; pool_type 'max', 'avg' or 'sum')."""
+    kind = {"max": POOL_LAST_MAX, "avg": POOL_LAST_AVG, "sum": POOL_LAST_SUM}[pool_type]
+    nb = src.shape[0]
+    args = (src.reshape(-1), out.reshape(-1), src.shape, kind)
+    parts = task_count(src.size, nb)
+    if parts > 1:
+        _channel_last_pool_parallel(*args, parts)
+    else:
+        _channel_last_pool(*args, 0, nb)
