@@ -29,10 +29,8 @@ ROW_BUDGET = 1 << 19
 # Fewer input channels than this: the column layout (a patch row would be runs of a few
 # elements, measured 5-10x slower to build than the column matrix's image-row runs).
 ROW_MIN_CHANNELS = 8
-# Patch-row elements per chunk of a channel-last call (4 MB in float32). Each chunk is a few
-# parallel regions (patches, product, epilogue) whose hand-overs between numba's and BLAS's
-# threads cost the most on a busy machine, so fewer chunks than the row layout's; measured on
-# the ResNet block (32 channels, 32x32, one thread): 10.1 ms per batch of 32 at chunks of 4
+# Patch-row elements per chunk of a channel-last output (4 MB in float32), per thread; measured
+# on the ResNet block (32 channels, 32x32, one thread): 10.1 ms per batch of 32 at chunks of 4
 # images, 12.7 ms at 1 image, 13.1 ms at 11 images (the patches leave the caches).
 LAST_BUDGET = 1 << 20
 
@@ -311,13 +309,9 @@ class Convolution(_ConvBase):
         by_rows = groups == 1 and c >= ROW_MIN_CHANNELS
         budget = ROW_BUDGET if by_rows else COL_BUDGET
         chunk = max(1, min(n, budget // max(1, rows * osize)))
-        # channel-last calls (the inference plan's, see forward_epilogue) take larger chunks of
-        # equal size
-        parts = -(-n * rows * osize // LAST_BUDGET)
-        last_chunk = max(1, -(-n // max(1, parts)))
         plan = _Plan(xshape=tuple(xshape), n=n, c=c, f=f, groups=groups, cg=c // groups,
                      fg=f // groups, ck=(c // groups) * ksize, rows=rows, osize=osize,
-                     ksize=ksize, isize=_prod(xshape[2:]), chunk=chunk, last_chunk=last_chunk,
+                     ksize=ksize, isize=_prod(xshape[2:]), chunk=chunk,
                      x5=shape5(xshape),
                      by_rows=by_rows,
                      g=geometry3(p.kernel, p._stride, p._pad, p._dilate, out_sp))
@@ -380,32 +374,29 @@ class Convolution(_ConvBase):
             # keeps its column matrix): the executor never changes an input between the two
             state["x_last_ready"] = True
         wt = self._channel_last(k, state, "w_last", w, pl.c, pl.f).reshape(pl.f, pl.rows)
-        # channel-last calls keep scratch of their own: the training forward and backward
-        # size theirs by the smaller chunk
-        chunk, tag = (pl.last_chunk, "_last") if x_last or y_last else (pl.chunk, "")
-        rows_flat = scratch(k, state, "rows" + tag, (pl.rows * chunk * pl.osize,), x.dtype)
         if y_last:
-            # the product's rows (n*O, F) are the channel-last output itself; the epilogue
-            # runs in place on each chunk while it is still in the caches
-            y_rows = y.reshape(pl.n * pl.osize, pl.f)
-            epilogue = scale is not None or shift is not None or act >= 0
-        else:
-            y3 = y.reshape(pl.n, pl.f, pl.osize)
-            res_flat = scratch(k, state, "res" + tag, (pl.f * chunk * pl.osize,), x.dtype)
-        for n0 in range(0, pl.n, chunk):
-            m = min(chunk, pl.n - n0)
+            # the product's rows (n*O, F) are the channel-last output itself: one call splits
+            # the images between threads (see kernels/cpu/conv.py), each multiplying chunks of
+            # equal size with the epilogue applied in place while a chunk is in the caches
+            image = pl.rows * pl.osize
+            parts = k.conv_rows_workers(pl.n, pl.n * image)
+            per_part = -(-pl.n // parts)
+            chunk = -(-per_part // -(-per_part * image // LAST_BUDGET))
+            rows = scratch(k, state, "rows_last", (parts, chunk * pl.osize, pl.rows), x.dtype)
+            k.conv_rows_last(xt, wt, y.reshape(pl.n * pl.osize, pl.f), rows, pl.x5, pl.g, chunk,
+                             scale, shift, act)
+            return
+        y3 = y.reshape(pl.n, pl.f, pl.osize)
+        rows_flat = scratch(k, state, "rows", (pl.rows * pl.chunk * pl.osize,), x.dtype)
+        res_flat = scratch(k, state, "res", (pl.f * pl.chunk * pl.osize,), x.dtype)
+        for n0 in range(0, pl.n, pl.chunk):
+            m = min(pl.chunk, pl.n - n0)
             height = m * pl.osize
             rows = rows_flat[:height * pl.rows].reshape(height, pl.rows)
+            res = res_flat[:height * pl.f].reshape(height, pl.f)
             k.im2row(xt[n0:n0 + m], rows, (m,) + pl.x5[1:], pl.g)
-            if y_last:
-                res = y_rows[n0 * pl.osize:n0 * pl.osize + height]
-                k.conv_gemm(rows, wt, res, trans_b=True)
-                if epilogue:
-                    k.affine_act_rows(res, scale, shift, act)
-            else:
-                res = res_flat[:height * pl.f].reshape(height, pl.f)
-                k.conv_gemm(rows, wt, res, trans_b=True)
-                k.rows_to_nchw(res, y3[n0:n0 + m], scale, shift, act)
+            k.conv_gemm(rows, wt, res, trans_b=True)
+            k.rows_to_nchw(res, y3[n0:n0 + m], scale, shift, act)
 
     def _forward_cols(self, k, pl, x, w, scale, shift, act, y, state):
         x5 = x.reshape(pl.x5)
