@@ -14,6 +14,12 @@ buffer. For inference a shorter walk gives the same outputs:
 * **Epilogues.** The bias, the folded BatchNorm and a following Activation (its only
   consumer) are applied in the convolution's output pass (``Convolution.forward_epilogue``)
   or in one pass over a fully connected layer's product.
+* **Channel-last between convolutions (CPU).** The row-layout convolution works on
+  channel-last data, ``(N, *spatial, C)``. An intermediate result that only convolutions,
+  same-shape element-wise operators (the residual add, an activation) and a global pooling
+  read stays in that layout, in its own buffer: the convolutions then skip the transposes
+  in and out of it, the element-wise steps do not care, and the global pooling reduces it
+  with the channels contiguous (``channel_last_pool``).
 * Dropout keeps its own step, which in inference is a copy (the operator decides what
   inference means for it; a plan that skipped it would hide a Dropout that dropped anyway).
 
@@ -60,15 +66,31 @@ class _Copy:
         self.transfer(self.dst, self.kernels, self.src, GradReq.WRITE)
 
 
+class _GlobalPoolLast:
+    """Global max / avg / sum pooling of a channel-last entry into its (N, C, 1, ...) output."""
+    __slots__ = ("kernels", "src", "out", "pool_type")
+
+    def __init__(self, k, src, out, pool_type):
+        n, c = src.shape[0], src.shape[1]
+        self.kernels, self.pool_type = k, pool_type
+        self.src = src.reshape(n, src.size // (n * c), c)
+        self.out = out.reshape(n, c)
+
+    def __call__(self):
+        self.kernels.channel_last_pool(self.src, self.out, self.pool_type)
+
+
 class _FusedLayer:
     """Convolution / FullyConnected + optional BatchNorm (moving statistics) + optional
-    Activation, written into the last one's output buffer."""
+    Activation, written into the last one's output buffer (a convolution may read and write
+    channel-last data: ``x_last`` / ``y_last``)."""
     __slots__ = ("op", "params", "kernels", "x", "w", "bias", "bn", "act", "act_after", "out",
-                 "state", "scale", "shift")
+                 "state", "scale", "shift", "x_last", "y_last")
 
     def __init__(self, op, params, k, x, w, bias, bn, act, act_codes, out, state):
         self.op, self.params, self.kernels = op, params, k
         self.x, self.w, self.bias, self.bn = x, w, bias, bn
+        self.x_last = self.y_last = False
         # tanh runs after the output pass in place, through the kernel set's activation
         # (a vectorised library tanh is several times faster than a scalar one per element);
         # the others go into the output pass
@@ -92,7 +114,7 @@ class _FusedLayer:
             scale, shift = self.scale, self.shift
         if self.op.name == "Convolution":
             self.op.forward_epilogue(self.params, k, self.x, self.w, scale, shift, self.act,
-                                     self.out, self.state)
+                                     self.out, self.state, self.x_last, self.y_last)
         else:
             hidden = self.w.shape[0]
             rows = self.out.size // hidden
@@ -136,6 +158,7 @@ class InferencePlan:
         entry = exe._entry_nd
         absorbed = set()    # nodes run inside a fused layer
         fused = {}          # first node -> _FusedLayer
+        fused_out = {}      # output entry of a fused layer -> its first node
         self.fused_count = 0
         for nid in g.op_nids:
             node, p = g.nodes[nid], g.params[nid]
@@ -171,7 +194,23 @@ class InferencePlan:
             bias = None if p.no_bias else ins[2]
             fused[nid] = _FusedLayer(node.op, p, step.kernels, ins[0], ins[1], bias, bn, act,
                                      ACTIVATIONS, entry[g.entry_start[last]]._data, step.state)
+            fused_out[g.entry_start[last]] = nid
             self.fused_count += 1
+
+        last = self._channel_last_entries(exe, fused, fused_out, absorbed, steps, consumers,
+                                          heads)
+        pools = {}
+        for nid, layer in fused.items():
+            layer.x_last = g.node_inputs[nid][0] in last
+        for eid, nid in fused_out.items():
+            fused[nid].y_last = eid in last
+        for eid in last:
+            for nid, _ in consumers[eid]:
+                if g.nodes[nid].op.name == "Pooling":
+                    step = steps[nid]
+                    pools[nid] = _GlobalPoolLast(step.kernels, step.inputs[0],
+                                                 step.outputs[0], g.params[nid].pool_type)
+        self.channel_last_count = len(last)
 
         self.steps = []
         for step in exe._fwd:
@@ -181,10 +220,80 @@ class InferencePlan:
                                         step.kernels))
             elif nid in fused:
                 self.steps.append(fused[nid])
+            elif nid in pools and step.op is g.nodes[nid].op:
+                self.steps.append(pools[nid])
             elif nid not in absorbed:
                 self.steps.append(_Step(step.op, step.params, step.kernels, step.inputs,
                                         step.outputs, step.state))
         self.useful = self.fused_count > 0
+
+    @staticmethod
+    def _channel_last_entries(exe, fused, fused_out, absorbed, steps, consumers, heads):
+        """The entries the plan keeps channel-last (see the module doc).
+
+        Same-shape element-wise nodes tie their inputs and output into one set (they compute
+        in whatever layout all of them share); a set goes channel-last when each of its
+        entries is written by a fused convolution that can write channel-last or by one of
+        those element-wise nodes, is not a graph output, and is read only by such nodes, by
+        fused convolutions that can read channel-last (as their data) and by global max /
+        avg / sum poolings that have a step of their own."""
+        g, shapes = exe._g, exe._shapes
+        parent = list(range(g.num_entries))
+
+        def find(e):
+            while parent[e] != e:
+                parent[e] = parent[parent[e]]
+                e = parent[e]
+            return e
+
+        def channel_last_conv(nid):
+            layer = fused.get(nid)
+            return (layer is not None and layer.op.name == "Convolution"
+                    and layer.op.supports_channel_last(layer.params, layer.kernels))
+
+        pointwise = set()
+        for nid in g.op_nids:
+            node = g.nodes[nid]
+            if nid in absorbed or g.num_outputs[nid] != 1:
+                continue
+            desc = node.op.pointwise(g.params[nid])
+            out = g.entry_start[nid]
+            if desc is None or desc[0] == "slice" or \
+                    any(tuple(shapes[e]) != tuple(shapes[out]) for e in g.node_inputs[nid]):
+                continue
+            pointwise.add(nid)
+            for e in g.node_inputs[nid]:
+                parent[find(e)] = find(out)
+
+        def entry_ok(e):
+            if e in heads or len(shapes[e]) < 3:
+                return False
+            if e in fused_out:
+                if not channel_last_conv(fused_out[e]):
+                    return False
+            elif g.entry_node[e] not in pointwise:
+                return False
+            for nid, slot in consumers[e]:
+                if nid in pointwise:
+                    continue
+                if slot == 0 and channel_last_conv(nid):
+                    continue
+                node, p = g.nodes[nid], g.params[nid]
+                if (slot == 0 and node.op.name == "Pooling" and p.global_pool
+                        and p.pool_type in ("max", "avg", "sum") and nid in steps
+                        and getattr(steps[nid].kernels, "device_kind", None) == "cpu"):
+                    continue
+                return False
+            return True
+
+        members = {}
+        for e in range(g.num_entries):
+            members.setdefault(find(e), []).append(e)
+        last = set()
+        for group in members.values():
+            if any(e in fused_out for e in group) and all(entry_ok(e) for e in group):
+                last.update(group)
+        return last
 
     @staticmethod
     def _dtype(nd):

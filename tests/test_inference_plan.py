@@ -185,3 +185,87 @@ def test_the_plan_leaves_nodes_of_a_fused_group_to_their_group(monkeypatch):
         return mod.get_outputs()[0].asnumpy()
 
     np.testing.assert_allclose(predict("1"), predict("0"), rtol=1e-5, atol=1e-6)
+
+
+def _residual_net(pool_type, channels, stem_act, side_reader, fusion_grouped):
+    """A ResNet-style block: stem conv + BN (+ act), two convs with BN, the residual add and
+    relu, then a global pooling (or a side reader of the sum that needs channel-first data)."""
+    data = mx.sym.var("data")
+
+    def conv(x, name, act, bias=False):
+        x = mx.sym.Convolution(x, kernel=(3, 3), pad=(1, 1), num_filter=channels,
+                               no_bias=not bias, name=name)
+        x = mx.sym.BatchNorm(x, fix_gamma=False, eps=1e-3, name=name + "_bn")
+        return mx.sym.Activation(x, act_type=act, name=name + "_act") if act else x
+
+    stem = conv(data, "stem", stem_act)
+    body = conv(conv(stem, "a", "relu", bias=True), "b", None)
+    net = mx.sym.Activation(body + stem, act_type="relu", name="sum_relu")
+    if fusion_grouped:
+        net = net * 0.5
+    pooled = mx.sym.Pooling(net, global_pool=True, pool_type=pool_type, kernel=(1, 1),
+                            name="gap")
+    out = mx.sym.FullyConnected(mx.sym.Flatten(pooled), num_hidden=3, name="fc")
+    if side_reader:
+        side = mx.sym.Pooling(net, kernel=(2, 2), stride=(2, 2), pool_type="max", name="side")
+        out = mx.sym.Group([out, side])
+    return out
+
+
+@pytest.mark.parametrize("pool_type", ["avg", "max", "sum"])
+@pytest.mark.parametrize("channels,stem_act,side_reader,fusion_grouped", [
+    (8, "relu", False, False), (3, "tanh", False, True), (9, None, True, False)])
+def test_channel_last_chain_matches_plain(pool_type, channels, stem_act, side_reader,
+                                          fusion_grouped):
+    """Convolutions chained channel-last through the residual add into a global pooling give
+    the plain walk's outputs; a reader that needs channel-first data keeps the chain off."""
+    net = _residual_net(pool_type, channels, stem_act, side_reader, fusion_grouped)
+    exe = net.simple_bind(mx.cpu(), data=(3, 2, 5, 6), grad_req="null")
+    fill(exe, 11)
+    planned = [o.asnumpy() for o in exe.forward(is_train=False)]
+    plan = exe._inference_plan
+    inference_plan.replay_plain_forward(exe)
+    for got, want in zip(planned, exe.outputs):
+        np.testing.assert_allclose(got, want.asnumpy(), rtol=2e-5, atol=2e-5)
+    kinds = [type(step).__name__ for step in plan.steps]
+    if side_reader:
+        # only the output of conv a (read by conv b alone) stays channel-last
+        assert plan.channel_last_count == 1 and "_GlobalPoolLast" not in kinds
+    else:
+        # the stem, block and sum outputs (and the sum's relu) stay channel-last
+        assert plan.channel_last_count >= 4 and "_GlobalPoolLast" in kinds
+
+
+def test_channel_last_head_stays_channel_first():
+    """A convolution output that is also a graph output is written channel-first."""
+    data = mx.sym.var("data")
+    a = mx.sym.Activation(mx.sym.Convolution(data, kernel=(3, 3), num_filter=8, name="c1"),
+                          act_type="relu")
+    b = mx.sym.Activation(mx.sym.Convolution(a, kernel=(1, 1), num_filter=8, name="c2"),
+                          act_type="relu")
+    net = mx.sym.Group([a, b])
+    exe = net.simple_bind(mx.cpu(), data=(2, 8, 5, 5), grad_req="null")
+    fill(exe, 12)
+    planned = [o.asnumpy() for o in exe.forward(is_train=False)]
+    assert exe._inference_plan.channel_last_count == 0
+    inference_plan.replay_plain_forward(exe)
+    for got, want in zip(planned, exe.outputs):
+        np.testing.assert_allclose(got, want.asnumpy(), rtol=2e-5, atol=2e-5)
+
+
+def test_channel_last_chain_then_backward_matches_plain():
+    """backward after a planned channel-last forward (for_training bind) replays the plain
+    walk first, so the gradients are those of a plain forward."""
+    net = mx.sym.MakeLoss(mx.sym.sum(_residual_net("avg", 8, "relu", False, False)))
+    grads = []
+    for plan_first in (True, False):
+        exe = net.simple_bind(mx.cpu(), data=(2, 2, 4, 4))
+        fill(exe, 13)
+        if plan_first:
+            exe.forward(is_train=False)
+            assert exe._inference_plan.channel_last_count > 0
+        exe.forward(is_train=True)
+        exe.backward()
+        grads.append({k: v.asnumpy().copy() for k, v in exe.grad_dict.items()})
+    for name in grads[0]:
+        np.testing.assert_allclose(grads[0][name], grads[1][name], rtol=1e-5, atol=1e-6)

@@ -16,16 +16,20 @@ launcher can split large calls over numba's threads (their count follows lightmo
 policy, kernels/threads.py); small calls run serially.
 """
 import math
+import threading
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 from numba import njit, prange, uint64
 
+from .. import threads as _threads
 from ..scalar_nn import ACT_RELU, activation_value
-from .jit import task_count
+from .jit import PARALLEL_MIN, task_count
 
 __all__ = ["conv_gemm", "im2col",
            "col2im", "rows_to_batch", "batch_to_rows", "channel_sum", "add_channel_bias",
-           "transpose_planes", "im2row", "row2im", "rows_to_nchw", "affine_act_rows", "bn_fold"]
+           "transpose_planes", "im2row", "row2im", "rows_to_nchw", "affine_act_rows", "bn_fold",
+           "channel_last_pool", "conv_rows_workers", "conv_rows_last"]
 
 _DUMMIES = {}
 
@@ -616,3 +620,150 @@ def bn_fold(gamma, beta, mean, var, bias, scale, shift, eps, fix_gamma):
     has_bias = bias is not None
     _bn_fold(gamma, beta, mean, var, bias.reshape(-1) if has_bias else _dummy(scale.dtype),
              scale, shift, float(eps), bool(fix_gamma), has_bias)
+
+
+# ---------------------------------------------------------------------------------------------
+# Global pooling of channel-last data (the inference plan keeps a convolution's output in the
+# row layout (n, O, C) when only convolutions, element-wise operators and a global pooling
+# read it; the pooling then reduces along O with the channels as the contiguous axis).
+# ---------------------------------------------------------------------------------------------
+POOL_LAST_MAX, POOL_LAST_AVG, POOL_LAST_SUM = 0, 1, 2
+
+
+@njit(cache=True)
+def _channel_last_pool(src, out, dims, kind, n0, n1):
+    _, O, C = dims
+    C_ = uint64(C)
+    for n in range(n0, n1):
+        dst = uint64(n * C)
+        base = uint64(n * O * C)
+        copy_run(out, dst, src, base, C)
+        for o in range(1, O):
+            s = base + uint64(o) * C_
+            if kind == POOL_LAST_MAX:
+                for c in range(C_):
+                    v = src[s + c]
+                    if v > out[dst + c]:
+                        out[dst + c] = v
+            else:
+                add_run(out, dst, src, s, C)
+        if kind == POOL_LAST_AVG:
+            scale = out.dtype.type(1.0 / O)
+            for c in range(C_):
+                out[dst + c] *= scale
+
+
+@njit(cache=True, parallel=True)
+def _channel_last_pool_parallel(src, out, dims, kind, parts):
+    nb = dims[0]
+    for i in prange(parts):
+        _channel_last_pool(src, out, dims, kind, i * nb // parts, (i + 1) * nb // parts)
+
+
+def channel_last_pool(src, out, pool_type):
+    """out (n, C) = the max / avg / sum of channel-last src (n, O, C) over its O positions
+    (global pooling; pool_type 'max', 'avg' or 'sum')."""
+    kind = {"max": POOL_LAST_MAX, "avg": POOL_LAST_AVG, "sum": POOL_LAST_SUM}[pool_type]
+    nb = src.shape[0]
+    args = (src.reshape(-1), out.reshape(-1), src.shape, kind)
+    parts = task_count(src.size, nb)
+    if parts > 1:
+        _channel_last_pool_parallel(*args, parts)
+    else:
+        _channel_last_pool(*args, 0, nb)
+
+
+# ---------------------------------------------------------------------------------------------
+# A whole channel-last convolution with one parallel region: the images are split between
+# Python threads, each building its patch rows, multiplying them with a one-thread BLAS product
+# and applying the epilogue, chunk after chunk, with the GIL released throughout. Alternating
+# numba's parallel loops with two-thread BLAS products hands the cores over three times per
+# chunk, and a BLAS thread that spins on while numba's wait for a core makes every hand-over
+# cost a time slice on a busy machine (measured on the ResNet block, 2 cores, load ~10: 200 ms
+# per batch of 32 that way, 40-48 ms split between threads; the bits are the same).
+# ---------------------------------------------------------------------------------------------
+@njit(cache=True, nogil=True)
+def _im2row_nogil(xt, rows, dims, g):
+    _im2row(xt, rows, dims, g, 0, dims[0] * g[12] * g[13] * g[14])
+
+
+@njit(cache=True, nogil=True)
+def _rows_to_nchw_nogil(res, out, dims, scale, shift, mode, act):
+    _rows_to_nchw(res, out, dims, scale, shift, mode, act, 0, dims[0] * dims[1])
+
+
+@njit(cache=True, nogil=True)
+def _affine_act_rows_nogil(out, dims, scale, shift, mode, act):
+    _affine_act_rows(out, dims, scale, shift, mode, act, 0, dims[0])
+
+
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def _workers(count):
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool._max_workers < count:
+            _pool = ThreadPoolExecutor(count, thread_name_prefix="lightmod-conv")
+        return _pool
+
+
+def conv_rows_workers(images, work):
+    """How many threads ``conv_rows_last`` splits ``images`` images of ``work`` patch-row
+    elements in all between (its ``rows`` scratch has one block per thread)."""
+    if work < PARALLEL_MIN or images < 2:
+        return 1
+    return max(1, min(images, _threads.refresh()))
+
+
+def conv_rows_last(xt, wt, y, rows, dims, g, chunk, scale=None, shift=None, act=-1,
+                   res=None):
+    """act(patches(xt) @ wt.T * scale[f] + shift[f]): a convolution of channel-last data xt
+    (n, D, H, W, C) (``dims`` its channel-first shape, g the geometry) with weights wt
+    (F, K*C) in patch order. Without ``res`` y is the output written channel-last, (n*O, F);
+    with ``res`` (P, chunk*O, F) scratch, y is (n, F, O), channel-first. rows (P, chunk*O,
+    K*C) is scratch: the images are split into P parts run at once, ``chunk`` images per
+    product."""
+    n = dims[0]
+    parts = rows.shape[0]
+    O = g[12] * g[13] * g[14]
+    scale, shift, mode = _epilogue_args(y.dtype, scale, shift)
+    epilogue = mode > 0 or act >= 0
+    flat_x = xt.reshape(n, -1)
+    wt_t = wt.T
+
+    def run(part):
+        buf = rows[part]
+        for n0 in range(part * n // parts, (part + 1) * n // parts, chunk):
+            m = min(chunk, (part + 1) * n // parts - n0)
+            patches = buf[:m * O]
+            _im2row_nogil(flat_x[n0:n0 + m].reshape(-1), patches.reshape(-1),
+                          (m,) + tuple(dims[1:]), g)
+            if res is None:
+                out = y[n0 * O:(n0 + m) * O]
+                np.matmul(patches, wt_t, out=out)
+                if epilogue:
+                    _affine_act_rows_nogil(out.reshape(-1), out.shape, scale, shift, mode, act)
+            else:
+                out = res[part][:m * O]
+                np.matmul(patches, wt_t, out=out)
+                planes = y[n0:n0 + m]
+                _rows_to_nchw_nogil(out.reshape(-1), planes.reshape(-1), planes.shape, scale,
+                                    shift, mode, act)
+
+    if parts == 1:
+        run(0)
+        return
+    blas = _threads.blas_threads()
+    _threads.set_blas_threads(1)
+    futures = []
+    try:
+        futures = [_workers(parts - 1).submit(run, part) for part in range(1, parts)]
+        run(0)
+    finally:
+        wait(futures)
+        if blas is not None:
+            _threads.set_blas_threads(blas)
+    for future in futures:
+        future.result()     # a worker's error
