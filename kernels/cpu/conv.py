@@ -688,11 +688,6 @@ def _im2row_nogil(xt, rows, dims, g):
 
 
 @njit(cache=True, nogil=True)
-def _rows_to_nchw_nogil(res, out, dims, scale, shift, mode, act):
-    _rows_to_nchw(res, out, dims, scale, shift, mode, act, 0, dims[0] * dims[1])
-
-
-@njit(cache=True, nogil=True)
 def _affine_act_rows_nogil(out, dims, scale, shift, mode, act):
     _affine_act_rows(out, dims, scale, shift, mode, act, 0, dims[0])
 
@@ -717,18 +712,15 @@ def conv_rows_workers(images, work):
     return max(1, min(images, _threads.refresh()))
 
 
-def conv_rows_last(xt, wt, y, rows, dims, g, chunk, scale=None, shift=None, act=-1,
-                   res=None):
-    """act(patches(xt) @ wt.T * scale[f] + shift[f]): a convolution of channel-last data xt
-    (n, D, H, W, C) (``dims`` its channel-first shape, g the geometry) with weights wt
-    (F, K*C) in patch order. Without ``res`` y is the output written channel-last, (n*O, F);
-    with ``res`` (P, chunk*O, F) scratch, y is (n, F, O), channel-first. rows (P, chunk*O,
-    K*C) is scratch: the images are split into P parts run at once, ``chunk`` images per
-    product."""
+def conv_rows_last(xt, wt, y_rows, rows, dims, g, chunk, scale=None, shift=None, act=-1):
+    """y_rows (n*O, F) = act(patches(xt) @ wt.T * scale[f] + shift[f]): a convolution of
+    channel-last data xt (n, D, H, W, C) (``dims`` its channel-first shape, g the geometry),
+    weights wt (F, K*C) in patch order, written channel-last. rows (P, chunk*O, K*C) is scratch:
+    the images are split into P parts run at once, ``chunk`` images per product."""
     n = dims[0]
     parts = rows.shape[0]
     O = g[12] * g[13] * g[14]
-    scale, shift, mode = _epilogue_args(y.dtype, scale, shift)
+    scale, shift, mode = _epilogue_args(y_rows.dtype, scale, shift)
     epilogue = mode > 0 or act >= 0
     flat_x = xt.reshape(n, -1)
     wt_t = wt.T
@@ -740,17 +732,10 @@ def conv_rows_last(xt, wt, y, rows, dims, g, chunk, scale=None, shift=None, act=
             patches = buf[:m * O]
             _im2row_nogil(flat_x[n0:n0 + m].reshape(-1), patches.reshape(-1),
                           (m,) + tuple(dims[1:]), g)
-            if res is None:
-                out = y[n0 * O:(n0 + m) * O]
-                np.matmul(patches, wt_t, out=out)
-                if epilogue:
-                    _affine_act_rows_nogil(out.reshape(-1), out.shape, scale, shift, mode, act)
-            else:
-                out = res[part][:m * O]
-                np.matmul(patches, wt_t, out=out)
-                planes = y[n0:n0 + m]
-                _rows_to_nchw_nogil(out.reshape(-1), planes.reshape(-1), planes.shape, scale,
-                                    shift, mode, act)
+            out = y_rows[n0 * O:(n0 + m) * O]
+            np.matmul(patches, wt_t, out=out)
+            if epilogue:
+                _affine_act_rows_nogil(out.reshape(-1), out.shape, scale, shift, mode, act)
 
     if parts == 1:
         run(0)

@@ -430,22 +430,17 @@ class Convolution(_ConvBase):
             # keeps its column matrix): the executor never changes an input between the two
             state["x_last_ready"] = True
         wt = self._channel_last(k, state, "w_last", w, pl.c, pl.f).reshape(pl.f, pl.rows)
-        if y_last or getattr(k, "device_kind", None) == "cpu":
-            # one call splits the images between threads (see kernels/cpu/conv.py), each
-            # multiplying chunks of equal size and applying the epilogue while a chunk is in
-            # the caches; a channel-last output takes the product's rows (n*O, F) as they are
+        if y_last:
+            # the product's rows (n*O, F) are the channel-last output itself: one call splits
+            # the images between threads (see kernels/cpu/conv.py), each multiplying chunks of
+            # equal size with the epilogue applied in place while a chunk is in the caches
             image = pl.rows * pl.osize
             parts = k.conv_rows_workers(pl.n, pl.n * image)
             per_part = -(-pl.n // parts)
             chunk = -(-per_part // -(-per_part * image // LAST_BUDGET))
             rows = scratch(k, state, "rows_last", (parts, chunk * pl.osize, pl.rows), x.dtype)
-            if y_last:
-                k.conv_rows_last(xt, wt, y.reshape(pl.n * pl.osize, pl.f), rows, pl.x5, pl.g,
-                                 chunk, scale, shift, act)
-            else:
-                res = scratch(k, state, "res_last", (parts, chunk * pl.osize, pl.f), x.dtype)
-                k.conv_rows_last(xt, wt, y.reshape(pl.n, pl.f, pl.osize), rows, pl.x5, pl.g,
-                                 chunk, scale, shift, act, res)
+            k.conv_rows_last(xt, wt, y.reshape(pl.n * pl.osize, pl.f), rows, pl.x5, pl.g, chunk,
+                             scale, shift, act)
             return
         y3 = y.reshape(pl.n, pl.f, pl.osize)
         rows_flat = scratch(k, state, "rows", (pl.rows * pl.chunk * pl.osize,), x.dtype)
