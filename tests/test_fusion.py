@@ -210,11 +210,14 @@ def test_new_bucket_length_compiles_nothing(monkeypatch):
         ex.backward()
         return ex
 
-    bind(2)
+    # three steps hold every kind of step (the first, a middle one, the last); with two there
+    # is no middle step, so its group would be new at any longer length
+    bind(3)
     compiled = dict(cpu_fused._launchers)
-    ex = bind(5)
-    assert _fused_steps(ex) > 0
-    assert dict(cpu_fused._launchers) == compiled
+    for length in (5, 7):
+        ex = bind(length)
+        assert _fused_steps(ex) > 0
+        assert dict(cpu_fused._launchers) == compiled
 
 
 def test_two_groups_reading_each_other_stay_acyclic(monkeypatch):
