@@ -62,12 +62,12 @@ LIBSVM_ERRORS = {
 }
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _is_space(c):
     return c == 32 or c == 9 or c == 13 or c == 11 or c == 12
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _sign(buf, pos, end):
     """(+1.0 or -1.0, position after the optional '+' or '-' at ``pos``)."""
     if pos < end and (buf[pos] == 45 or buf[pos] == 43):
@@ -75,7 +75,7 @@ def _sign(buf, pos, end):
     return 1.0, pos
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _digits(buf, pos, end, value):
     """(``value`` with the decimal digits at ``pos`` appended, position after them, how many
     digits); ``value``'s type (float mantissa or integer exponent) is kept."""
@@ -87,7 +87,7 @@ def _digits(buf, pos, end, value):
     return value, pos, count
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _number(buf, pos, end):
     """(value, position after it, ok) of the decimal number starting at ``pos``."""
     sign, pos = _sign(buf, pos, end)
@@ -112,7 +112,7 @@ def _number(buf, pos, end):
     return sign * value, pos, True
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def libsvm_count(buf):
     """(rows, features): non-blank lines and ':' separators of the text."""
     rows = 0
@@ -133,7 +133,7 @@ def libsvm_count(buf):
     return rows, feats
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def libsvm_parse(buf, labels, indptr, indices, values):
     """Fill the label and CSR arrays; returns (status, 1-based line number of the error)."""
     end = buf.size

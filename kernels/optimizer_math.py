@@ -19,7 +19,7 @@ import math
 from numba import njit
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def clip(x, bound):
     """x clipped to [-bound, bound]; bound < 0 leaves x unchanged (NaN passes through)."""
     if bound < 0:
@@ -31,7 +31,7 @@ def clip(x, bound):
     return x
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def sign(x, one):
     """-1, 0 or +1 of x's type (NaN gives 0, as MXNet's ``(x > 0) - (x < 0)``)."""
     if x > 0:
@@ -42,20 +42,20 @@ def sign(x, one):
 
 
 # --- SGD family (sgd_update, sgd_mom_update, mp_*, multi_*) ----------------------------------
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def sgd(w, g, lr, decay, rescale, clip_gradient):
     """w' = (1 - lr*wd) w - lr clip(rescale g); ``decay`` is 1 - lr*wd."""
     return decay * w - lr * clip(rescale * g, clip_gradient)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def sgd_mom(w, g, m, lr, lr_wd, momentum, rescale, clip_gradient):
     """m' = momentum m - lr wd w - lr clip(rescale g);  w' = w + m'. ``lr_wd`` is lr*wd."""
     m = momentum * m - lr_wd * w - lr * clip(rescale * g, clip_gradient)
     return w + m, m
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def nag_mom(w, g, m, lr, wd, momentum, momentum_plus_one, rescale, clip_gradient, in_place):
     """Nesterov momentum (nag_mom_update): the step uses the decayed momentum and the gradient
     with weight decay added after the clip. MXNet's kernel reads the weight again for the
@@ -69,7 +69,7 @@ def nag_mom(w, g, m, lr, wd, momentum, momentum_plus_one, rescale, clip_gradient
 
 
 # --- Adam / RMSProp / FTML / Ftrl (weight decay enters the gradient before the clip) ---------
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def adam(w, g, mean, var, lr, wd, beta1, one_minus_beta1, beta2, one_minus_beta2, epsilon,
          rescale, clip_gradient):
     """adam_update: g' = clip(rescale g + wd w); the bias correction is folded into lr."""
@@ -79,7 +79,7 @@ def adam(w, g, mean, var, lr, wd, beta1, one_minus_beta1, beta2, one_minus_beta2
     return w - lr * mean / (math.sqrt(var) + epsilon), mean, var
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def rmsprop(w, g, n, lr, wd, gamma1, one_minus_gamma1, epsilon, rescale, clip_gradient,
             clip_weights):
     """rmsprop_update (Tieleman & Hinton), with optional weight clipping."""
@@ -89,7 +89,7 @@ def rmsprop(w, g, n, lr, wd, gamma1, one_minus_gamma1, epsilon, rescale, clip_gr
     return w, n
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def rmspropalex(w, g, n, gm, delta, lr, wd, gamma1, one_minus_gamma1, gamma2, epsilon, rescale,
                 clip_gradient, clip_weights):
     """rmspropalex_update (Graves 2013, the centered variant)."""
@@ -101,7 +101,7 @@ def rmspropalex(w, g, n, gm, delta, lr, wd, gamma1, one_minus_gamma1, gamma2, ep
     return w, n, gm, delta
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def ftml(w, g, d, v, z, lr, wd, beta1, one_minus_beta1, beta2, one_minus_beta2, epsilon,
          bias1, bias2, rescale, clip_gradient):
     """ftml_update; ``bias1 = 1 - beta1**t`` and ``bias2 = 1 - beta2**t``."""
@@ -112,7 +112,7 @@ def ftml(w, g, d, v, z, lr, wd, beta1, one_minus_beta1, beta2, one_minus_beta2, 
     return -z / d_t, d_t, v, z
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def ftrl(w, g, z, n, lr, wd, lamda1, beta, rescale, clip_gradient, one):
     """ftrl_update (FTRL-proximal)."""
     gr = clip(rescale * g, clip_gradient)
@@ -126,13 +126,13 @@ def ftrl(w, g, z, n, lr, wd, lamda1, beta, rescale, clip_gradient, one):
 
 
 # --- sign-based ----------------------------------------------------------------------------
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def signsgd(w, g, lr, decay, one):
     """signsgd_update: w' = (1 - lr wd) w - lr sign(g) (rescale and clip cannot change a sign)."""
     return decay * w - lr * sign(g, one)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def signum(w, g, m, lr, wd, momentum, one_minus_momentum, decay_lh, rescale, clip_gradient, one):
     """signum_update: momentum of the clipped gradient, then a step along its sign;
     ``decay_lh = 1 - lr*wd_lh``."""
@@ -142,7 +142,7 @@ def signum(w, g, m, lr, wd, momentum, one_minus_momentum, decay_lh, rescale, cli
 
 
 # --- LAMB ----------------------------------------------------------------------------------
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def lamb_phase1(w, g, mean, var, wd, beta1, one_minus_beta1, beta2, one_minus_beta2, epsilon,
                 bias1, bias2, rescale, clip_gradient):
     """lamb_update_phase1: returns (direction, mean, var); ``bias1``/``bias2`` are
@@ -154,14 +154,14 @@ def lamb_phase1(w, g, mean, var, wd, beta1, one_minus_beta1, beta2, one_minus_be
     return direction, mean, var
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def lamb_phase2(w, direction, scaled_lr):
     """lamb_update_phase2: ``scaled_lr`` is lr times the trust ratio r1/r2 (or lr alone)."""
     return w - scaled_lr * direction
 
 
 # --- optimizers MXNet writes in Python (their math, fused) ----------------------------------
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def adagrad(w, g, history, lr, wd, epsilon, rescale, clip_gradient):
     """AdaGrad (dense): history += g'^2; w += -lr (g' / sqrt(history + eps) + wd w)."""
     gr = clip(rescale * g, clip_gradient)
@@ -169,7 +169,7 @@ def adagrad(w, g, history, lr, wd, epsilon, rescale, clip_gradient):
     return w + (gr / math.sqrt(history + epsilon) + w * wd) * -lr, history
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def adagrad_rows(w, g, history, lr, epsilon, rescale, clip_gradient):
     """The row_sparse adagrad_update kernel: only present rows, no weight decay; epsilon sits
     inside the square root, as in MXNet 1.9.1's kernel (and its dense update)."""
@@ -178,7 +178,7 @@ def adagrad_rows(w, g, history, lr, epsilon, rescale, clip_gradient):
     return w - lr * (gr / math.sqrt(history + epsilon)), history
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def adadelta(w, g, acc_g, acc_delta, wd, rho, one_minus_rho, epsilon, rescale, clip_gradient):
     """AdaDelta; also returns the rescaled gradient (MXNet rescales the caller's grad in place)."""
     g_rescaled = g * rescale
@@ -189,7 +189,7 @@ def adadelta(w, g, acc_g, acc_delta, wd, rho, one_minus_rho, epsilon, rescale, c
     return w - (delta + wd * w), acc_g, acc_delta, g_rescaled
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def adamax(w, g, m, u, lr_t, wd, beta1, one_minus_beta1, beta2, rescale, clip_gradient):
     """Adamax: u = max(beta2 u, |g'|); w -= lr_t m / u."""
     gr = clip(g * rescale + wd * w, clip_gradient)
@@ -198,7 +198,7 @@ def adamax(w, g, m, u, lr_t, wd, beta1, one_minus_beta1, beta2, rescale, clip_gr
     return w - lr_t * m / u, m, u
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def nadam(w, g, m, v, lr, wd, beta1, one_minus_beta1, beta2, one_minus_beta2, epsilon,
           sched_denom, sched_next_denom, bias2, one_minus_mom_t, mom_t1, rescale, clip_gradient):
     """Nadam; the momentum schedule terms are computed per step by the optimizer:
@@ -211,7 +211,7 @@ def nadam(w, g, m, v, lr, wd, beta1, one_minus_beta1, beta2, one_minus_beta2, ep
     return w - lr * m_bar / (math.sqrt(v / bias2) + epsilon), m, v
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def dcasgd(w, g, m, prev, neg_lr, wd, momentum, lamda, rescale, clip_gradient):
     """DCASGD with momentum: m = momentum m - lr (g' + wd w + lamda g'^2 (w - prev));
     prev = w; w += m. Without momentum pass momentum = 0 and m = 0."""
@@ -220,7 +220,7 @@ def dcasgd(w, g, m, prev, neg_lr, wd, momentum, lamda, rescale, clip_gradient):
     return w + m, m, w
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def sgld(w, g, noise, neg_half_lr, wd, rescale, clip_gradient):
     """SGLD: w += -lr/2 (g' + wd w) + noise, noise ~ N(0, sqrt(lr)) drawn by the caller."""
     gr = clip(g * rescale, clip_gradient)
@@ -229,7 +229,7 @@ def sgld(w, g, noise, neg_half_lr, wd, rescale, clip_gradient):
 
 
 # --- gradient compression ------------------------------------------------------------------
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def quantize_2bit(g, residual, threshold):
     """MXNet's 2-bit scheme: add g to the residual and send +-threshold or 0 (the dequantized
     value), keeping what was not sent in the residual."""

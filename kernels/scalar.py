@@ -65,7 +65,7 @@ BINARY_CODES = {
 }
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def ffloor(x):
     """floor(x) as a float: math.floor returns an int64 in numba, which overflows for
     |x| >= 2**63 and cannot hold nan/inf; floats that large are already integers."""
@@ -74,19 +74,19 @@ def ffloor(x):
     return float(math.floor(x))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def fceil(x):
     if not abs(x) < 4503599627370496.0:
         return x * 1.0
     return float(math.ceil(x))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def ftrunc(x):
     return ffloor(x) if x >= 0 else fceil(x)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def mx_mod(a, b):
     """MXNet's mod: the result takes the divisor's sign (like Python); x mod 0 is 0."""
     if b == 0:
@@ -94,7 +94,7 @@ def mx_mod(a, b):
     return a % b   # numba implements Python's % exactly (an fmod plus a sign fix)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def digamma(x):
     """psi(x) = d/dx log|gamma(x)|: the derivative of gammaln, and gamma's as gamma * psi.
 
@@ -172,7 +172,7 @@ def div(a, b):
     return a / b
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def unary(code, x):
     """f(x) for the unary operator ``code``."""
     if code == U_RELU:
@@ -272,7 +272,7 @@ def unary(code, x):
     return x  # U_COPY
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def unary_grad(code, x, y):
     """df/dx for the unary operator ``code`` at input x with output y = f(x)."""
     if code == U_RELU:
@@ -350,7 +350,7 @@ def unary_grad(code, x, y):
     return 0.0  # sign, floor, ceil, round, trunc, rint, logical_not: piecewise constant
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def binary(code, a, b):
     """f(a, b) for the binary operator ``code``; comparisons give 1 or 0."""
     if code == B_ADD:
@@ -390,7 +390,7 @@ def binary(code, a, b):
     return math.sqrt(a * a + b * b)  # B_HYPOT
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def binary_grad_lhs(code, a, b):
     """d f(a, b) / da (MXNet's conventions at ties: maximum passes to a when a >= b)."""
     if code == B_ADD or code == B_SUB:
@@ -412,7 +412,7 @@ def binary_grad_lhs(code, a, b):
     return 0.0  # comparisons and logical ops
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def binary_grad_rhs(code, a, b):
     """d f(a, b) / db."""
     if code == B_ADD:
@@ -436,7 +436,7 @@ def binary_grad_rhs(code, a, b):
     return 0.0
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def clip(x, lo, hi):
     if x < lo:
         return lo
@@ -445,19 +445,19 @@ def clip(x, lo, hi):
     return x
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def clip_grad(x, lo, hi):
     """MXNet passes the gradient where lo <= x <= hi (bounds included)."""
     return 0.0 if (x < lo or x > hi) else 1.0
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def hard_sigmoid(x, alpha, beta):
     """max(0, min(1, alpha * x + beta))."""
     return clip(alpha * x + beta, 0.0, 1.0)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def hard_sigmoid_grad(x, alpha, beta):
     """alpha where 0 < alpha * x + beta < 1, else 0 (the kinks get 0, as in MXNet)."""
     y = alpha * x + beta
@@ -488,7 +488,7 @@ def scalar_op_grad(code, x, s, reverse):
     return binary_grad_lhs(code, x, s)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def strided_offset(i, shape, strides):
     """Offset of flat C-order index i of ``shape`` in an array with element ``strides``."""
     i = np.int64(i)   # prange indices are unsigned: keep the divisions in integers

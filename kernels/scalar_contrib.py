@@ -11,17 +11,17 @@ INT8_RANGE = 127.5
 UINT8_RANGE = 255.5
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def quadratic_value(x, a, b, c):
     return (a * x + b) * x + c
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def quadratic_slope(x, a, b):
     return 2.0 * a * x + b
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def quantize_value(x, scale, signed):
     """The code of x: |x| * scale rounded half away from zero, clipped to [-128, 127] (int8,
     ``signed``) or [0, 255] (uint8)."""
@@ -33,13 +33,13 @@ def quantize_value(x, scale, signed):
     return min(max(q, 0.0), 255.0)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def real_range(lo, hi):
     """The symmetric range the quantizers map codes onto: max(|lo|, |hi|)."""
     return max(abs(lo), abs(hi))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def is_close(a, b, rtol, atol, equal_nan):
     """numpy.isclose's rule for one pair: |a - b| <= atol + rtol |b| (NaN equal to NaN only
     with equal_nan; infinities equal when identical)."""

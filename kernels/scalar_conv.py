@@ -17,7 +17,7 @@ POOL_TYPES = {"max": POOL_MAX, "avg": POOL_AVG, "sum": POOL_SUM, "lp": POOL_LP}
 # Convolution: data (n, C, D, H, W), or channel-last (n, D, H, W, C); patches of K = KD*KH*KW
 # taps per channel and output pixel q = n*O + (od*OH + oh)*OW + ow of the n*O output pixels
 # ---------------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def image_index(n, c, d, h, w, C, D, H, W, channel_last):
     """Flat index of element (n, c, d, h, w) of channel-first or channel-last data."""
     if channel_last:
@@ -25,14 +25,14 @@ def image_index(n, c, d, h, w, C, D, H, W, channel_last):
     return (((n * C + c) * D + d) * H + h) * W + w
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def patch_extents(dims, g):
     """(K, n*O): taps per channel and output pixels of data dims (n, C, D, H, W) and geometry
     g = (KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, OD, OH, OW)."""
     return g[0] * g[1] * g[2], dims[0] * g[12] * g[13] * g[14]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def patch_index(c, p, q, C, K, NO, channel_last):
     """Flat index of channel c, tap p, output pixel q in the column matrix (C*K, n*O) or, for
     channel-last data, the row matrix (n*O, K*C)."""
@@ -41,7 +41,7 @@ def patch_index(c, p, q, C, K, NO, channel_last):
     return (c * K + p) * NO + q
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def conv_output_at(i, k, stride, pad, dilate, size):
     """Output position along one axis whose tap k reads input position i, or -1 for none."""
     t = i + pad - k * dilate
@@ -56,7 +56,7 @@ def conv_output_at(i, k, stride, pad, dilate, size):
 # ---------------------------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def pool_window(o, stride, pad, kernel, size):
     """Window of output position o along one axis: (lo, hi, padded_len).
 
@@ -75,7 +75,7 @@ def pool_window(o, stride, pad, kernel, size):
     return lo, hi, padded_len
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def pool_count(d0, d1, dl, h0, h1, hl, w0, w1, wl, include_pad):
     """What average pooling divides by: the padded window size or the real element count."""
     if include_pad:
@@ -83,7 +83,7 @@ def pool_count(d0, d1, dl, h0, h1, hl, w0, w1, wl, include_pad):
     return (d1 - d0) * (h1 - h0) * (w1 - w0)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def pool_output_window(od, oh, ow, dims, geo, include_pad):
     """Window of output (od, oh, ow): ((d0, d1, h0, h1, w0, w1), count), reading inputs
     [d0, d1) x [h0, h1) x [w0, w1); count is what average pooling divides by."""
@@ -95,7 +95,7 @@ def pool_output_window(od, oh, ow, dims, geo, include_pad):
     return (d0, d1, h0, h1, w0, w1), pool_count(d0, d1, dl, h0, h1, hl, w0, w1, wl, include_pad)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def lp_power(v, p):
     """v ** p for Lp pooling (exact products for the usual p = 1, 2, 3)."""
     if p == 1:
@@ -107,7 +107,7 @@ def lp_power(v, p):
     return v ** p
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def lp_root(v, p):
     """The p-th root closing an Lp pool (a real cube root for negative sums, like C's cbrt)."""
     if p == 1:
@@ -119,7 +119,7 @@ def lp_root(v, p):
     return v ** (1.0 / p)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def lp_grad_factor(x, y, p):
     """d y / d x for one element x of an Lp window with result y: (x / y) ** (p - 1)."""
     if p == 1:
@@ -132,7 +132,7 @@ PAD_CONSTANT, PAD_EDGE, PAD_REFLECT = 0, 1, 2
 PAD_MODES = {"constant": PAD_CONSTANT, "edge": PAD_EDGE, "reflect": PAD_REFLECT}
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def pad_source(o, before, size, mode):
     """Index into the unpadded axis that padded position o reads, or -1 for the constant.
 

@@ -10,7 +10,7 @@ from numba import njit
 from .scalar import clip as clip_int
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def round_half_away(x):
     """C's round(): halves go away from zero (numpy rounds them to even)."""
     if x >= 0.0:
@@ -18,7 +18,7 @@ def round_half_away(x):
     return -math.floor(-x + 0.5)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def roi_pool_bin(p, roi_start, bin_size, limit):
     """[start, end) of pooled cell ``p`` along one axis of an ROI that starts at cell
     ``roi_start`` with cells of ``bin_size``, clipped to [0, limit]."""
@@ -27,7 +27,7 @@ def roi_pool_bin(p, roi_start, bin_size, limit):
     return clip_int(start, 0, limit), clip_int(end, 0, limit)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def psroi_bin(p, roi_start, bin_size, limit):
     """[start, end) of PSROIPooling's cell ``p`` (the ROI start is fractional), clipped to
     [0, limit]."""
@@ -36,7 +36,7 @@ def psroi_bin(p, roi_start, bin_size, limit):
     return clip_int(start, 0, limit), clip_int(end, 0, limit)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def roi_pool_frame(x1, y1, x2, y2, scale, ph_n, pw_n):
     """ROIPooling's ROI on the feature map: its first cell (x0, y0), rounded, and the cell
     sizes (bin_h, bin_w) of a ph_n x pw_n pooling; the ROI is at least one cell."""
@@ -47,7 +47,7 @@ def roi_pool_frame(x1, y1, x2, y2, scale, ph_n, pw_n):
     return x0, y0, bin_h, bin_w
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def psroi_frame(x1, y1, x2, y2, scale, pooled):
     """PSROIPooling's ROI on the feature map: its fractional start (x0, y0) and the cell sizes
     (bin_h, bin_w) of a pooled x pooled grid; the ROI is at least 0.1 wide and high."""
@@ -58,7 +58,7 @@ def psroi_frame(x1, y1, x2, y2, scale, pooled):
     return x0, y0, bin_h, bin_w
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def psroi_cell(d, ph, pw, frame, pooled, group, height, width):
     """Cell (ph, pw) of output channel d: its window [hs, he) x [ws, we) and the input channel
     c it averages, ``(hs, he, ws, we, c)``."""
@@ -69,13 +69,13 @@ def psroi_cell(d, ph, pw, frame, pooled, group, height, width):
     return hs, he, ws, we, c
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def group_cell(p, pooled, group_size):
     """The position-sensitive group (0 .. group_size - 1) pooled cell ``p`` reads."""
     return clip_int(int(math.floor(p * group_size / pooled)), 0, group_size - 1)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def corner_pair(v, size):
     """The two rows (or columns) a bilinear sample at v >= 0 mixes and the fraction of the way
     to the second, ``(v0, v1, fraction)``; on or past the last one the sample stays on it."""
@@ -85,7 +85,7 @@ def corner_pair(v, size):
     return v0, v0 + 1, v - v0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def align_corners_weights(y, x, height, width):
     """Bilinear sampling as ROIAlign does it: ``(valid, y0, y1, x0, x1, w00, w01, w10, w11)``.
 
@@ -100,13 +100,13 @@ def align_corners_weights(y, x, height, width):
     return True, y0, y1, x0, x1, hy * hx, hy * lx, ly * hx, ly * lx
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def rotated_point(xx, yy, cos_t, sin_t, cx, cy):
     """(x, y) of the point (xx, yy) of an ROI frame rotated by theta about (cx, cy)."""
     return xx * cos_t + yy * sin_t + cx, yy * cos_t - xx * sin_t + cy
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def rotated_frame(cx, cy, w, h, theta_degrees, scale):
     """A rotated ROI (centre, size, angle in degrees) on the feature map: (cx, cy, w, h, cos,
     sin), the size at least one cell."""
@@ -115,7 +115,7 @@ def rotated_frame(cx, cy, w, h, theta_degrees, scale):
             math.sin(theta))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def samples_per_cell(size, pooled, ratio):
     """Sample points per cell along one axis: ``ratio``, or ceil(cell size) when ratio <= 0."""
     if ratio > 0:
@@ -123,14 +123,14 @@ def samples_per_cell(size, pooled, ratio):
     return max(int(math.ceil(size / pooled)), 1)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def cell_sample(p, i, size, pooled, grid):
     """Sample ``i`` of ``grid`` in cell ``p`` along one axis of a centred ROI frame of ``size``."""
     cell = size / pooled
     return -size / 2.0 + p * cell + (i + 0.5) * cell / grid
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def rroi_frame(cx, cy, w, h, theta_degrees, scale, ph_n, pw_n, ratio):
     """A rotated ROI of RROIAlign on the feature map, with the sample grid of its cells:
     ``(cx, cy, w, h, cos, sin, grid_h, grid_w)``."""
@@ -139,7 +139,7 @@ def rroi_frame(cx, cy, w, h, theta_degrees, scale, ph_n, pw_n, ratio):
             samples_per_cell(rw, pw_n, ratio))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def rroi_sample(frame, ph, pw, iy, ix, ph_n, pw_n, height, width):
     """Sample (iy, ix) of cell (ph, pw) of a rotated ROI ``frame`` (:func:`rroi_frame`): the
     corners and weights of :func:`align_corners_weights` at that point."""
@@ -149,7 +149,7 @@ def rroi_sample(frame, ph, pw, iy, ix, ph_n, pw_n, height, width):
     return align_corners_weights(py, px, height, width)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def deform_corners(h, w, height, width):
     """Where a deformable convolution samples the point (h, w) of a (height, width) map:
     ``(valid, h0, h1, w0, w1, fh, fw)``, the value being the bilinear mix of the four corners
@@ -162,13 +162,13 @@ def deform_corners(h, w, height, width):
     return True, h0, h1, w0, w1, fh, fw
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def deform_position(o, k, stride, pad, dilate, offset):
     """The sampled coordinate along one axis for output position o and kernel tap k."""
     return o * stride - pad + k * dilate + offset
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def deform_row(row, kh, kw, per_group):
     """Row ``row`` of the sampled columns: its channel c, kernel tap (i, j) and the first row
     of its offsets, ``(c, i, j, offset row)``."""
@@ -178,7 +178,7 @@ def deform_row(row, kh, kw, per_group):
     return c, i, j, (c // per_group) * 2 * kh * kw + 2 * (i * kw + j)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def deform_tap(offset_h, offset_w, g, i, j, a, b, height, width):
     """Where kernel tap (i, j) of output position (a, b), moved by its two offsets, samples a
     (height, width) map: :func:`deform_corners` of that point. ``g`` is the geometry (kh, kw,
@@ -187,7 +187,7 @@ def deform_tap(offset_h, offset_w, g, i, j, a, b, height, width):
                           deform_position(b, j, g[3], g[5], g[7], offset_w), height, width)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def decode_box(x1, y1, x2, y2, d0, d1, d2, d3, im_h, im_w, iou_loss):
     """An anchor moved by its predicted deltas, clipped to the image: (x1, y1, x2, y2).
 
@@ -208,7 +208,7 @@ def decode_box(x1, y1, x2, y2, d0, d1, d2, d3, im_h, im_w, iou_loss):
             max(min(px2, im_w - 1.0), 0.0), max(min(py2, im_h - 1.0), 0.0))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def box_overlap(ax1, ay1, ax2, ay2, bx1, by1, bx2, by2):
     """Intersection over union of two boxes with inclusive pixel corners."""
     w = min(ax2, bx2) - max(ax1, bx1) + 1.0

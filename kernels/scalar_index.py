@@ -7,21 +7,21 @@ The leading extent is never needed (the index itself bounds it).
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def unravel3(i, B, C):
     """(a, b, c) with i = (a * B + b) * C + c: element i of an (A, B, C) array."""
     t = i // C
     return t // B, t % B, i % C
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def unravel4(i, B, C, D):
     """(a, b, c, d): element i of an (A, B, C, D) array."""
     a, b, c = unravel3(i // D, B, C)
     return a, b, c, i % D
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def unravel5(i, B, C, D, E):
     """(a, b, c, d, e): element i of an (A, B, C, D, E) array."""
     a, b, c, d = unravel4(i // E, B, C, D)

@@ -10,7 +10,7 @@ from numba import njit
 from .scalar_tensor import resolve_index
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def picked_offset(r, value, n, inner, wrap):
     """Flat offset, in data viewed as (outer, n, inner), of the element pick reads for its
     output ``r`` (output viewed as (outer, inner)) when that output's index is ``value``."""

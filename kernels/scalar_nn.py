@@ -51,7 +51,7 @@ LEAKY_TYPES = {"leaky": LEAKY_LEAKY, "elu": LEAKY_ELU, "selu": LEAKY_SELU, "gelu
 REGRESSION_KINDS = {"diff": REG_DIFF, "sign": REG_SIGN}
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def activation_value(x, code):
     """Activation's forward value at x."""
     if code == ACT_RELU:
@@ -66,7 +66,7 @@ def activation_value(x, code):
     return x / (1.0 + abs(x))          # softsign
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def activation_slope(x, y, code):
     """d activation / dx, from the input x and the output y (MXNet uses y except softsign)."""
     if code == ACT_RELU:
@@ -81,7 +81,7 @@ def activation_slope(x, y, code):
     return 1.0 / (d * d)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def leaky_value(x, code, slope):
     """LeakyReLU forward (leaky, elu, selu, gelu); slope is alpha for elu."""
     if code == LEAKY_LEAKY:
@@ -93,7 +93,7 @@ def leaky_value(x, code, slope):
     return 0.5 * x * (1.0 + math.erf(x * INV_SQRT_2))    # gelu (erf form, as MXNet 1.9.1)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def leaky_slope(x, y, code, slope):
     """d LeakyReLU / dx as MXNet 1.9.1 computes it: leaky and gelu from the input x, elu and
     selu from the output y.
@@ -111,7 +111,7 @@ def leaky_slope(x, y, code, slope):
             + x * INV_SQRT_2PI * math.exp(-0.5 * x * x))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def smooth_l1_value(x, sigma2):
     """0.5 (sigma x)^2 inside |x| < 1/sigma^2, |x| - 0.5/sigma^2 outside."""
     ax = abs(x)
@@ -120,7 +120,7 @@ def smooth_l1_value(x, sigma2):
     return ax - 0.5 / sigma2
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def smooth_l1_slope(x, sigma2):
     if abs(x) < 1.0 / sigma2:
         return sigma2 * x
@@ -131,7 +131,7 @@ def smooth_l1_slope(x, sigma2):
     return 0.0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def regression_diff(out, label, kind):
     """Un-scaled gradient of a regression head at one element."""
     d = out - label
@@ -144,14 +144,14 @@ def regression_diff(out, label, kind):
     return d
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def clip_index(value, size):
     """MXNet's index rule for Embedding/take(mode='clip'): truncate toward 0, clip to [0, size)
     (``resolve_index`` without wrapping)."""
     return resolve_index(value, size, False)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def row_length(value, has_length, full):
     """Elements of a softmax row that take part (use_length): int(value) clipped to [0, full]."""
     if not has_length:
@@ -160,7 +160,7 @@ def row_length(value, has_length, full):
     return 0 if n < 0 else (full if n > full else n)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def broadcast_offset(i, shape, strides):
     """Offset into a broadcast operand for flat index i of an array of `shape` (C order).
 
@@ -186,14 +186,14 @@ def broadcast_strides(full_shape, part_shape):
     return tuple(strides)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def softmax_grad_term(dy, y, use_log):
     """A row element's share of the sum a softmax gradient subtracts: the head gradient ``dy``
     for log_softmax (``use_log``), ``dy * y`` for softmax (``y`` the element's output)."""
     return dy if use_log else dy * y
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def softmax_grad_value(dy, y, s, inv_t, use_log):
     """Gradient at one row element of softmax (log_softmax when ``use_log``) with output ``y``,
     head gradient ``dy``, the row's sum ``s`` of ``softmax_grad_term`` and 1/temperature

@@ -22,7 +22,7 @@ def accumulate_req(accumulate):
     return REQ_ADD if accumulate else REQ_WRITE
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def store_req(dst, i, value, code):
     """dst[i] = value (write), dst[i] += value (add), or nothing (null)."""
     if code == REQ_WRITE:
@@ -31,7 +31,7 @@ def store_req(dst, i, value, code):
         dst[i] += value
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def bn_input_grad_coefficients(sdy, sdyx, count, mean, invstd, gamma, batch_stats):
     """BatchNorm's input gradient of one channel as ``dx = a * dy + b * x + shift``.
 
@@ -48,7 +48,7 @@ def bn_input_grad_coefficients(sdy, sdyx, count, mean, invstd, gamma, batch_stat
     return scale, -scale * mdyx * invstd, scale * (mean * mdyx * invstd - sdy / count)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def bn_fold_channel(gamma, beta, mean, var, bias, eps):
     """BatchNorm with moving statistics applied to a layer output y with bias ``bias``, as
     ``BN(y + bias) = y * scale + shift``: returns (scale, shift) of one channel (gamma 1 with
@@ -57,7 +57,7 @@ def bn_fold_channel(gamma, beta, mean, var, bias, eps):
     return scale, beta + (bias - mean) * scale
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def lrn_window(c, half, C):
     """[lo, hi): the channels of LRN's window around channel c, clipped to [0, C)."""
     return max(c - half, 0), min(c + half + 1, C)

@@ -15,12 +15,12 @@ import math
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def sigmoid(x):
     return 1.0 / (1.0 + math.exp(-x))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def tanh(x):
     """tanh through expm1: within a few ulp of math.tanh and about a third cheaper on the CPU
     (libm's tanh dominates the gate math otherwise); exact +-1 beyond |x| > 20."""
@@ -32,7 +32,7 @@ def tanh(x):
     return e / (e + 2.0)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def lstm_unit(ai, af, ag, ao, c_prev):
     """Gates from pre-activations; returns (i, f, g, o, c, h)."""
     i = sigmoid(ai)
@@ -44,7 +44,7 @@ def lstm_unit(ai, af, ag, ao, c_prev):
     return i, f, g, o, c, h
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def lstm_unit_grad(dh, dc, i, f, g, o, c, c_prev):
     """Gradients of lstm_unit: (d ai, d af, d ag, d ao, d c_prev) from dh and the carried dc."""
     tc = tanh(c)
@@ -56,7 +56,7 @@ def lstm_unit_grad(dh, dc, i, f, g, o, c, c_prev):
     return dai, daf, dag, dao, dct * f
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def gru_unit(ar, az, xn, hn, h_prev):
     """ar, az: full pre-activations; xn = W_in x + b_in; hn = W_hn h_prev + b_hn.
 
@@ -68,7 +68,7 @@ def gru_unit(ar, az, xn, hn, h_prev):
     return r, z, n, h
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def gru_unit_grad(dh, r, z, n, hn, h_prev):
     """Gradients of gru_unit: (d ar, d az, d xn, d hn, direct d h_prev)."""
     dn = dh * (1.0 - z)
@@ -78,14 +78,14 @@ def gru_unit_grad(dh, r, z, n, hn, h_prev):
     return dr * r * (1.0 - r), dz * z * (1.0 - z), dxn, dxn * r, dh * z
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def vanilla_unit(a, relu):
     if relu:
         return a if a > 0.0 else 0.0
     return tanh(a)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def vanilla_unit_grad(dh, h, relu):
     """Gradient of vanilla_unit from its output h (as MXNet computes it)."""
     if relu:

@@ -7,7 +7,7 @@ when it is 1. Element ``n`` of that flat view is at step ``t`` of sequence ``b``
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def step_and_sequence(n, dim1, inner, batch_first):
     """(t, b) of flat element n of the 3-D view (dim1 is the view's second dim)."""
     row = n // inner
@@ -18,7 +18,7 @@ def step_and_sequence(n, dim1, inner, batch_first):
     return a0, a1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def flat_index(t, b, i, steps, batch, inner, batch_first):
     """The flat element of step t, sequence b, inner position i."""
     if batch_first:
@@ -26,7 +26,7 @@ def flat_index(t, b, i, steps, batch, inner, batch_first):
     return (t * batch + b) * inner + i
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def valid_length(given, steps, use_lengths):
     """A sequence's length: ``given`` (its entry of the lengths) clamped to [0, steps], or
     every step without lengths. (Scalars only: the CUDA simulator cannot hand its arrays to
@@ -41,7 +41,7 @@ def valid_length(given, steps, use_lengths):
     return n
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def reversed_step(t, length):
     """The step a reversed sequence reads at step t: the first ``length`` steps are reversed,
     the padding after them stays where it is."""
@@ -50,7 +50,7 @@ def reversed_step(t, length):
     return t
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def last_step(length):
     """The step SequenceLast reads (a length of 0 reads step 0)."""
     return length - 1 if length > 0 else 0

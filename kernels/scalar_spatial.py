@@ -8,7 +8,7 @@ import math
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def linear_source(dst, in_size, out_size, align_corners):
     """Where output position ``dst`` of a 1-D linear resize reads: ``(i0, i1, w1)``, the value
     being ``(1 - w1) * x[i0] + w1 * x[i1]``.
@@ -30,7 +30,7 @@ def linear_source(dst, in_size, out_size, align_corners):
     return i0, i1, src - i0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def adaptive_window(o, in_size, out_size):
     """[start, end) of the input cells output cell ``o`` of an adaptive pooling averages:
     from floor(o * in / out) to ceil((o + 1) * in / out)."""
@@ -39,7 +39,7 @@ def adaptive_window(o, in_size, out_size):
     return start, end
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def grid_coordinate(i, size):
     """Position ``i`` of ``size`` target cells in normalised coordinates: -1 at the first, +1
     at the last (a single cell sits at 0)."""
@@ -48,7 +48,7 @@ def grid_coordinate(i, size):
     return -1.0 + 2.0 * i / (size - 1.0)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def pixel_scale(size):
     """d(normalised coordinate) / d(pixel position) over ``size`` pixels (0 for one pixel,
     which sits at 0 whatever it moves by)."""
@@ -57,7 +57,7 @@ def pixel_scale(size):
     return 2.0 / (size - 1.0)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def normalised(pixel, size):
     """A pixel position (0 .. size - 1) as a normalised coordinate (-1 .. 1)."""
     if size <= 1:
@@ -65,13 +65,13 @@ def normalised(pixel, size):
     return pixel * pixel_scale(size) - 1.0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def source_pixel(g, size):
     """A normalised coordinate (-1 .. 1) as a pixel position (0 .. size - 1)."""
     return (g + 1.0) * (size - 1.0) / 2.0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def bilinear_corner(x, y):
     """The top-left corner (x0, y0) of the pixels around (x, y), and the fractions (fx, fy)
     of the way towards the next ones: the corners weigh (1-fx)(1-fy), fx(1-fy), (1-fx)fy and
@@ -81,12 +81,12 @@ def bilinear_corner(x, y):
     return x0, y0, x - x0, y - y0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def inside(i, size):
     return 0 <= i < size
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def correlation_value(a, b, is_multiply):
     """One term of a correlation: a * b, or |a - b|."""
     if is_multiply:
@@ -94,7 +94,7 @@ def correlation_value(a, b, is_multiply):
     return abs(a - b)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def correlation_grads(a, b, is_multiply):
     """(d term / d a, d term / d b) of :func:`correlation_value` (|a - b| counts a >= b as
     the positive side)."""
@@ -105,7 +105,7 @@ def correlation_grads(a, b, is_multiply):
     return -1.0, 1.0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def bilinear_corner_point(x0, y0, fx, fy, q):
     """Corner q (0 .. 3: x0 then x0 + 1, on row y0 then y0 + 1) of a bilinear sample at
     (x0 + fx, y0 + fy): ``(x, y, weight, d weight / d x, d weight / d y)``."""
@@ -117,7 +117,7 @@ def bilinear_corner_point(x0, y0, fx, fy, q):
             wx * (1.0 if dy_ else -1.0))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def correlation_displacement(tc, max_disp, stride2):
     """The displacement (oy, ox) of the second patch for output channel tc of a Correlation."""
     radius = max_disp // stride2
@@ -125,7 +125,7 @@ def correlation_displacement(tc, max_disp, stride2):
     return (tc // width - radius) * stride2, (tc % width - radius) * stride2
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def correlation_tap(y1, x1, oy, ox, kh, kw, height, width):
     """Tap (kh, kw) of a Correlation patch: the pixels it compares, (ya, xa) in the first map
     and (yb, xb) in the second, and whether each is inside its map."""

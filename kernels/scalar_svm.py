@@ -2,7 +2,7 @@
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def svm_grad(score, is_label, margin, reg, linear):
     """d(hinge loss)/d(score) for one class score of one sample.
 

@@ -16,7 +16,7 @@ R_SUM, R_MEAN, R_PROD, R_MAX, R_MIN, R_NANSUM, R_NANPROD, R_SUMSQ, R_NORM1, R_NO
     R_NONFINITE = range(11)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def resolve_index(value, n, wrap):
     """MXNet's index rule: truncate toward zero, then wrap modulo n or clip into [0, n-1]."""
     j = int(value)
@@ -32,7 +32,7 @@ def resolve_index(value, n, wrap):
     return j
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def uniform_bin(x, lo, hi, nbins):
     """The bin of x among nbins equal bins over [lo, hi] (the last one closed), -1 outside."""
     if not (lo <= x <= hi):
@@ -60,7 +60,7 @@ def histogram_bin(x, edges, nbins, uniform, lo, hi):
     return lo_i
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def reduce_identity(kind):
     """The start value of a reduction of ``kind``."""
     if kind == R_PROD or kind == R_NANPROD:
@@ -104,7 +104,7 @@ def reduce_combine(kind, acc, v):
     return acc + v
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def reduce_finish(kind, acc, count):
     """Turn the accumulator into the output value (mean divides, the 2-norm takes a root)."""
     if kind == R_MEAN:

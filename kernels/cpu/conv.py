@@ -100,7 +100,7 @@ def fill_run(dst, d, value, n):
 # ---------------------------------------------------------------------------------------------
 # im2col
 # ---------------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _valid_range(off, stride, size, count):
     """[lo, hi) of output positions o in [0, count) whose input o*stride + off lies in [0, size)."""
     lo = 0 if off >= 0 else (-off + stride - 1) // stride
@@ -113,7 +113,7 @@ def _valid_range(off, stride, size, count):
     return lo, hi
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _im2col(x, col, dims, g, r0, r1):
     nb, C, D, H, W = dims
     KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, OD, OH, OW = g
@@ -148,7 +148,7 @@ def _im2col(x, col, dims, g, r0, r1):
                     fill_run(col, j0 + hi, zero, OW - hi)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _im2col_parallel(x, col, dims, g, rows, parts):
     for i in prange(parts):
         _im2col(x, col, dims, g, i * rows // parts, (i + 1) * rows // parts)
@@ -167,7 +167,7 @@ def im2col(x, col, g):
 # ---------------------------------------------------------------------------------------------
 # col2im: the adjoint of im2col, summing overlapping windows into the image
 # ---------------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _col2im(col, x, dims, g, accumulate, c0, c1):
     """Channels [c0, c1) of x: each task owns whole channel planes, so tasks never collide."""
     nb, C, D, H, W = dims
@@ -204,7 +204,7 @@ def _col2im(col, x, dims, g, accumulate, c0, c1):
                                     add_run_strided(x, xb, SW, col, j0, hi - lo)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _col2im_parallel(col, x, dims, g, accumulate, parts):
     C = dims[1]
     for i in prange(parts):
@@ -225,7 +225,7 @@ def col2im(col, x, g, accumulate=False):
 # Layout moves between the GEMM layout (F, n*O) and the NCHW layout (n, F, O), fused with the
 # bias work that touches the same elements anyway.
 # ---------------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _rows_to_batch(rows, out, dims, scale, shift, mode, act, accumulate, q0, q1):
     nb, F, O = dims
     width = nb * O
@@ -267,14 +267,14 @@ def rows_to_batch(rows, out, bias=None, accumulate=False, scale=None, act=-1):
         _rows_to_batch(*args, 0, planes)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _rows_to_batch_parallel(rows, out, dims, scale, shift, mode, act, accumulate, planes, parts):
     for i in prange(parts):
         _rows_to_batch(rows, out, dims, scale, shift, mode, act, accumulate,
                        i * planes // parts, (i + 1) * planes // parts)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _batch_to_rows(src, rows, dims, db, want_db, db_accumulate, f0, f1):
     nb, F, O = dims
     width = nb * O
@@ -312,14 +312,14 @@ def batch_to_rows(src, rows, db=None, db_accumulate=False):
         _batch_to_rows(*args, 0, F)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _batch_to_rows_parallel(src, rows, dims, db, want_db, db_accumulate, F, parts):
     for i in prange(parts):
         _batch_to_rows(src, rows, dims, db, want_db, db_accumulate, i * F // parts,
                        (i + 1) * F // parts)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _channel_sum(src, dims, out, accumulate):
     nb, F, O = dims
     for f in range(F):
@@ -339,7 +339,7 @@ def channel_sum(src, out, accumulate=False):
     _channel_sum(src.reshape(-1), src.shape, out, accumulate)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _add_channel_bias(out, dims, bias):
     nb, F, O = dims
     for n in range(nb):
@@ -366,7 +366,7 @@ def add_channel_bias(out, bias):
 # (m*O, F) goes back to NCHW in one pass that also applies the epilogue: a per-channel scale
 # and shift (bias, or BatchNorm folded in) and an activation.
 # ---------------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _transpose_planes(src, dst, dims, accumulate, p0, p1):
     _, A, B = dims
     for q in range(p0, p1):
@@ -384,7 +384,7 @@ def _transpose_planes(src, dst, dims, accumulate, p0, p1):
                         dst[d + a] = src[s + a * uint64(B)]
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _transpose_planes_parallel(src, dst, dims, accumulate, parts):
     m = dims[0]
     for i in prange(parts):
@@ -402,7 +402,7 @@ def transpose_planes(src, dst, accumulate=False):
         _transpose_planes(*args, 0, m)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _im2row(xt, rows, dims, g, q0, q1):
     nb, C, D, H, W = dims
     KD, KH, KW, SD, SH, SW, PD, PH, PW, DD, DH, DW, OD, OH, OW = g
@@ -442,7 +442,7 @@ def _im2row(xt, rows, dims, g, q0, q1):
                     dst += C
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _im2row_parallel(xt, rows, dims, g, count, parts):
     for i in prange(parts):
         _im2row(xt, rows, dims, g, i * count // parts, (i + 1) * count // parts)
@@ -459,7 +459,7 @@ def im2row(xt, rows, dims, g):
         _im2row(xt.reshape(-1), rows.reshape(-1), dims, g, 0, count)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _row2im(rows, xt, dims, g, n0, n1):
     """Images [n0, n1) of xt (channel-last) += the patch rows; tasks own whole images."""
     nb, C, D, H, W = dims
@@ -494,7 +494,7 @@ def _row2im(rows, xt, dims, g, n0, n1):
                         src += C
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _row2im_parallel(rows, xt, dims, g, parts):
     nb = dims[0]
     for i in prange(parts):
@@ -512,7 +512,7 @@ def row2im(rows, xt, dims, g):
         _row2im(rows.reshape(-1), xt.reshape(-1), dims, g, 0, nb)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _rows_to_nchw(res, out, dims, scale, shift, mode, act, q0, q1):
     """out[n, f, o] = act(res[n*O + o, f] * scale[f] + shift[f]) for planes q = n*F + f."""
     nb, F, O = dims
@@ -536,7 +536,7 @@ def _rows_to_nchw(res, out, dims, scale, shift, mode, act, q0, q1):
                 out[dst + o] = activation_value(res[src + o * F_] * s + b, act)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _rows_to_nchw_parallel(res, out, dims, scale, shift, mode, act, planes, parts):
     for i in prange(parts):
         _rows_to_nchw(res, out, dims, scale, shift, mode, act, i * planes // parts,
@@ -564,7 +564,7 @@ def rows_to_nchw(res, out, scale=None, shift=None, act=-1):
         _rows_to_nchw(*args, 0, planes)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _affine_act_rows(out, dims, scale, shift, mode, act, r0, r1):
     _, F = dims
     for r in range(r0, r1):
@@ -582,7 +582,7 @@ def _affine_act_rows(out, dims, scale, shift, mode, act, r0, r1):
             out[base + f] = v
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _affine_act_rows_parallel(out, dims, scale, shift, mode, act, count, parts):
     for i in prange(parts):
         _affine_act_rows(out, dims, scale, shift, mode, act, i * count // parts,
@@ -604,7 +604,7 @@ def affine_act_rows(out, scale=None, shift=None, act=-1):
         _affine_act_rows(*args, 0, count)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _bn_fold(gamma, beta, mean, var, bias, scale, shift, eps, fix_gamma, has_bias):
     for f in range(scale.size):
         g = 1.0 if fix_gamma else gamma[f]
@@ -630,7 +630,7 @@ def bn_fold(gamma, beta, mean, var, bias, scale, shift, eps, fix_gamma):
 POOL_LAST_MAX, POOL_LAST_AVG, POOL_LAST_SUM = 0, 1, 2
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _channel_last_pool(src, out, dims, kind, n0, n1):
     _, O, C = dims
     C_ = uint64(C)
@@ -653,7 +653,7 @@ def _channel_last_pool(src, out, dims, kind, n0, n1):
                 out[dst + c] *= scale
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _channel_last_pool_parallel(src, out, dims, kind, parts):
     nb = dims[0]
     for i in prange(parts):

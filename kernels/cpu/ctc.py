@@ -8,7 +8,7 @@ from .jit import parallel_loop
 
 __all__ = ["ctc_loss"]
 
-K = compiled(M, njit(cache=True))
+K = compiled(M, njit(cache=True, nogil=True))
 
 
 @parallel_loop(cost=8.0)

@@ -241,7 +241,7 @@ def deform_offset_grad(dcol, x, offset, doffset, geometry, accumulate=False):
 
 
 # --- Proposal / MultiProposal -------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _decode_image(cls, deltas, info, anchors, stride, min_size, iou_loss, boxes, scores):
     """Every anchor at every position of one image as a clipped box (boxes (count, 4)) with
     its foreground score (scores); see ``detection_math.decode_anchor``."""
@@ -254,7 +254,7 @@ def _decode_image(cls, deltas, info, anchors, stride, min_size, iou_loss, boxes,
                                scores, i, j, a, count_a, width)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def select_proposals(boxes, scores, order, pre_n, post_n, threshold, image, rois, out_scores,
                      suppressed, keep):
     """Greedy non-maximum suppression over the ``pre_n`` best boxes (``order`` sorts them by
@@ -286,7 +286,7 @@ def select_proposals(boxes, scores, order, pre_n, post_n, threshold, image, rois
         out_scores[r, 0] = scores[src]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _proposals(cls, deltas, info, anchors, stride, pre_n, post_n, threshold, min_size, iou_loss,
                rois, out_scores, boxes, scores):
     suppressed = np.empty(scores.shape[1], np.bool_)

@@ -12,7 +12,7 @@ from .jit import PARALLEL_MIN, parallel_loop
 __all__ = ["fused_elemwise", "add_row_bias"]
 
 _TEMPLATE = '''
-@njit(cache=_CACHE, error_model="numpy", parallel={parallel})
+@njit(cache=_CACHE, nogil=True, error_model="numpy", parallel={parallel})
 def {name}(R, C, {args}):
     for r in {loop}(R):
         for c in range(C):

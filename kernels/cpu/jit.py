@@ -59,7 +59,7 @@ def _compile(loop, suffix, parallel, options):
     fn.__qualname__ = loop.__qualname__ + suffix
     fn.__module__ = loop.__module__
     fn.__doc__ = loop.__doc__
-    return njit(cache=True, parallel=parallel, **options)(fn)
+    return njit(cache=True, nogil=True, parallel=parallel, **options)(fn)
 
 
 def parallel_loop(cost=1.0, **options):

@@ -76,7 +76,7 @@ def _matmul_into(a, b, out, accumulate, scratch, key):
     out += buf
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _column_sums(dy, db, accumulate):
     if not accumulate:
         for j in range(db.shape[0]):
@@ -109,7 +109,7 @@ def fc_backward(x, w, dy, dx, dw, db, req_x, req_w, req_b, scratch):
 # Activation (relu maps NaN to 0, as MXNet's Activation does; numba's cache of these loops is
 # keyed on this file, so a change of activation_value needs a change here too)
 # ---------------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _act_fwd(x, out, code, lo, hi):
     xs, os = x[lo:hi], out[lo:hi]
     if code == S.ACT_RELU:        # the common case with its branch folded away
@@ -120,14 +120,14 @@ def _act_fwd(x, out, code, lo, hi):
             os[i] = S.activation_value(xs[i], code)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _act_fwd_par(x, out, code, n, nchunks):
     step = (n + nchunks - 1) // nchunks
     for c in prange(nchunks):
         _act_fwd(x, out, code, c * step, min(n, (c + 1) * step))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _act_bwd(x, y, dy, dx, code, accumulate, lo, hi):
     xs, ys, dys, dxs = x[lo:hi], y[lo:hi], dy[lo:hi], dx[lo:hi]
     if code == S.ACT_RELU and not accumulate:
@@ -142,7 +142,7 @@ def _act_bwd(x, y, dy, dx, code, accumulate, lo, hi):
             dxs[i] = g
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _act_bwd_par(x, y, dy, dx, code, accumulate, n, nchunks):
     step = (n + nchunks - 1) // nchunks
     for c in prange(nchunks):
@@ -181,21 +181,21 @@ def activation_backward(x, y, dy, dx, act_type, accumulate=False):
 # ---------------------------------------------------------------------------------------------
 # LeakyReLU: leaky / elu / selu / gelu element-wise, prelu per channel, rrelu with a mask
 # ---------------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _leaky_fwd(x, out, code, slope, lo, hi):
     xs, os = x[lo:hi], out[lo:hi]
     for i in range(xs.size):
         os[i] = S.leaky_value(xs[i], code, slope)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _leaky_fwd_par(x, out, code, slope, n, nchunks):
     step = (n + nchunks - 1) // nchunks
     for c in prange(nchunks):
         _leaky_fwd(x, out, code, slope, c * step, min(n, (c + 1) * step))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _leaky_bwd(x, y, dy, dx, code, slope, accumulate, lo, hi):
     xs, ys, dys, dxs = x[lo:hi], y[lo:hi], dy[lo:hi], dx[lo:hi]
     for i in range(xs.size):
@@ -206,7 +206,7 @@ def _leaky_bwd(x, y, dy, dx, code, slope, accumulate, lo, hi):
             dxs[i] = g
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _leaky_bwd_par(x, y, dy, dx, code, slope, accumulate, n, nchunks):
     step = (n + nchunks - 1) // nchunks
     for c in prange(nchunks):
@@ -225,7 +225,7 @@ def leaky_relu_backward(x, y, dy, dx, act_type, slope, accumulate=False):
             LEAKY_TYPES[act_type], float(slope), accumulate)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _prelu_fwd(x, gamma, out, lo, hi):
     # x, out: (outer, C, inner); gamma: (C,) or (1,)
     per_channel = gamma.shape[0] > 1
@@ -237,14 +237,14 @@ def _prelu_fwd(x, gamma, out, lo, hi):
                 out[o, c, i] = v if v > 0 else g * v
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _prelu_fwd_par(x, gamma, out, n, nchunks):
     step = (n + nchunks - 1) // nchunks
     for c in prange(nchunks):
         _prelu_fwd(x, gamma, out, c * step, min(n, (c + 1) * step))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _prelu_bwd(x, gamma, dy, dx, dgamma, want_x, acc_x, want_g, acc_g):
     outer, nc, inner = x.shape
     per_channel = gamma.shape[0] > 1
@@ -293,7 +293,7 @@ def prelu_backward(x, gamma, dy, dx, dgamma, req_x, req_gamma):
                want_g, req_gamma == "add")
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _rrelu_fwd(x, u, lower, width, mask, out, lo, hi):
     xs, us, ms, os = x[lo:hi], u[lo:hi], mask[lo:hi], out[lo:hi]
     for i in range(xs.size):
@@ -303,14 +303,14 @@ def _rrelu_fwd(x, u, lower, width, mask, out, lo, hi):
         os[i] = v if v > 0 else m * v
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _rrelu_fwd_par(x, u, lower, width, mask, out, n, nchunks):
     step = (n + nchunks - 1) // nchunks
     for c in prange(nchunks):
         _rrelu_fwd(x, u, lower, width, mask, out, c * step, min(n, (c + 1) * step))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _rrelu_bwd(y, mask, dy, dx, accumulate, lo, hi):
     ys, ms, dys, dxs = y[lo:hi], mask[lo:hi], dy[lo:hi], dx[lo:hi]
     for i in range(ys.size):
@@ -321,7 +321,7 @@ def _rrelu_bwd(y, mask, dy, dx, accumulate, lo, hi):
             dxs[i] = g
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _rrelu_bwd_par(y, mask, dy, dx, accumulate, n, nchunks):
     step = (n + nchunks - 1) // nchunks
     for c in prange(nchunks):
@@ -344,7 +344,7 @@ def rrelu_backward(y, mask, dy, dx, accumulate=False):
 # ---------------------------------------------------------------------------------------------
 # Dropout
 # ---------------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _dropout_fwd(x, u, shape, ustrides, keep, mask, out, lo, hi):
     scale = 1.0 / keep if keep > 0 else 0.0
     full = u.size == x.size
@@ -357,14 +357,14 @@ def _dropout_fwd(x, u, shape, ustrides, keep, mask, out, lo, hi):
         os[t] = xs[t] * m
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _dropout_fwd_par(x, u, shape, ustrides, keep, mask, out, n, nchunks):
     step = (n + nchunks - 1) // nchunks
     for c in prange(nchunks):
         _dropout_fwd(x, u, shape, ustrides, keep, mask, out, c * step, min(n, (c + 1) * step))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _mul_into(a, b, dst, accumulate, lo, hi):
     av, bv, dv = a[lo:hi], b[lo:hi], dst[lo:hi]
     for i in range(av.size):
@@ -374,7 +374,7 @@ def _mul_into(a, b, dst, accumulate, lo, hi):
             dv[i] = av[i] * bv[i]
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _mul_into_par(a, b, dst, accumulate, n, nchunks):
     step = (n + nchunks - 1) // nchunks
     for c in prange(nchunks):
@@ -402,7 +402,7 @@ def dropout_backward(mask, dy, dx, accumulate=False):
 # ---------------------------------------------------------------------------------------------
 # Embedding
 # ---------------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _emb_fwd(idx, weight, out, lo, hi):
     vocab = weight.shape[0]
     for i in range(lo, hi):
@@ -411,14 +411,14 @@ def _emb_fwd(idx, weight, out, lo, hi):
             out[i, d] = weight[j, d]
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _emb_fwd_par(idx, weight, out, n, nchunks):
     step = (n + nchunks - 1) // nchunks
     for c in prange(nchunks):
         _emb_fwd(idx, weight, out, c * step, min(n, (c + 1) * step))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _emb_bwd(idx, dy, dweight, accumulate):
     vocab = dweight.shape[0]
     if not accumulate:
@@ -443,7 +443,7 @@ def embedding_backward(idx, dy, dweight, accumulate=False):
 # ---------------------------------------------------------------------------------------------
 # softmax / log_softmax over the middle axis of an (outer, L, inner) view
 # ---------------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _softmax_rows(x, out, inv_t, use_log, length, has_length, lo, hi):
     inner = x.shape[2]
     for r in range(lo, hi):
@@ -476,7 +476,7 @@ def _softmax_rows(x, out, inv_t, use_log, length, has_length, lo, hi):
                 out[o, k, j] *= inv_s
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _softmax_rows_par(x, out, inv_t, use_log, length, has_length, n, nchunks):
     step = (n + nchunks - 1) // nchunks
     for c in prange(nchunks):
@@ -484,7 +484,7 @@ def _softmax_rows_par(x, out, inv_t, use_log, length, has_length, n, nchunks):
                       min(n, (c + 1) * step))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _softmax_grad_rows(y, dy, dx, inv_t, use_log, accumulate, length, has_length, lo, hi):
     inner = y.shape[2]
     for r in range(lo, hi):
@@ -502,7 +502,7 @@ def _softmax_grad_rows(y, dy, dx, inv_t, use_log, accumulate, length, has_length
                 dx[o, k, j] = g
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _softmax_grad_rows_par(y, dy, dx, inv_t, use_log, accumulate, length, has_length, n,
                            nchunks):
     step = (n + nchunks - 1) // nchunks
@@ -536,7 +536,7 @@ def softmax_backward(y, dy, dx, temperature=1.0, use_log=False, accumulate=False
 # ---------------------------------------------------------------------------------------------
 # Loss heads
 # ---------------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _so_grad_rows(prob, label, ograd, grad, ignore, use_ignore, alpha, scale, use_ograd,
                   accumulate, lo, hi):
     ncls = prob.shape[1]
@@ -561,7 +561,7 @@ def _so_grad_rows(prob, label, ograd, grad, ignore, use_ignore, alpha, scale, us
                 grad[o, c, j] = g
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _so_grad_rows_par(prob, label, ograd, grad, ignore, use_ignore, alpha, scale, use_ograd,
                       accumulate, n, nchunks):
     step = (n + nchunks - 1) // nchunks
@@ -584,7 +584,7 @@ def softmax_output_backward(prob, label, ograd, grad, ignore_label, use_ignore, 
                  bool(use_ograd), accumulate)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _reg_bwd(out, label, ograd, grad, kind, scale, use_ograd, accumulate, lo, hi):
     os, ls, ogs, gs = out[lo:hi], label[lo:hi], ograd[lo:hi], grad[lo:hi]
     for i in range(os.size):
@@ -597,7 +597,7 @@ def _reg_bwd(out, label, ograd, grad, kind, scale, use_ograd, accumulate, lo, hi
             gs[i] = g
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _reg_bwd_par(out, label, ograd, grad, kind, scale, use_ograd, accumulate, n, nchunks):
     step = (n + nchunks - 1) // nchunks
     for c in prange(nchunks):
@@ -613,7 +613,7 @@ def regression_backward(out, label, ograd, grad, kind, scale, use_ograd=False,
             REGRESSION_KINDS[kind], float(scale), bool(use_ograd), accumulate)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _count_label_equal(label, value):
     n = 0
     for i in range(label.size):
@@ -622,7 +622,7 @@ def _count_label_equal(label, value):
     return n
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _count_greater(x, thresh):
     n = 0
     for i in range(x.size):
@@ -641,21 +641,21 @@ def count_greater(x, thresh):
     return int(_count_greater(_flat(x), float(thresh)))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _sl1_fwd(x, out, sigma2, lo, hi):
     xs, os = x[lo:hi], out[lo:hi]
     for i in range(xs.size):
         os[i] = S.smooth_l1_value(xs[i], sigma2)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _sl1_fwd_par(x, out, sigma2, n, nchunks):
     step = (n + nchunks - 1) // nchunks
     for c in prange(nchunks):
         _sl1_fwd(x, out, sigma2, c * step, min(n, (c + 1) * step))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _sl1_bwd(x, dy, dx, sigma2, accumulate, lo, hi):
     xs, dys, dxs = x[lo:hi], dy[lo:hi], dx[lo:hi]
     for i in range(xs.size):
@@ -666,7 +666,7 @@ def _sl1_bwd(x, dy, dx, sigma2, accumulate, lo, hi):
             dxs[i] = g
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _sl1_bwd_par(x, dy, dx, sigma2, accumulate, n, nchunks):
     step = (n + nchunks - 1) // nchunks
     for c in prange(nchunks):
@@ -688,7 +688,7 @@ def smooth_l1_backward(x, dy, dx, sigma, accumulate=False):
 K = compiled(NM, njit(cache=True, inline="always"))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _softmax_ce_fwd(x, label, out):
     total = 0.0
     for r in range(x.shape[0]):
@@ -696,7 +696,7 @@ def _softmax_ce_fwd(x, label, out):
     out[0] = total
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _softmax_ce_bwd(x, label, ograd, dx, accumulate):
     for r in range(x.shape[0]):
         K.softmax_ce_row_grad(x, label, dx, r, x.shape[1], ograd[0], accumulate)

@@ -97,7 +97,7 @@ def _run_affine(dst, src, s, n, scale, shift, accumulate):
 # BatchNorm: statistics per channel c of x (outer, C, inner), flattened; the elements of
 # channel c are `outer` runs of `inner` contiguous elements
 # ---------------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _bn_forward_channel(x, y, dims, gamma, beta, mean_out, invstd_out, var_out, moving_mean,
                         moving_var, eps, batch_stats, fix_gamma, c):
     outer, C, inner = dims
@@ -146,7 +146,7 @@ def bn_forward(x, y, gamma, beta, mean_out, invstd_out, var_out, moving_mean, mo
     _bn_forward(x.size if x.shape[1] > 1 else 0, *args)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _bn_backward_channel(x, dy, dx, dims, gamma, mean_in, invstd_in, dgamma, dbeta, batch_stats,
                          fix_gamma, req_x, req_g, req_b, c):
     outer, C, inner = dims
@@ -192,7 +192,7 @@ def bn_backward(x, dy, dx, gamma, mean, invstd, dgamma, dbeta, batch_stats, fix_
     _bn_backward(x.size if x.shape[1] > 1 else 0, *args)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _bn_update_moving(moving_mean, moving_var, mean, var, momentum):
     for c in range(moving_mean.shape[0]):
         moving_mean[c] = moving_mean[c] * momentum + mean[c] * (1.0 - momentum)
@@ -207,7 +207,7 @@ def bn_update_moving(moving_mean, moving_var, mean, var, momentum):
 # ---------------------------------------------------------------------------------------------
 # InstanceNorm: statistics per (n, c) of x (N, C, S); gamma / beta per channel
 # ---------------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _in_forward_channel(x, y, gamma, beta, mean_out, var_out, eps, c):
     N, C, S = x.shape
     for n in range(N):
@@ -232,7 +232,7 @@ def instance_norm_forward(x, y, gamma, beta, mean_out, var_out, eps):
     _in_forward(x.size if x.shape[1] > 1 else 0, *args)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _in_backward_channel(x, dy, dx, gamma, mean_in, var_in, dgamma, dbeta, eps, req_x, req_g,
                          req_b, c):
     N, C, S = x.shape
@@ -278,7 +278,7 @@ def instance_norm_backward(x, dy, dx, gamma, mean, var, dgamma, dbeta, eps, req_
 # (x - mean) / sqrt(var + eps) * gamma[a] + beta[a]) and L2Normalization (mode 1,
 # x / sqrt(sum x^2 + eps)). Row r = o * inner + i; stat1 / stat2 are (outer * inner,).
 # ---------------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _row_forward(x, y, gamma, beta, stat1, stat2, eps, mode, r):
     outer, A, inner = x.shape
     o = r // inner
@@ -319,7 +319,7 @@ def row_norm_forward(x, y, gamma, beta, stat1, stat2, eps, mode):
     _rows_forward(x.size if x.shape[0] * x.shape[2] > 1 else 0, *args)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _row_backward(x, y, dy, dx, gamma, stat1, stat2, mode, accumulate, r):
     outer, A, inner = x.shape
     o = r // inner
@@ -361,7 +361,7 @@ def row_norm_backward(x, y, dy, dx, gamma, stat1, stat2, mode, accumulate=False)
     _rows_backward(x.size if x.shape[0] * x.shape[2] > 1 else 0, *args)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _param_grad_column(x, dy, stat1, stat2, dgamma, dbeta, req_g, req_b, a):
     outer, A, inner = x.shape
     tg = 0.0
@@ -393,7 +393,7 @@ def param_grad_columns(x, dy, mean, std, dgamma, dbeta, req_g, req_b):
 # norm = knorm + alpha / nsize * sum x^2. For even nsize the window holds nsize - 1 channels:
 # that is what MXNet 1.9.1 (oneDNN) computes, checked against its outputs.
 # ---------------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _lrn_forward_sample(x, y, norm, half, salpha, knorm, beta, n):
     N, C, S = x.shape
     for c in range(C):
@@ -421,7 +421,7 @@ def lrn_forward(x, y, norm, nsize, alpha, beta, knorm):
     _lrn_forward(x.size if x.shape[0] > 1 else 0, *args)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _lrn_backward_sample(x, norm, dy, dx, tmp, half, salpha, beta, accumulate, n):
     N, C, S = x.shape
     for c in range(C):

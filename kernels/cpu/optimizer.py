@@ -84,7 +84,7 @@ def _sgd(w, g, out, lr, decay, rescale, clip_gradient):
         out[i] = M.sgd(w[i], g[i], lr, decay, rescale, clip_gradient)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _sgd_rows(ids, row_len, w, g, out, lr, decay, rescale, clip_gradient):
     n = w.size
     for r in range(ids.size):
@@ -98,7 +98,7 @@ def _sgd_mom(w, g, m, out, lr, lr_wd, momentum, rescale, clip_gradient):
                                  clip_gradient)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _sgd_mom_rows(ids, row_len, w, g, m, out, lr, lr_wd, momentum, rescale, clip_gradient):
     n = w.size
     for r in range(ids.size):
@@ -142,7 +142,7 @@ def _adam(w, g, mean, var, out, lr, wd, b1, omb1, b2, omb2, eps, rescale,
                                          b2, omb2, eps, rescale, clip_gradient)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _adam_rows(ids, row_len, w, g, mean, var, out, lr, wd, b1, omb1, b2, omb2, eps, rescale,
             clip_gradient):
     n = w.size
@@ -174,7 +174,7 @@ def _ftrl(w, g, z, st_n, out, lr, wd, lamda1, beta, rescale, clip_gradient,
                                        rescale, clip_gradient, one)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _ftrl_rows(ids, row_len, w, g, z, st_n, out, lr, wd, lamda1, beta, rescale, clip_gradient,
             one):
     n = w.size
@@ -230,7 +230,7 @@ def _adagrad(w, g, h, out, lr, wd, eps, rescale, clip_gradient):
 
 # numba's disk cache of a kernel is invalidated by its own file only, not by the math it
 # inlines: editing M.adagrad_rows (eps moved inside the square root) needs this file to change
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _adagrad_rows(ids, row_len, w, g, h, out, lr, eps, rescale, clip_gradient):
     n = w.size
     for r in range(ids.size):
@@ -282,7 +282,7 @@ def _quantize_2bit(g, residual, out, threshold):
         out[i], residual[i] = M.quantize_2bit(g[i], residual[i], threshold)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _nonzero_rows(g2d):
     """Indices of the rows of a 2-D array holding at least one non-zero."""
     found = np.empty(g2d.shape[0], dtype=np.int64)

@@ -34,7 +34,7 @@ _COST = 0.5
 _NO_MASK = np.zeros(1, dtype=np.int32)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _pool_plane_full(x, y, q, dims, geo, ptype, pval):
     """Pooling of plane q when every window lies wholly inside the data (no padding or
     clipping): each kernel offset is one strided run over an output row, which vectorises.
@@ -84,7 +84,7 @@ def _pool_plane_full(x, y, q, dims, geo, ptype, pval):
                     y[o + ow] = lp_root(y[o + ow], pval)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _pool_plane(x, y, dy, dx, mask, q, dims, geo, ptype, include_pad, pval, save_mask, lowest,
                 backward):
     """Plane q in general (windows clipped to the data, padding, 'full' windows): pooling, or
@@ -162,7 +162,7 @@ def _pool_plane(x, y, dy, dx, mask, q, dims, geo, ptype, include_pad, pval, save
                                 dx[base + w] += g
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _pool_planes(x, y, mask, dims, geo, ptype, include_pad, pval, save_mask, lowest, full,
                  q0, q1):
     for q in range(q0, q1):
@@ -173,7 +173,7 @@ def _pool_planes(x, y, mask, dims, geo, ptype, include_pad, pval, save_mask, low
                         lowest, False)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _pool_parallel(x, y, mask, dims, geo, ptype, include_pad, pval, save_mask, lowest, full,
                    planes, parts):
     for i in prange(parts):
@@ -199,7 +199,7 @@ def _windows_full(dims, geo):
             and (OW - 1) * SW + KW <= W)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _pool_whole_planes(x, y, size, ptype, pval, q0, q1):
     """One window covering each whole plane (global pooling): a contiguous reduction."""
     for q in range(q0, q1):
@@ -222,7 +222,7 @@ def _pool_whole_planes(x, y, size, ptype, pval, q0, q1):
         y[q] = s / size if ptype == POOL_AVG else s
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _pool_whole_planes_parallel(x, y, size, ptype, pval, planes, parts):
     for i in prange(parts):
         _pool_whole_planes(x, y, size, ptype, pval, i * planes // parts,
@@ -248,7 +248,7 @@ def pool_forward(x, y, mask, dims, geo, ptype, include_pad, pval):
     return save_mask
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _unpool_plane_full(y, dy, dx, x, q, dims, geo, ptype, pending):
     """Backward of _pool_plane_full for max / avg / sum: strided runs per kernel offset. Max
     pooling hands each output's gradient to the first input equal to the maximum (MXNet's
@@ -283,7 +283,7 @@ def _unpool_plane_full(y, dy, dx, x, q, dims, geo, ptype, pending):
                                 dx[s0 + ow * sw] += dy[o + ow] * scale
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _unpool_plane(x, y, dy, dx, mask, q, dims, geo, ptype, include_pad, pval, use_mask, full,
                   pending):
     D, H, W, OD, OH, OW = dims
@@ -302,7 +302,7 @@ def _unpool_plane(x, y, dy, dx, mask, q, dims, geo, ptype, include_pad, pval, us
                 x.dtype.type(0), True)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _unpool_planes(x, y, dy, dx, mask, dims, geo, ptype, include_pad, pval, use_mask, full,
                    accumulate, q0, q1):
     D, H, W, OD, OH, OW = dims
@@ -315,7 +315,7 @@ def _unpool_planes(x, y, dy, dx, mask, dims, geo, ptype, include_pad, pval, use_
                       pending)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _unpool_parallel(x, y, dy, dx, mask, dims, geo, ptype, include_pad, pval, use_mask, full,
                      accumulate, planes, parts):
     for i in prange(parts):
@@ -345,7 +345,7 @@ def _store4(dst, a, b, c, d, value, accumulate):
         dst[a, b, c, d] = value
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _pad_plane(x, y, before, mode, value, accumulate, q):
     P, D, H, W = x.shape
     _, OD, OH, OW = y.shape
@@ -375,7 +375,7 @@ def pad_forward(x, y, before, mode, value=0.0, accumulate=False):
     _pad_planes(y.size if x.shape[0] > 1 else 0, *args)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _unpad_plane(dy, dx, before, mode, accumulate, q):
     P, D, H, W = dx.shape
     _, OD, OH, OW = dy.shape
@@ -414,7 +414,7 @@ def pad_backward(dy, dx, before, mode, accumulate=False):
 # ---------------------------------------------------------------------------------------------
 # UpSampling (nearest): x (N, C, H, W) -> channels [c0, c0 + C) of y (N, Ctot, H*s, W*s)
 # ---------------------------------------------------------------------------------------------
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _nearest_plane(small, big, c0, scale, accumulate, to_big, q):
     """Plane q = (n, c) of small (N, C, H, W) against channel c0 + c of big, whose scale x scale
     blocks repeat small's elements: to_big, big (+)= small repeated; else small (+)= the sums

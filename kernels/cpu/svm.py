@@ -9,7 +9,7 @@ __all__ = ["svm_output_backward"]
 PARALLEL_MIN = 1 << 17
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _svm_rows(scores, label, grad, margin, reg, linear, accumulate, lo, hi):
     classes = scores.shape[1]
     for r in range(lo, hi):
@@ -22,7 +22,7 @@ def _svm_rows(scores, label, grad, margin, reg, linear, accumulate, lo, hi):
                 grad[r, c] = g
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True, parallel=True)
 def _svm_rows_par(scores, label, grad, margin, reg, linear, accumulate, rows, nchunks):
     step = (rows + nchunks - 1) // nchunks
     for c in prange(nchunks):

@@ -163,7 +163,7 @@ def _take_grad_cols_impl(grad, gout, idx, n, inner, wrap, chunks):
 
 
 _take_grad_rows = ParallelLoop(_take_grad_rows_impl, cost=_COST)
-_take_grad_cols_parallel = njit(cache=True, parallel=True)(_take_grad_cols_impl)
+_take_grad_cols_parallel = njit(cache=True, nogil=True, parallel=True)(_take_grad_cols_impl)
 
 
 def take_forward(out, data, idx, outer, n, inner, wrap):
@@ -415,7 +415,7 @@ def _nd_offset_impl(idx, y, count, dims, strides):
     return off
 
 
-_nd_offset = njit(cache=True)(_nd_offset_impl)
+_nd_offset = njit(cache=True, nogil=True)(_nd_offset_impl)
 
 
 def _gather_nd_impl(out, data, idx, dims, strides, inner):
@@ -436,7 +436,7 @@ def _scatter_nd_impl(out, src, idx, dims, strides, inner, add):
 
 
 _gather_nd = ParallelLoop(_gather_nd_impl, cost=_COST)
-_scatter_nd = njit(cache=True)(_scatter_nd_impl)
+_scatter_nd = njit(cache=True, nogil=True)(_scatter_nd_impl)
 
 
 def nd_indices_in_range(idx, dims):
@@ -520,7 +520,7 @@ def _histogram_impl(counts, data, edges, uniform, lo, hi):
             counts[b] += 1
 
 
-_histogram = njit(cache=True)(_histogram_impl)
+_histogram = njit(cache=True, nogil=True)(_histogram_impl)
 
 
 def histogram_count(counts, data, edges, lo, hi):
