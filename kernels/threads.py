@@ -54,7 +54,7 @@ import threading
 import time
 
 __all__ = ["refresh", "current", "cap", "describe", "blas_threads", "set_blas_threads",
-           "REFRESH_SECONDS"]
+           "serial_thread", "enter_serial", "leave_serial", "in_serial", "REFRESH_SECONDS"]
 
 REFRESH_SECONDS = 1.0
 
@@ -258,8 +258,11 @@ def _apply(n):
 
 def refresh():
     """The number of threads kernels use now; makes numba (in the calling thread) and OpenBLAS
-    use it. Fixed at the first call, unless ``LIGHTMOD_THREAD_POLICY=load``."""
+    use it. Fixed at the first call, unless ``LIGHTMOD_THREAD_POLICY=load``. 1 in a thread
+    that runs serially (see :func:`enter_serial`)."""
     global _threads, _next_look, _last
+    if getattr(_local, "serial", False):
+        return 1
     if _cap is None or (_follow_load and time.monotonic() >= _next_look):
         with _lock:
             if _cap is None:
@@ -298,3 +301,40 @@ def describe():
         refresh()
     return {"policy": "load" if _follow_load else "fixed", "threads": _cap, "source": _source,
             "blas_threads": blas_threads()}
+
+
+# ---------------------------------------------------------------------------------------------
+# serial regions (lightmod/sample_split.py: one slice of the batch per thread)
+# ---------------------------------------------------------------------------------------------
+def serial_thread():
+    """Make the calling thread run every kernel serially from now on: numba's count 1 here,
+    ``refresh()`` and ``task_count`` answer 1 (a worker thread of the sample split)."""
+    if _cap is None:
+        refresh()
+    _local.serial = True
+    if getattr(_local, "numba", None) != 1:
+        import numba
+        numba.set_num_threads(1)
+        _local.numba = 1
+
+
+def enter_serial():
+    """Start a region where the calling thread and the worker threads each run serial
+    kernels at once: the calling thread becomes serial and OpenBLAS (a process-wide count)
+    uses one thread until :func:`leave_serial`."""
+    global _blas_applied
+    serial_thread()
+    if _blas_cap is not None and _blas_applied != 1:
+        _blas_applied = 1
+        set_blas_threads(1)
+
+
+def leave_serial():
+    """End the region: the calling thread and OpenBLAS use the policy's count again."""
+    _local.serial = False
+    _apply(_threads)
+
+
+def in_serial():
+    """Whether the calling thread runs kernels serially (a region or a worker thread)."""
+    return getattr(_local, "serial", False)

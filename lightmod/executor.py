@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import engine, fusion, inference_plan, kernels, profiler
+from . import engine, fusion, inference_plan, kernels, profiler, sample_split
 from .base import MXNetError, string_types
 from .context import Context
 from .grad_req import GradReq
@@ -508,6 +508,10 @@ class Executor:
     """A bound symbol: arrays for arguments, gradients, auxiliary states and outputs, and the
     precomputed forward / backward call lists."""
 
+    _split_child = False    # a child of a sample split (lightmod/sample_split.py): never split
+    _split = None           # the SampleSplit running this executor's passes, if any
+    _split_ran = False      # whether the last forward ran on the split's training children
+
     def __init__(self, symbol, ctx, grad_req, group2ctx):
         self._symbol = symbol
         self._ctx = ctx
@@ -557,6 +561,7 @@ class Executor:
             self._total_exec_bytes = total
             self._plan(g, node_ctx, shapes, types, arg_arrays, grad_arrays, reqs, aux_arrays,
                        base_pool.fresh() if isinstance(base_pool, _SharedMemory) else base_pool)
+        self._split = None if self._split_child else sample_split.attach(self)
 
     def _plan(self, g, node_ctx, shapes, types, arg_arrays, grad_arrays, reqs, aux_arrays,
               base_pool):
@@ -896,6 +901,7 @@ class Executor:
 
     def forward(self, is_train=False, **kwargs):
         """Run the graph; keyword arrays are first copied into the named arguments."""
+        self._split_ran = False
         if kwargs:
             self._copy_keyword_inputs(kwargs)
         if self._stale():
@@ -909,6 +915,13 @@ class Executor:
             self._forward_done = True
             return self.outputs
         watch = self._observer()
+        if (self._split is not None and watch is None and not getattr(self, "_plain_forward",
+                                                                      False)
+                and self._split.forward(self, is_train)):
+            # the children each ran a slice of the batch into views of our outputs
+            self._split_ran = self._split.trains
+            self._forward_done = True if self._split.trains else inference_plan.PLANNED
+            return self.outputs
         if not is_train and watch is None:
             try:
                 planned = inference_plan.run(self, _transfer)
@@ -1011,6 +1024,15 @@ class Executor:
     def backward(self, out_grads=None, is_train=True):
         """Back-propagate the head gradients into the gradient arrays (see the module doc)."""
         heads = self._head_gradients(out_grads)
+        if not self._forward_done and self._split is not None and self._split.trains and (
+                self._bwd or self._head_steps):
+            self.forward(is_train=True)
+        if self._split_ran:
+            # the children hold the forward values: each back-propagates its slice
+            for i, eid, dst, req, k in self._head_steps:
+                self._check_head(heads, i, eid, dst)
+            self._split.backward(self, heads)
+            return
         for k, grad in self._zero_grad_args:
             k.fill(grad._data, 0)
         if not self._bwd and not self._head_steps:
@@ -1022,15 +1044,7 @@ class Executor:
         if self._forward_done is inference_plan.PLANNED:
             inference_plan.replay_plain_forward(self)
         for i, eid, dst, req, k in self._head_steps:
-            if i >= len(heads) or heads[i] is None:
-                raise MXNetError(
-                    "Executor.backward: output %d (%s) is not a loss output, so its head "
-                    "gradient is required when calling backward (pass out_grads, or make it a "
-                    "loss with make_loss)" % (i, self._g.entry_label(eid)))
-            if heads[i].shape != dst.shape:
-                raise MXNetError("Executor.backward: head gradient %d has shape %s, output %s "
-                                 "has shape %s" % (i, heads[i].shape, self._g.entry_label(eid),
-                                                   dst.shape))
+            self._check_head(heads, i, eid, dst)
             _store(dst, k, heads[i], req)
         failure = self._failure if self._failure is not None else engine.pending_of(heads)
         if failure is not None and failure.error is not None:
@@ -1052,6 +1066,18 @@ class Executor:
                     watch.after_backward(op, nid, slot_nd, started)
         except engine.DeferredOperatorError as err:
             self._fail_gradients(engine.defer(err))
+
+    def _check_head(self, heads, i, eid, dst):
+        """The head gradient of output ``i`` is given and has the output's shape."""
+        if i >= len(heads) or heads[i] is None:
+            raise MXNetError(
+                "Executor.backward: output %d (%s) is not a loss output, so its head "
+                "gradient is required when calling backward (pass out_grads, or make it a "
+                "loss with make_loss)" % (i, self._g.entry_label(eid)))
+        if heads[i].shape != dst.shape:
+            raise MXNetError("Executor.backward: head gradient %d has shape %s, output %s "
+                             "has shape %s" % (i, heads[i].shape, self._g.entry_label(eid),
+                                               dst.shape))
 
     def _monitor_zeros(self, nid, slot):
         """Zeros standing in for a gradient nobody requested (the monitor still reports it)."""

@@ -12,6 +12,13 @@ import lightmod as mx
 from lightmod import inference_plan
 
 
+@pytest.fixture(autouse=True)
+def _one_executor(monkeypatch):
+    """These tests inspect the plan of the executor they bind: no sample split, which would
+    run the plans of its child executors instead (tests/test_sample_split.py tests those)."""
+    monkeypatch.setenv("LIGHTMOD_SAMPLE_SPLIT", "0")
+
+
 @settings(max_examples=40, deadline=None)
 @given(case=stacks(), seed=st.integers(0, 2 ** 16))
 def test_plan_matches_plain_inference_forward(case, seed):

@@ -7,6 +7,7 @@ as the cost weight). Compiled code is cached in-process per spec and on disk by 
 from numba import prange
 
 from .. import fused as _fused
+from .. import threads as _threads
 from .jit import PARALLEL_MIN, parallel_loop
 
 __all__ = ["fused_elemwise", "add_row_bias"]
@@ -28,7 +29,7 @@ class FusedLoop:
         self.serial, self.parallel, self.cost = serial, parallel, cost
 
     def __call__(self, rows, cols, *arrays):
-        if rows > 1 and rows * cols * self.cost >= PARALLEL_MIN:
+        if rows > 1 and rows * cols * self.cost >= PARALLEL_MIN and not _threads.in_serial():
             return self.parallel(rows, cols, *arrays)
         return self.serial(rows, cols, *arrays)
 

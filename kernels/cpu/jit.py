@@ -41,16 +41,17 @@ class ParallelLoop:
         self.__name__ = loop.__name__
 
     def __call__(self, work, *args):
-        if work * self.cost >= PARALLEL_MIN:
+        if work * self.cost >= PARALLEL_MIN and not _threads.in_serial():
             return self.parallel(*args)
         return self.serial(*args)
 
     def runs_parallel(self, work):
-        return work * self.cost >= PARALLEL_MIN
+        return work * self.cost >= PARALLEL_MIN and not _threads.in_serial()
 
     def pick(self, work):
-        """The build a call of ``work`` elements runs."""
-        return self.parallel if work * self.cost >= PARALLEL_MIN else self.serial
+        """The build a call of ``work`` elements runs (serial in a thread that runs one slice
+        of a sample-split batch: lightmod/sample_split.py)."""
+        return self.parallel if self.runs_parallel(work) else self.serial
 
 
 def _compile(loop, suffix, parallel, options):
