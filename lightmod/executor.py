@@ -1029,7 +1029,7 @@ class Executor:
             self.forward(is_train=True)
         if self._split_ran:
             # the children hold the forward values: each back-propagates its slice
-            for i, eid, dst, req, k in self._head_steps:
+            for i, eid, dst, _, _ in self._head_steps:
                 self._check_head(heads, i, eid, dst)
             self._split.backward(self, heads)
             return

@@ -62,7 +62,7 @@ def enabled():
 
 
 def _threads():
-    from .kernels import threads     # imports numba: only when binding on the CPU
+    from .kernels import threads  # imports numba: only when binding on the CPU
     return threads
 
 
