@@ -192,6 +192,7 @@ class _Workers:
     first; one region at a time (a second caller runs its tasks itself, serially)."""
 
     def __init__(self, count):
+        self.pid = os.getpid()      # a forked process has the object but not the threads
         self._busy = threading.Lock()
         self._start = [threading.Semaphore(0) for _ in range(count)]
         self._done = threading.Semaphore(0)
@@ -254,7 +255,7 @@ _workers_lock = threading.Lock()
 def _pool(count):
     global _workers
     with _workers_lock:
-        if _workers is None or len(_workers._start) < count:
+        if _workers is None or len(_workers._start) < count or _workers.pid != os.getpid():
             _workers = _Workers(count)
         return _workers
 
@@ -310,7 +311,14 @@ def attach(exe):
     batch, batch_entries, private = found
     trains = exe._bwd is not None and _separable(g, exe._shapes, exe._stypes, True) is not None
     count = min(count, batch)
-    return SampleSplit(exe, batch, batch_entries, count, trains)
+    try:
+        return SampleSplit(exe, batch, batch_entries, count, trains)
+    except _NotSplit:
+        return None
+
+
+class _NotSplit(Exception):
+    """The children cannot write into the parent's outputs: the parent runs unsplit."""
 
 
 class SampleSplit:
@@ -357,12 +365,11 @@ class SampleSplit:
             child._split_child = True
             child._setup(g, exe._node_ctx, shapes, exe._types, args, grads, reqs,
                          list(exe.aux_arrays), base_pool=pool)
-            for out, head in zip(child.outputs, exe.outputs):
-                if not np.shares_memory(out._data, head._data):
-                    raise AssertionError("sample split: a child's output is not a view of "
-                                         "the parent's")
+            if not all(np.shares_memory(out._data, head._data)
+                       for out, head in zip(child.outputs, exe.outputs)):
+                raise _NotSplit     # (a head whose buffer the parent shares: keep it whole)
             self.children.append(child)
-        self._workers = _pool(len(self.children) - 1)
+        _pool(len(self.children) - 1)       # start the threads at bind
         self._forward = [None] * len(self.children)
         self._is_train = False
         self._tasks_fwd = [self._forward_task(c) for c in self.children]
@@ -384,7 +391,7 @@ class SampleSplit:
         if is_train and not self.trains:
             return False
         self._is_train = bool(is_train)
-        self._workers.run(self._tasks_fwd)
+        _pool(len(self.children) - 1).run(self._tasks_fwd)
         failed = [c for c in self.children if c._failure is not None]
         if failed:
             for child in failed:
@@ -408,7 +415,7 @@ class SampleSplit:
         else:
             self._heads = None
         try:
-            self._workers.run(self._tasks_bwd)
+            _pool(len(self.children) - 1).run(self._tasks_bwd)
         finally:
             self._heads = None
         for child in self.children:
