@@ -16,6 +16,13 @@ pytestmark = [pytest.mark.cuda,
                                  reason="needs a GPU or NUMBA_ENABLE_CUDASIM=1")]
 
 
+@pytest.fixture(autouse=True)
+def _one_executor(monkeypatch):
+    """The CPU half inspects the plan of the executor it binds: no sample split, which would
+    run the plans of its child executors instead (tests/test_sample_split.py tests those)."""
+    monkeypatch.setenv("LIGHTMOD_SAMPLE_SPLIT", "0")
+
+
 @settings(max_examples=8, deadline=None)
 @given(case=stacks(max_layers=2), seed=st.integers(0, 2 ** 16))
 def test_plan_matches_plain_inference_forward_on_gpu(case, seed):
