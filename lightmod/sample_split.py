@@ -187,6 +187,9 @@ def _separable(g, shapes, stypes, is_train):
 # ---------------------------------------------------------------------------------------------
 # the worker threads
 # ---------------------------------------------------------------------------------------------
+_PARALLEL_FOLD = 1 << 16     # parameter-gradient elements from which the folding is threaded
+
+
 class _Workers:
     """Persistent worker threads that each run one task of a region, the caller running the
     first; one region at a time (a second caller runs its tasks itself, serially)."""
@@ -375,6 +378,29 @@ class SampleSplit:
         self._tasks_fwd = [self._forward_task(c) for c in self.children]
         self._heads = None
         self._tasks_bwd = [self._backward_task(i, c) for i, c in enumerate(self.children)]
+        self._tasks_fold = self._fold_tasks(len(self.children))
+
+    def _fold_tasks(self, count):
+        """The additions of the other children's parameter gradients into the parent's, as
+        ``count`` tasks over contiguous parts of every array (each element still adds the
+        children in order, so the bits do not depend on the parts); one task when small."""
+        total = sum(target.size for target, _ in self.folds)
+        parts = count if total >= _PARALLEL_FOLD else 1
+        work = [[] for _ in range(parts)]
+        for target, own in self.folds:
+            flat_target, flat_own = target.reshape(-1), own.reshape(-1)
+            n = flat_target.size
+            for p in range(parts):
+                lo, hi = p * n // parts, (p + 1) * n // parts
+                if hi > lo:
+                    work[p].append((flat_target[lo:hi], flat_own[lo:hi]))
+
+        def task(pairs):
+            def run():
+                for target, own in pairs:
+                    np.add(target, own, out=target)
+            return run
+        return [task(pairs) for pairs in work]
 
     def _forward_task(self, child):
         def task():
@@ -422,5 +448,7 @@ class SampleSplit:
             if child._failure is not None:
                 exe._fail_gradients(child._failure)
                 return
-        for target, own in self.folds:
-            np.add(target, own, out=target)
+        if len(self._tasks_fold) > 1:
+            _pool(len(self._tasks_fold) - 1).run(self._tasks_fold)
+        elif self._tasks_fold:
+            self._tasks_fold[0]()

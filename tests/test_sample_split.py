@@ -194,6 +194,26 @@ def test_add_accumulates_over_steps():
     _assert_same(results[0], results[1])
 
 
+@pytest.mark.parametrize("req", ["write", "add"])
+def test_large_gradients_fold_in_parts(req):
+    """Parameter gradients large enough to be added in parts on several threads."""
+    net = mx.sym.FullyConnected(mx.sym.var("data"), num_hidden=300, name="fc1")
+    net = mx.sym.Activation(net, act_type="relu")
+    net = mx.sym.LinearRegressionOutput(mx.sym.FullyConnected(net, num_hidden=3, name="fc2"),
+                                        name="lro")
+    shapes = {"data": (5, 301)}
+    results = []
+    for on in (True, False):
+        exe = _bind(net, shapes, req, on, 3)
+        if on:
+            assert [len(t) for t in [exe._split._tasks_fold]] == [3]
+        _fill(exe, 17)
+        for _ in range(2):
+            state = _step(exe, "regression", None)
+        results.append(state)
+    _assert_same(results[0], results[1])
+
+
 # ---------------------------------------------------------------------------------------------
 # BatchNorm: inference splits (folded into the convolution), training does not
 # ---------------------------------------------------------------------------------------------
