@@ -24,13 +24,14 @@ RTOL, ATOL = 2e-4, 2e-5
 def splitting(on=True, count=2):
     """Bind executors with the sample split on (``count`` threads) or off."""
     saved_env = os.environ.get("LIGHTMOD_SAMPLE_SPLIT")
-    saved_cap = threads.cap
+    saved_cap, saved_worth = threads.cap, sample_split._worth_splitting
     os.environ["LIGHTMOD_SAMPLE_SPLIT"] = "1" if on else "0"
     threads.cap = lambda: count
+    sample_split._worth_splitting = lambda g: True     # fully connected graphs too
     try:
         yield
     finally:
-        threads.cap = saved_cap
+        threads.cap, sample_split._worth_splitting = saved_cap, saved_worth
         if saved_env is None:
             del os.environ["LIGHTMOD_SAMPLE_SPLIT"]
         else:
@@ -315,6 +316,14 @@ def test_dropout_training_does_not_split():
     net = mx.sym.LinearRegressionOutput(mx.sym.FullyConnected(net, num_hidden=2), name="lro")
     exe = _bind(net, {"data": (4, 5)}, "write", True)
     assert exe._split is not None and not exe._split.trains
+
+
+def test_fully_connected_graphs_keep_blas_threads():
+    net = mx.sym.FullyConnected(mx.sym.var("data"), num_hidden=6)
+    net = mx.sym.SoftmaxOutput(mx.sym.FullyConnected(net, num_hidden=3), name="softmax")
+    assert not sample_split._worth_splitting(net.simple_bind(mx.cpu(), data=(4, 5))._g)
+    assert sample_split._worth_splitting(_lenet_like().simple_bind(
+        mx.cpu(), data=(4, 2, 12, 12))._g)
 
 
 def test_switch_off():
