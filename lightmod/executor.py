@@ -35,6 +35,7 @@ from .ndarray import ndarray as _nd
 from .ndarray.ndarray import NDArray
 from .operator import storage as _storage
 from .symbol import graph as _graph
+from .symbol import stack_fc as _stack_fc
 from .symbol import symbol as _symbol
 
 __all__ = ["Executor", "bind", "simple_bind"]
@@ -182,8 +183,12 @@ def _collector_paused(bind_function):
 @_collector_paused
 def simple_bind(symbol, ctx, grad_req="write", type_dict=None, stype_dict=None,
                 group2ctx=None, shared_arg_names=None, shared_exec=None, shared_buffer=None,
-                shapes=None):
-    """Allocate arrays for the given input shapes and bind (see ``Symbol.simple_bind``)."""
+                shapes=None, stack=True):
+    """Allocate arrays for the given input shapes and bind (see ``Symbol.simple_bind``).
+    ``stack``: stack the FullyConnected nodes that share a weight (symbol/stack_fc.py)."""
+    def unstacked():
+        return simple_bind(symbol, ctx, grad_req, type_dict, stype_dict, group2ctx,
+                           shared_arg_names, shared_exec, shared_buffer, shapes, stack=False)
     if not isinstance(ctx, Context):
         raise TypeError("Context type error")
     shapes = shapes or {}
@@ -194,7 +199,8 @@ def simple_bind(symbol, ctx, grad_req="write", type_dict=None, stype_dict=None,
     if isinstance(grad_req, (list, dict)) and not grad_req:
         raise RuntimeError("grad_req in simple_bind cannot be an empty %s"
                            % type(grad_req).__name__)
-    g = _graph.IndexedGraph(_graph.bind_outputs(symbol._outputs))
+    outputs, stacks = _planned_outputs(symbol, stack)
+    g = _graph.IndexedGraph(outputs)
     node_ctx = _node_contexts(g, ctx, group2ctx)
     by_name = {}
     for nid in g.var_nids:
@@ -212,8 +218,12 @@ def simple_bind(symbol, ctx, grad_req="write", type_dict=None, stype_dict=None,
     try:
         entry_shapes, entry_types = _infer_all(g, known_shapes, known_types, "simple_bind")
     except MXNetError as err:
+        if stacks:                  # say what is wrong in terms of the user's graph
+            return unstacked()
         args = "".join("%s: %s\n" % (k, v) for k, v in shapes.items())
         raise MXNetError("simple_bind error. Arguments:\n%s%s" % (args, err)) from None
+    if stacks and not _stack_fc.stacks_fit(g, entry_shapes, stacks):
+        return unstacked()
 
     arg_names = [g.nodes[n].name for n in g.arg_nids]
     reqs = _grad_req_list(grad_req, arg_names, "simple_bind")
@@ -255,6 +265,19 @@ def simple_bind(symbol, ctx, grad_req="write", type_dict=None, stype_dict=None,
                aux_arrays, base_pool=None if shared_exec is None else
                _SharedMemory(shared_exec._pool))
     return exe
+
+
+def _planned_outputs(symbol, stack):
+    """The output entries simple_bind plans: the graph after common-subexpression elimination
+    and, with ``stack``, shared-weight FullyConnected nodes stacked; and the stacks' Concat
+    nodes (None when nothing was stacked)."""
+    outputs = _graph.bind_outputs(symbol._outputs)
+    if stack and outputs and _stack_fc.enabled():
+        owned = outputs[0][0] is not symbol._outputs[0][0]      # a copy made by the elimination
+        stacked = _stack_fc.stack_shared_fc(outputs, owned=owned)
+        if stacked is not None:
+            return stacked
+    return outputs, None
 
 
 class _SharedMemory:
