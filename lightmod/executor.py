@@ -264,6 +264,7 @@ def simple_bind(symbol, ctx, grad_req="write", type_dict=None, stype_dict=None,
     exe._setup(g, node_ctx, entry_shapes, entry_types, arg_arrays, grad_arrays, reqs,
                aux_arrays, base_pool=None if shared_exec is None else
                _SharedMemory(shared_exec._pool))
+    exe._stacks = stacks
     return exe
 
 
@@ -577,6 +578,7 @@ class Executor:
 
         self._forward_done = False
         self._failure = None        # the PendingError of the last forward or backward, if any
+        self._stacks = None         # the Concat nodes of stacked FullyConnected nodes, if any
 
     # --- planning -------------------------------------------------------------------------------
     def _buffer(self, key, shape, dtype, ctx, base_pool, stype="default"):
@@ -1119,6 +1121,8 @@ class Executor:
         (``monitor_all`` adds every operator's inputs in forward)."""
         self._monitor_callback = callback
         self._monitor_all = bool(monitor_all)
+        if callback is not None and self._stacks:
+            self._unstack()     # the monitor reports the nodes of the user's graph
         if self._fused and callback is not None:
             self._replan()      # the monitor reports every operator: plan without fusion
 
@@ -1168,10 +1172,46 @@ class Executor:
             dst[:] = src
 
     # --- reshape --------------------------------------------------------------------------------
+    # --- stacked FullyConnected nodes (symbol/stack_fc.py) ------------------------------------------
+    def _stacks_fit(self, new_shapes):
+        """Whether the stacked graph still holds for these input shapes (every stack's data of
+        one shape)."""
+        g = self._g
+        known = {nid: new_shapes[g.nodes[nid].name] for nid in g.var_nids
+                 if isinstance(new_shapes.get(g.nodes[nid].name), tuple)}
+        try:
+            shapes = _graph.infer_shapes(g, known)
+        except MXNetError:
+            return False
+        return _stack_fc.stacks_fit(g, shapes, self._stacks)
+
+    def _plain_graph(self):
+        """(graph, node contexts, entry dtypes) of the symbol without stacking; its arguments
+        come in the same order (stacking never changes it)."""
+        g = _graph.IndexedGraph(_graph.bind_outputs(self._symbol._outputs))
+        node_ctx = _node_contexts(g, self._ctx, self._group2ctx)
+        types = _graph.infer_types(g, {nid: np.dtype(a.dtype).name for nid, a in zip(
+            g.arg_nids + g.aux_nids, self.arg_arrays + self.aux_arrays)})
+        return g, node_ctx, types
+
+    def _unstack(self):
+        """Plan the graph without stacking, so that every node of the user's graph runs (and
+        a monitor sees its outputs)."""
+        g, node_ctx, types = self._plain_graph()
+        shapes = _graph.infer_shapes(g, {nid: a.shape for nid, a in zip(
+            g.arg_nids + g.aux_nids, self.arg_arrays + self.aux_arrays)})
+        total = self._total_exec_bytes
+        self._stacks = None
+        self._setup(g, node_ctx, [tuple(s) for s in shapes], types, self.arg_arrays,
+                    self.grad_arrays, self._reqs, self.aux_arrays, base_pool=self._pool)
+        self._total_exec_bytes = total
+
     def reshape(self, partial_shaping=False, allow_up_sizing=False, **kwargs):
         """A new executor for new input shapes that shares the parameter arrays (and their
         gradients) and, where the new arrays are not larger, the memory of this one."""
-        g = self._g
+        g, node_ctx, types = self._g, self._node_ctx, self._types
+        if self._stacks and not self._stacks_fit(kwargs):
+            g, node_ctx, types = self._plain_graph()
         known = {}
         for nid in g.var_nids:
             name = g.nodes[nid].name
@@ -1207,8 +1247,9 @@ class Executor:
         grads = [resized(a, nid, "arg") for a, nid in zip(self.grad_arrays, g.arg_nids)]
         aux = [resized(a, nid, "aux") for a, nid in zip(self.aux_arrays, g.aux_nids)]
         exe = Executor(self._symbol, self._ctx, self._grad_req, self._group2ctx)
-        exe._setup(g, self._node_ctx, shapes, self._types, args, grads, self._reqs, aux,
+        exe._setup(g, node_ctx, shapes, types, args, grads, self._reqs, aux,
                    base_pool=self._pool)
+        exe._stacks = self._stacks if g is self._g else None
         if self._monitor_callback is not None:
             exe.set_monitor_callback(self._monitor_callback, self._monitor_all)
         return exe

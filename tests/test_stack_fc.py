@@ -226,3 +226,48 @@ def test_bucketing_shares_parameters_and_trains_the_same(monkeypatch):
     for name in a:
         np.testing.assert_allclose(a[name].asnumpy(), b[name].asnumpy(), rtol=1e-4, atol=1e-6,
                                    err_msg=name)
+
+
+def test_monitor_sees_the_users_nodes(monkeypatch):
+    sym = _unrolled("lstm", 1, 3, 2)
+    monkeypatch.setenv("LIGHTMOD_STACK_FC", "1")
+    exe = sym.simple_bind(mx.cpu(), data=(2, 3, 4))
+    assert _stacked_nodes(exe)
+    seen = []
+    exe.set_monitor_callback(lambda name, arr: seen.append(name))
+    assert not _stacked_nodes(exe)
+    exe.forward(is_train=True)
+    assert any("t1_i2h" in name for name in seen)
+    assert not any("_stacked_" in name for name in seen)
+    monkeypatch.setenv("LIGHTMOD_STACK_FC", "0")
+    plain = sym.simple_bind(mx.cpu(), data=(2, 3, 4))
+    plain_seen = []
+    plain.set_monitor_callback(lambda name, arr: plain_seen.append(name))
+    plain.forward(is_train=True)
+    assert seen == plain_seen
+
+
+def test_reshape_keeps_or_drops_the_stack(monkeypatch):
+    # members whose data shapes stay equal under any batch size: the stack is kept
+    sym = _unrolled("gru", 1, 3, 2)
+    stacked = _run(monkeypatch, sym, {"data": (4, 3, 5)}, True)
+    exe = stacked[2].reshape(data=(2, 3, 5))
+    assert _stacked_nodes(exe)
+    # a reshape that makes the stack's data shapes differ binds the plain graph
+    x = mx.sym.Variable("x")
+    w = mx.sym.Variable("w")
+    p = mx.sym.FullyConnected(x, weight=w, no_bias=True, num_hidden=3, name="p")
+    q = mx.sym.FullyConnected(mx.sym.slice_axis(x, axis=0, begin=0, end=2), weight=w,
+                              no_bias=True, num_hidden=3, name="q")
+    out = mx.sym.Group([p, q])
+    first = _run(monkeypatch, out, {"x": (2, 4)}, True)
+    assert _stacked_nodes(first[2])
+    exe = first[2].reshape(allow_up_sizing=True, x=(4, 4))
+    assert not _stacked_nodes(exe)
+    rng = np.random.RandomState(1)
+    for arr in exe.arg_dict.values():
+        arr[:] = rng.uniform(-1, 1, arr.shape)
+    got = [o.asnumpy() for o in exe.forward()]
+    xv, wv = exe.arg_dict["x"].asnumpy(), exe.arg_dict["w"].asnumpy()
+    np.testing.assert_allclose(got[0], xv @ wv.T, rtol=1e-5)
+    np.testing.assert_allclose(got[1], xv[:2] @ wv.T, rtol=1e-5)
