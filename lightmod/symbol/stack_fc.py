@@ -84,6 +84,8 @@ def _stack(order, outputs, members):
     split = Node(registry.get("SliceChannel"), base + "_split",
                  {"num_outputs": str(len(members)), "axis": "0", STACK_SPLIT: "1"})
     split.inputs = [(product, 0, 0)]
+    if "__ctx_group__" in first.attrs:      # the stack runs where its first member would
+        concat.attrs["__ctx_group__"] = split.attrs["__ctx_group__"] = first.attrs["__ctx_group__"]
     replaced = {id(m): (split, k, 0) for k, m in enumerate(members)}
 
     def swap(entry):
