@@ -19,6 +19,9 @@ An operator failing while it computes (``engine.DeferredOperatorError``) does no
 carry the failure, reported where they are read (see ``lightmod/engine.py``). ``backward``
 after such a forward computes nothing and every gradient array carries the failure.
 """
+import bisect
+import functools
+import gc
 import time
 from typing import NamedTuple
 
@@ -32,6 +35,7 @@ from .ndarray import ndarray as _nd
 from .ndarray.ndarray import NDArray
 from .operator import storage as _storage
 from .symbol import graph as _graph
+from .symbol import stack_fc as _stack_fc
 from .symbol import symbol as _symbol
 
 __all__ = ["Executor", "bind", "simple_bind"]
@@ -159,10 +163,32 @@ def _infer_all(g, known_shapes, known_types, where):
 # ---------------------------------------------------------------------------------------------
 # binding
 # ---------------------------------------------------------------------------------------------
+def _collector_paused(bind_function):
+    """Run ``bind_function`` with Python's cyclic garbage collector paused: binding creates
+    tens of thousands of small objects (nodes, entries, steps, views) that are all still
+    alive at its end, so the collections their allocation triggers (20-30% of binding an
+    unrolled LSTM) find nothing to free. The collector is resumed afterwards if it was on."""
+    @functools.wraps(bind_function)
+    def paused(*args, **kwargs):
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return bind_function(*args, **kwargs)
+        finally:
+            if was_enabled:
+                gc.enable()
+    return paused
+
+
+@_collector_paused
 def simple_bind(symbol, ctx, grad_req="write", type_dict=None, stype_dict=None,
                 group2ctx=None, shared_arg_names=None, shared_exec=None, shared_buffer=None,
-                shapes=None):
-    """Allocate arrays for the given input shapes and bind (see ``Symbol.simple_bind``)."""
+                shapes=None, stack=True):
+    """Allocate arrays for the given input shapes and bind (see ``Symbol.simple_bind``).
+    ``stack``: stack the FullyConnected nodes that share a weight (symbol/stack_fc.py)."""
+    def unstacked():
+        return simple_bind(symbol, ctx, grad_req, type_dict, stype_dict, group2ctx,
+                           shared_arg_names, shared_exec, shared_buffer, shapes, stack=False)
     if not isinstance(ctx, Context):
         raise TypeError("Context type error")
     shapes = shapes or {}
@@ -173,7 +199,8 @@ def simple_bind(symbol, ctx, grad_req="write", type_dict=None, stype_dict=None,
     if isinstance(grad_req, (list, dict)) and not grad_req:
         raise RuntimeError("grad_req in simple_bind cannot be an empty %s"
                            % type(grad_req).__name__)
-    g = _graph.IndexedGraph(_graph.bind_outputs(symbol._outputs))
+    outputs, stacks = _planned_outputs(symbol, stack)
+    g = _graph.IndexedGraph(outputs)
     node_ctx = _node_contexts(g, ctx, group2ctx)
     by_name = {}
     for nid in g.var_nids:
@@ -191,8 +218,12 @@ def simple_bind(symbol, ctx, grad_req="write", type_dict=None, stype_dict=None,
     try:
         entry_shapes, entry_types = _infer_all(g, known_shapes, known_types, "simple_bind")
     except MXNetError as err:
+        if stacks:                  # say what is wrong in terms of the user's graph
+            return unstacked()
         args = "".join("%s: %s\n" % (k, v) for k, v in shapes.items())
         raise MXNetError("simple_bind error. Arguments:\n%s%s" % (args, err)) from None
+    if stacks and not _stack_fc.stacks_fit(g, entry_shapes, stacks):
+        return unstacked()
 
     arg_names = [g.nodes[n].name for n in g.arg_nids]
     reqs = _grad_req_list(grad_req, arg_names, "simple_bind")
@@ -233,7 +264,21 @@ def simple_bind(symbol, ctx, grad_req="write", type_dict=None, stype_dict=None,
     exe._setup(g, node_ctx, entry_shapes, entry_types, arg_arrays, grad_arrays, reqs,
                aux_arrays, base_pool=None if shared_exec is None else
                _SharedMemory(shared_exec._pool))
+    exe._stacks = stacks
     return exe
+
+
+def _planned_outputs(symbol, stack):
+    """The output entries simple_bind plans: the graph after common-subexpression elimination
+    and, with ``stack``, shared-weight FullyConnected nodes stacked; and the stacks' Concat
+    nodes (None when nothing was stacked)."""
+    outputs = _graph.bind_outputs(symbol._outputs)
+    if stack and outputs and _stack_fc.enabled():
+        owned = outputs[0][0] is not symbol._outputs[0][0]      # a copy made by the elimination
+        stacked = _stack_fc.stack_shared_fc(outputs, owned=owned)
+        if stacked is not None:
+            return stacked
+    return outputs, None
 
 
 class _SharedMemory:
@@ -262,6 +307,7 @@ class _SharedMemory:
                     largest[id(root)] = (root, arr.context)
             free = sorted(largest.values(), key=lambda item: item[0].nbytes)
         self._free = list(free)
+        self._sizes = [root.nbytes for root, _ in self._free]    # ascending, for bisect
 
     def fresh(self):
         """The same offer, nothing taken yet (a plan that starts over)."""
@@ -273,9 +319,15 @@ class _SharedMemory:
         if ctx.device_typeid == 2:
             return None
         nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-        for i, (root, rctx) in enumerate(self._free):
-            if root.nbytes >= nbytes and rctx == ctx and nbytes:
+        if not nbytes:
+            return None
+        # the first buffer in size order that is large enough (a bisect: binding a bucket
+        # asks for thousands of buffers) and on the same device
+        for i in range(bisect.bisect_left(self._sizes, nbytes), len(self._free)):
+            root, rctx = self._free[i]
+            if rctx == ctx:
                 del self._free[i]
+                del self._sizes[i]
                 flat = root.reshape(-1).view(np.uint8)[:nbytes].view(dtype)
                 return NDArray(flat.reshape(shape), ctx)
         return None
@@ -530,6 +582,7 @@ class Executor:
 
         self._forward_done = False
         self._failure = None        # the PendingError of the last forward or backward, if any
+        self._stacks = None         # the Concat nodes of stacked FullyConnected nodes, if any
 
     # --- planning -------------------------------------------------------------------------------
     def _buffer(self, key, shape, dtype, ctx, base_pool, stype="default"):
@@ -1094,6 +1147,8 @@ class Executor:
         (``monitor_all`` adds every operator's inputs in forward)."""
         self._monitor_callback = callback
         self._monitor_all = bool(monitor_all)
+        if callback is not None and self._stacks:
+            self._unstack()     # the monitor reports the nodes of the user's graph
         if self._fused and callback is not None:
             self._replan()      # the monitor reports every operator: plan without fusion
 
@@ -1143,10 +1198,46 @@ class Executor:
             dst[:] = src
 
     # --- reshape --------------------------------------------------------------------------------
+    # --- stacked FullyConnected nodes (symbol/stack_fc.py) ------------------------------------------
+    def _stacks_fit(self, new_shapes):
+        """Whether the stacked graph still holds for these input shapes (every stack's data of
+        one shape)."""
+        g = self._g
+        known = {nid: new_shapes[g.nodes[nid].name] for nid in g.var_nids
+                 if isinstance(new_shapes.get(g.nodes[nid].name), tuple)}
+        try:
+            shapes = _graph.infer_shapes(g, known)
+        except MXNetError:
+            return False
+        return _stack_fc.stacks_fit(g, shapes, self._stacks)
+
+    def _plain_graph(self):
+        """(graph, node contexts, entry dtypes) of the symbol without stacking; its arguments
+        come in the same order (stacking never changes it)."""
+        g = _graph.IndexedGraph(_graph.bind_outputs(self._symbol._outputs))
+        node_ctx = _node_contexts(g, self._ctx, self._group2ctx)
+        types = _graph.infer_types(g, {nid: np.dtype(a.dtype).name for nid, a in zip(
+            g.arg_nids + g.aux_nids, self.arg_arrays + self.aux_arrays)})
+        return g, node_ctx, types
+
+    def _unstack(self):
+        """Plan the graph without stacking, so that every node of the user's graph runs (and
+        a monitor sees its outputs)."""
+        g, node_ctx, types = self._plain_graph()
+        shapes = _graph.infer_shapes(g, {nid: a.shape for nid, a in zip(
+            g.arg_nids + g.aux_nids, self.arg_arrays + self.aux_arrays)})
+        total = self._total_exec_bytes
+        self._stacks = None
+        self._setup(g, node_ctx, [tuple(s) for s in shapes], types, self.arg_arrays,
+                    self.grad_arrays, self._reqs, self.aux_arrays, base_pool=self._pool)
+        self._total_exec_bytes = total
+
     def reshape(self, partial_shaping=False, allow_up_sizing=False, **kwargs):
         """A new executor for new input shapes that shares the parameter arrays (and their
         gradients) and, where the new arrays are not larger, the memory of this one."""
-        g = self._g
+        g, node_ctx, types = self._g, self._node_ctx, self._types
+        if self._stacks and not self._stacks_fit(kwargs):
+            g, node_ctx, types = self._plain_graph()
         known = {}
         for nid in g.var_nids:
             name = g.nodes[nid].name
@@ -1182,8 +1273,9 @@ class Executor:
         grads = [resized(a, nid, "arg") for a, nid in zip(self.grad_arrays, g.arg_nids)]
         aux = [resized(a, nid, "aux") for a, nid in zip(self.aux_arrays, g.aux_nids)]
         exe = Executor(self._symbol, self._ctx, self._grad_req, self._group2ctx)
-        exe._setup(g, self._node_ctx, shapes, self._types, args, grads, self._reqs, aux,
+        exe._setup(g, node_ctx, shapes, types, args, grads, self._reqs, aux,
                    base_pool=self._pool)
+        exe._stacks = self._stacks if g is self._g else None
         if self._monitor_callback is not None:
             exe.set_monitor_callback(self._monitor_callback, self._monitor_all)
         return exe

@@ -89,7 +89,7 @@ def _fusible(g, nid, shapes, types):
     """The node's pointwise descriptor when it can join a group, else None."""
     node = g.nodes[nid]
     desc = node.op.pointwise(g.params[nid])
-    if desc is None:
+    if desc is None or "__stack_split__" in node.attrs:     # symbol/stack_fc.py's STACK_SPLIT
         return None
     start, count = g.entry_start[nid], g.num_outputs[nid]
     outs = range(start, start + count)

@@ -511,12 +511,68 @@ def _softmax_grad_rows_par(y, dy, dx, inv_t, use_log, accumulate, length, has_le
                            c * step, min(n, (c + 1) * step))
 
 
+@njit(cache=True, nogil=True)
+def _shifted_rows(x, out, inv_t, lo, hi):
+    """out[r] = x[r] * inv_t - max(x[r] * inv_t) for the rows [lo, hi) of (rows, L) arrays."""
+    for r in range(lo, hi):
+        m = -np.inf
+        for k in range(x.shape[1]):
+            v = x[r, k] * inv_t
+            if v > m:
+                m = v
+        for k in range(x.shape[1]):
+            out[r, k] = x[r, k] * inv_t - m
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _shifted_rows_par(x, out, inv_t, n, nchunks):
+    step = (n + nchunks - 1) // nchunks
+    for c in prange(nchunks):
+        _shifted_rows(x, out, inv_t, c * step, min(n, (c + 1) * step))
+
+
+@njit(cache=True, nogil=True)
+def _normalised_rows(out, lo, hi):
+    """Divide each row [lo, hi) of out by its sum (added up in float64)."""
+    for r in range(lo, hi):
+        s = 0.0
+        for k in range(out.shape[1]):
+            s += out[r, k]
+        inv_s = 1.0 / s
+        for k in range(out.shape[1]):
+            out[r, k] *= inv_s
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _normalised_rows_par(out, n, nchunks):
+    step = (n + nchunks - 1) // nchunks
+    for c in prange(nchunks):
+        _normalised_rows(out, c * step, min(n, (c + 1) * step))
+
+
+def _softmax_contiguous_rows(x, out, inv_t):
+    """softmax of the rows of C-contiguous (rows, L) arrays in three passes: the shifted
+    values, numpy's exp in place (vectorised, where numba's scalar exp is not: about 4x faster
+    on a (1280, 1000) float32 head) and the division by the row sums."""
+    rows = x.shape[0]
+    _launch_rows(_shifted_rows, _shifted_rows_par, rows, x.size, x, out, inv_t)
+    np.exp(out, out=out)
+    _launch_rows(_normalised_rows, _normalised_rows_par, rows, out.size, out)
+
+
 def softmax_forward(x, out, temperature=1.0, use_log=False, length=None):
     """(log-)softmax of x / temperature along axis 1 of (outer, L, inner) views.
 
     ``length`` (outer*inner values, or None): only the first int(length) elements of each row
     take part; the rest of the row is set to 0.
     """
+    if (x.shape[2] == 1 and length is None and not use_log and x.shape[1] > 0
+            and x.dtype == out.dtype and x.dtype.kind == "f" and x.flags.c_contiguous
+            and out.flags.c_contiguous):
+        _softmax_contiguous_rows(x.reshape(x.shape[0], x.shape[1]),
+                                 out.reshape(out.shape[0], out.shape[1]),
+                                 1.0 / float(temperature))
+        return
     rows = x.shape[0] * x.shape[2]
     has_length = length is not None       # without lengths x stands in (element 0 is read)
     _launch_rows(_softmax_rows, _softmax_rows_par, rows, x.size, x, out,

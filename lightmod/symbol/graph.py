@@ -288,10 +288,12 @@ def _what(g, nid, slot, out_index):
 
 
 def _merge_entry(g, shapes, eid, new, nid, slot=None, out_index=None):
+    old = shapes[eid]
+    if type(new) is tuple and new == old:   # the common case once known: nothing to learn
+        return
     new = _norm_shape(new)
     if new is None:
         return
-    old = shapes[eid]
     try:
         shapes[eid] = merge_shape(old, new)
     except ValueError:
@@ -321,6 +323,9 @@ def infer_shapes(g, known):
             _shape_step(g, shapes, nid)
         for nid in reversed(op_nids):
             _shape_step(g, shapes, nid)
+        # as MXNet's pass: stop once every shape is complete, or when a pass learnt nothing
+        if all(shape_known(s) for s in shapes):
+            return shapes
         new_score = _score(shapes)
         if new_score == score:
             return shapes
@@ -381,7 +386,8 @@ def infer_types(g, known):
         for nid in op_nids:
             _type_step(g, types, nid)
         new_count = sum(t is not None for t in types)
-        if new_count == count:
+        # stop once every dtype is known (as MXNet's pass), or when a pass learnt nothing
+        if new_count == count or new_count == len(types):
             return types
         count = new_count
 
@@ -401,10 +407,10 @@ def _type_step(g, types, nid):
 
 
 def _merge_type(g, types, eid, new, nid, slot=None, out_index=None):
-    if new is None:
+    old = types[eid]
+    if new is None or (new == old and isinstance(new, str)):    # nothing to learn
         return
     new = np.dtype(new).name
-    old = types[eid]
     if old is None:
         types[eid] = new
     elif old != new:
