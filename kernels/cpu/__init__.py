@@ -10,6 +10,7 @@ device_kind = "cpu"
 # --- families (one line each; assign and assign_scalar are elemwise.py's memory helpers) ---
 from .conv import *  # noqa: F401,F403,E402
 from .pooling import *  # noqa: F401,F403,E402
+from .winograd import *  # noqa: F401,F403,E402
 from .norm import *  # noqa: F401,F403,E402
 from .elemwise import *  # noqa: F401,F403,E402
 from .nn import *  # noqa: F401,F403,E402
