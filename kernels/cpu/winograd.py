@@ -39,16 +39,35 @@ __all__ = ["winograd_weights", "winograd_conv_last", "winograd_scratch_shapes", 
 # the ResNet block: chunks of 512 tiles 2.5 ms of products per batch, 1024-2048 tiles 3.3 ms)
 WINOGRAD_BUDGET = 1 << 18
 
-# G (4 x 3): the kernel transform U = G g G^T
-_G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
+@njit(cache=True, inline="always")
+def _g_rows(a, b, c):
+    """G (a, b, c) with G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]."""
+    return a, (a + b + c) * 0.5, (a - b + c) * 0.5, c
+
+
+@njit(cache=True, nogil=True)
+def _winograd_weights(w, u):
+    F, C = w.shape[0], w.shape[1]
+    col = np.empty((4, 3))
+    for f in range(F):
+        for c in range(C):
+            # G g: the 3 columns of g, each transformed to 4 rows (in float64)
+            for j in range(3):
+                r = _g_rows(np.float64(w[f, c, 0, j]), np.float64(w[f, c, 1, j]),
+                            np.float64(w[f, c, 2, j]))
+                for i in range(4):
+                    col[i, j] = r[i]
+            # (G g) G^T: each of the 4 rows transformed to 4 columns
+            for i in range(4):
+                r = _g_rows(col[i, 0], col[i, 1], col[i, 2])
+                for j in range(4):
+                    u[4 * i + j, c, f] = r[j]
 
 
 def winograd_weights(w, u):
     """u (16, C, F) = the transformed kernels G g G^T of w (F, C, 3, 3), position xi = 4*a + b
     of the 4x4 block first."""
-    f, c = w.shape[0], w.shape[1]
-    t = np.einsum("ai,fcij,bj->abcf", _G, w.astype(np.float64), _G)
-    u[...] = t.reshape(16, c, f)
+    _winograd_weights(w, u)
 
 
 def winograd_scratch_shapes(dims, filters, pad, parts, chunk):
@@ -83,102 +102,131 @@ def _bt_pass(buf, C, s0, s1, s2, s3):
 @njit(cache=True, nogil=True)
 def _winograd_input(x, v, dims, pad, n0, m):
     """v (16, T, C) = B^T d B of the 4x4 input blocks of images [n0, n0 + m) of channel-last
-    x (N, H, W, C), tiles in (image, tile row, tile column) order."""
+    x (N, H, W, C), tiles in (image, tile row, tile column) order.
+
+    One row of tiles at a time: its 4 input rows are gathered (zeros over the padding) with the
+    even and odd columns apart, ``E_i[k] = x[h0 + i, 2k - pw]``, ``O_i[k] = x[h0 + i, 2k + 1 -
+    pw]``; tile k's columns are then E[k], O[k], E[k + 1], O[k + 1], so both passes of B^T
+    are long loops over the whole row of tiles ((tiles, C) elements), which vectorise, where a
+    tile at a time would be loops of C elements (too short for AVX-512's unrolled loop)."""
     _, H, W, C = dims
     ph, pw = pad
     th_count = (H + 2 * ph - 1) // 2
     tw_count = (W + 2 * pw - 1) // 2
-    per_image = th_count * tw_count
-    T = m * per_image
+    T = m * th_count * tw_count
     C_ = uint64(C)
-    buf = np.empty(16 * C, x.dtype)
+    half = (tw_count + 1) * C          # one E or O row
+    span = uint64(tw_count * C)        # one row of tiles in V
+    buf = np.empty(8 * half, x.dtype)  # rows i = 0..3, E then O
     zero = x.dtype.type(0)
-    for t in range(T):
-        n = n0 + t // per_image
-        r = t % per_image
-        h0 = 2 * (r // tw_count) - ph
-        w0 = 2 * (r % tw_count) - pw
-        for i in range(4):
-            h = h0 + i
-            for j in range(4):
-                w = w0 + j
-                dst = uint64(i * 4 + j) * C_
-                if h < 0 or h >= H or w < 0 or w >= W:
-                    fill_run(buf, dst, zero, C)
-                else:
-                    copy_run(buf, dst, x, ((n * H + h) * W + w) * C, C)
-        for j in range(4):          # along the rows: B^T d
-            _bt_pass(buf, C, uint64(j) * C_, uint64(4 + j) * C_, uint64(8 + j) * C_,
-                     uint64(12 + j) * C_)
-        for i in range(4):          # along the columns: (B^T d) B
-            _bt_pass(buf, C, uint64(4 * i) * C_, uint64(4 * i + 1) * C_, uint64(4 * i + 2) * C_,
-                     uint64(4 * i + 3) * C_)
-        for xi in range(16):
-            copy_run(v, (xi * T + t) * C, buf, xi * C, C)
+    for n in range(n0, n0 + m):
+        for th in range(th_count):
+            h0 = 2 * th - ph
+            for i in range(4):
+                h = h0 + i
+                for parity in range(2):
+                    row = (2 * i + parity) * half
+                    if h < 0 or h >= H:
+                        fill_run(buf, row, zero, half)
+                        continue
+                    for kk in range(tw_count + 1):
+                        w = 2 * kk + parity - pw
+                        if w < 0 or w >= W:
+                            fill_run(buf, row + kk * C, zero, C)
+                        else:
+                            copy_run(buf, row + kk * C, x, ((n * H + h) * W + w) * C, C)
+            for parity in range(2):     # along the rows: B^T d
+                _bt_pass(buf, half, uint64(parity * half), uint64((2 + parity) * half),
+                         uint64((4 + parity) * half), uint64((6 + parity) * half))
+            t0 = ((n - n0) * th_count + th) * tw_count
+            for i in range(4):          # along the columns: (B^T d) B, into V's 4 streams
+                e = uint64(2 * i * half)
+                o = e + uint64(half)
+                d0 = uint64(((4 * i) * T + t0) * C)
+                d1 = uint64(((4 * i + 1) * T + t0) * C)
+                d2 = uint64(((4 * i + 2) * T + t0) * C)
+                d3 = uint64(((4 * i + 3) * T + t0) * C)
+                for p in range(span):
+                    v[d0 + p] = buf[e + p] - buf[e + C_ + p]
+                for p in range(span):
+                    v[d1 + p] = buf[o + p] + buf[e + C_ + p]
+                for p in range(span):
+                    v[d2 + p] = buf[e + C_ + p] - buf[o + p]
+                for p in range(span):
+                    v[d3 + p] = buf[o + p] - buf[o + C_ + p]
 
 
 @njit(cache=True, nogil=True)
 def _winograd_output(mm, y, dims, pad, n0, m, scale, shift, mode, act):
-    """y (N*OH*OW, F) rows of images [n0, n0 + m) = epilogue(A^T M A) of mm (16, T, F)."""
+    """y (N*OH*OW, F) rows of images [n0, n0 + m) = epilogue(A^T M A) of mm (16, T, F).
+
+    A row of tiles at a time, as _winograd_input: A^T along the block's columns gives, per
+    block row r, the even (E_r) and odd (O_r) output columns of the whole row of tiles; A^T
+    along the rows and the epilogue are long loops over those; then each output pixel is one
+    run of F copied into y."""
     _, H, W, F = dims
     ph, pw = pad
     OH = H + 2 * ph - 2
     OW = W + 2 * pw - 2
     th_count = (OH + 1) // 2
     tw_count = (OW + 1) // 2
-    per_image = th_count * tw_count
-    T = m * per_image
-    F_ = uint64(F)
-    buf = np.empty(16 * F, y.dtype)
-    for t in range(T):
-        n = n0 + t // per_image
-        r = t % per_image
-        oh0 = 2 * (r // tw_count)
-        ow0 = 2 * (r % tw_count)
-        for xi in range(16):
-            copy_run(buf, xi * F, mm, (xi * T + t) * F, F)
-        # along the rows: A^T M (rows 0 and 1 of the 4 x 4 block receive the 2 x 4 result)
-        for j in range(4):
-            s0 = uint64(j) * F_
-            s1 = uint64(4 + j) * F_
-            s2 = uint64(8 + j) * F_
-            s3 = uint64(12 + j) * F_
-            for f in range(F_):
-                a = buf[s0 + f]
-                b = buf[s1 + f]
-                c = buf[s2 + f]
-                d = buf[s3 + f]
-                buf[s0 + f] = a + b + c
-                buf[s1 + f] = b - c - d
-        # along the columns, the epilogue, and the store of the 2 x 2 pixels inside the output
-        for i in range(2):
-            oh = oh0 + i
-            if oh >= OH:
-                continue
-            s0 = uint64(4 * i) * F_
-            s1 = s0 + F_
-            s2 = s1 + F_
-            s3 = s2 + F_
-            for j in range(2):
-                ow = ow0 + j
-                if ow >= OW:
+    T = m * th_count * tw_count
+    span = uint64(tw_count * F)
+    buf = np.empty(8 * tw_count * F, y.dtype)     # rows r = 0..3, E then O
+    # the epilogue's per-channel scale and shift repeated along a row of tiles
+    scale_row = np.empty(tw_count * F, y.dtype)
+    shift_row = np.empty(tw_count * F, y.dtype)
+    for kk in range(tw_count):
+        for f in range(F):
+            scale_row[kk * F + f] = scale[f] if mode == 2 else y.dtype.type(1)
+            shift_row[kk * F + f] = shift[f] if mode >= 1 else y.dtype.type(0)
+    epilogue = mode > 0 or act >= 0
+    zero = y.dtype.type(0)
+    for n in range(n0, n0 + m):
+        for th in range(th_count):
+            t0 = ((n - n0) * th_count + th) * tw_count
+            for r in range(4):          # along the columns: M A
+                s0 = uint64(((4 * r) * T + t0) * F)
+                s1 = uint64(((4 * r + 1) * T + t0) * F)
+                s2 = uint64(((4 * r + 2) * T + t0) * F)
+                s3 = uint64(((4 * r + 3) * T + t0) * F)
+                e = uint64(2 * r) * span
+                o = e + span
+                for p in range(span):
+                    buf[e + p] = mm[s0 + p] + mm[s1 + p] + mm[s2 + p]
+                for p in range(span):
+                    buf[o + p] = mm[s1 + p] - mm[s2 + p] - mm[s3 + p]
+            for parity in range(2):     # along the rows: A^T (M A), into rows 0 and 1
+                r0 = uint64(parity) * span
+                r1 = r0 + uint64(2) * span
+                r2 = r1 + uint64(2) * span
+                r3 = r2 + uint64(2) * span
+                for p in range(span):
+                    a = buf[r0 + p]
+                    b = buf[r1 + p]
+                    c = buf[r2 + p]
+                    d = buf[r3 + p]
+                    buf[r0 + p] = a + b + c
+                    buf[r1 + p] = b - c - d
+                if epilogue:
+                    for row in (r0, r1):
+                        for p in range(span):
+                            val = buf[row + p] * scale_row[p] + shift_row[p]
+                            if act == ACT_RELU:
+                                val = val if val > 0 else zero
+                            elif act >= 0:
+                                val = activation_value(val, act)
+                            buf[row + p] = val
+            for i in range(2):
+                oh = 2 * th + i
+                if oh >= OH:
                     continue
-                dst = uint64(((n * OH + oh) * OW + ow) * F)
-                for f in range(F_):
-                    a = buf[s0 + f]
-                    b = buf[s1 + f]
-                    c = buf[s2 + f]
-                    d = buf[s3 + f]
-                    val = a + b + c if j == 0 else b - c - d
-                    if mode == 2:
-                        val = val * scale[f]
-                    if mode >= 1:
-                        val = val + shift[f]
-                    if act == ACT_RELU:
-                        val = val if val > 0 else y.dtype.type(0)
-                    elif act >= 0:
-                        val = activation_value(val, act)
-                    y[dst + f] = val
+                for kk in range(tw_count):
+                    for j in range(2):
+                        ow = 2 * kk + j
+                        if ow < OW:
+                            copy_run(y, ((n * OH + oh) * OW + ow) * F, buf,
+                                     (2 * i + j) * tw_count * F + kk * F, F)
 
 
 def winograd_conv_last(xt, u, y_rows, v, mm, dims, pad, chunk, scale=None, shift=None, act=-1):
