@@ -135,3 +135,56 @@ def test_winograd_only_for_3x3_stride_1_and_enough_channels():
     assert not plan(c=8).winograd
     assert not plan(num_group=2).winograd
     assert conv_op.WINOGRAD_MIN_CHANNELS == 16
+
+
+def _data_grad_ref(dy, w, pad, size):
+    """The data gradient of a 3x3 stride-1 convolution at padding pad, in float64."""
+    n, _, o_h, o_w = dy.shape
+    dxp = np.zeros((n, w.shape[1], size[0] + 2 * pad[0], size[1] + 2 * pad[1]))
+    for i in range(3):
+        for j in range(3):
+            dxp[:, :, i:i + o_h, j:j + o_w] += np.einsum("nfhw,fc->nchw", dy, w[:, :, i, j])
+    return dxp[:, :, pad[0]:pad[0] + size[0], pad[1]:pad[1] + size[1]]
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(1, 4), c=st.integers(1, 20), f=st.integers(1, 20), h=st.integers(3, 9),
+       wd=st.integers(3, 9), ph=st.integers(0, 2), pw=st.integers(0, 2), parts=st.integers(1, 2),
+       seed=st.integers(0, 1000))
+def test_flipped_weights_give_the_data_gradient(n, c, f, h, wd, ph, pw, parts, seed):
+    rng = np.random.RandomState(seed)
+    oh_, ow = h + 2 * ph - 2, wd + 2 * pw - 2
+    dy = rng.uniform(-1, 1, (n, f, oh_, ow))
+    w = rng.uniform(-1, 1, (f, c, 3, 3))
+    u = np.empty((16, f, c))
+    k.winograd_weights(w, u, flip=True)
+    dims = (n, f, oh_, ow)
+    pad = (2 - ph, 2 - pw)
+    parts = min(parts, n)
+    chunk = k.winograd_chunk(dims, pad, parts)
+    v_shape, m_shape = k.winograd_scratch_shapes(dims, c, pad, parts, chunk)
+    dxt = np.full((n * h * wd, c), np.nan)
+    k.winograd_conv_last(np.ascontiguousarray(dy.transpose(0, 2, 3, 1)), u, dxt,
+                         np.empty(v_shape), np.empty(m_shape), dims, pad, chunk)
+    np.testing.assert_allclose(dxt.reshape(n, h, wd, c).transpose(0, 3, 1, 2),
+                               _data_grad_ref(dy, w, (ph, pw), (h, wd)), rtol=1e-12,
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("size,pad", [(6, 1), (1, 1), (4, 0)])
+def test_winograd_data_gradient_add_and_in_place(size, pad):
+    """req 'add' adds the Winograd data gradient; a 1x1 image (channel-last is the same
+    memory) takes the patch-row path for 'add' and Winograd for 'write'."""
+    rng = np.random.default_rng(size)
+    x, w, b = _op_inputs(rng, 2, 16, 16, size)
+    attrs = dict(kernel=(3, 3), pad=(pad, pad), num_filter=16)
+    o = size + 2 * pad - 2
+    head = rng.standard_normal((2, 16, o, o)).astype(np.float32)
+    init = [rng.standard_normal(a.shape).astype(np.float32) for a in (x, w, b)]
+    want = _data_grad_ref(head.astype(np.float64), w.astype(np.float64), (pad, pad),
+                          (size, size))
+    dx, _, _ = oh.backward("Convolution", attrs, [x, w, b], [head])
+    np.testing.assert_allclose(dx, want, rtol=1e-4, atol=1e-4)
+    dx_add, _, _ = oh.backward("Convolution", attrs, [x, w, b], [head], req=["add"] * 3,
+                               init_grads=init)
+    np.testing.assert_allclose(dx_add, want + init[0], rtol=1e-4, atol=1e-4)

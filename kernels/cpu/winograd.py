@@ -46,28 +46,38 @@ def _g_rows(a, b, c):
 
 
 @njit(cache=True, nogil=True)
-def _winograd_weights(w, u):
+def _winograd_weights(w, u, flip):
     F, C = w.shape[0], w.shape[1]
     col = np.empty((4, 3))
     for f in range(F):
         for c in range(C):
-            # G g: the 3 columns of g, each transformed to 4 rows (in float64)
+            # G g: the 3 columns of g, each transformed to 4 rows (in float64); flipped, g is
+            # the kernel turned by 180 degrees, from the filters' side
             for j in range(3):
-                r = _g_rows(np.float64(w[f, c, 0, j]), np.float64(w[f, c, 1, j]),
-                            np.float64(w[f, c, 2, j]))
+                if flip:
+                    r = _g_rows(np.float64(w[f, c, 2, 2 - j]), np.float64(w[f, c, 1, 2 - j]),
+                                np.float64(w[f, c, 0, 2 - j]))
+                else:
+                    r = _g_rows(np.float64(w[f, c, 0, j]), np.float64(w[f, c, 1, j]),
+                                np.float64(w[f, c, 2, j]))
                 for i in range(4):
                     col[i, j] = r[i]
             # (G g) G^T: each of the 4 rows transformed to 4 columns
             for i in range(4):
                 r = _g_rows(col[i, 0], col[i, 1], col[i, 2])
                 for j in range(4):
-                    u[4 * i + j, c, f] = r[j]
+                    if flip:
+                        u[4 * i + j, f, c] = r[j]
+                    else:
+                        u[4 * i + j, c, f] = r[j]
 
 
-def winograd_weights(w, u):
+def winograd_weights(w, u, flip=False):
     """u (16, C, F) = the transformed kernels G g G^T of w (F, C, 3, 3), position xi = 4*a + b
-    of the 4x4 block first."""
-    _winograd_weights(w, u)
+    of the 4x4 block first. With ``flip``, u (16, F, C) transforms the kernels of the data
+    gradient instead: the 3x3 convolution of the output gradient with w turned by 180 degrees
+    and its channel axes swapped (at padding 2 - pad it gives the data's size back)."""
+    _winograd_weights(w, u, flip)
 
 
 def winograd_scratch_shapes(dims, filters, pad, parts, chunk):

@@ -547,10 +547,13 @@ class Convolution(_ConvBase):
                 else:
                     k.transpose_planes(dwt.reshape(pl.f, pl.ksize, pl.c), dw3, accumulate=True)
         if req_x != "null":
-            wt = self._channel_last(k, state, "w_last", w, pl.c, pl.f).reshape(pl.f, pl.rows)
             dx = in_grads[0]
             # channel-last data is the same memory as dx when C or the image size is 1
             in_place = pl.c == 1 or pl.isize == 1
+            if (pl.winograd and hasattr(k, "winograd_conv_last") and max(pl.pad) <= 2
+                    and not (in_place and req_x == "add")):
+                return self._backward_data_winograd(k, pl, dyt, w, dx, req_x, in_place, state)
+            wt = self._channel_last(k, state, "w_last", w, pl.c, pl.f).reshape(pl.f, pl.rows)
             if in_place:
                 dxt = dx.reshape(pl.n, pl.isize, pl.c)
             else:
@@ -566,6 +569,30 @@ class Convolution(_ConvBase):
             if not in_place:
                 k.transpose_planes(dxt, dx.reshape(pl.n, pl.c, pl.isize),
                                    accumulate=(req_x == "add"))
+
+    def _backward_data_winograd(self, k, pl, dyt, w, dx, req_x, in_place, state):
+        """The data gradient of a Winograd-eligible convolution is itself a 3x3 stride-1
+        convolution, of the output gradient (channel-last dyt (n*O, F)) with the kernels
+        turned by 180 degrees at padding 2 - pad: Winograd too, channel-last into dxt."""
+        out_sp = tuple(pl.g[13:15])
+        dims = (pl.n, pl.f) + out_sp
+        pad = (2 - pl.pad[0], 2 - pl.pad[1])
+        u = scratch(k, state, "winograd_du", (16, pl.f, pl.c), w.dtype)
+        k.winograd_weights(w, u, flip=True)
+        parts = k.conv_rows_workers(pl.n, pl.n * pl.rows * pl.osize)
+        chunk = k.winograd_chunk(dims, pad, parts)
+        v_shape, m_shape = k.winograd_scratch_shapes(dims, pl.c, pad, parts, chunk)
+        v = scratch(k, state, "winograd_dv", v_shape, dyt.dtype)
+        mm = scratch(k, state, "winograd_dm", m_shape, dyt.dtype)
+        if in_place:
+            dxt = dx.reshape(pl.n * pl.isize, pl.c)
+        else:
+            dxt = scratch(k, state, "dx_last", (pl.n, pl.isize, pl.c), dx.dtype)
+        k.winograd_conv_last(dyt, u, dxt.reshape(pl.n * pl.isize, pl.c), v, mm, dims, pad,
+                             chunk)
+        if not in_place:
+            k.transpose_planes(dxt, dx.reshape(pl.n, pl.c, pl.isize),
+                               accumulate=(req_x == "add"))
 
     def _backward_cols(self, p, k, pl, out_grads, inputs, in_grads, req, state):
         x, w = inputs[0], inputs[1]
