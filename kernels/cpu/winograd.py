@@ -19,12 +19,12 @@ runs at close to its peak. With 2.25x fewer multiplications than the patch-row p
 288) @ (288, 32), before the transforms). Rounding: each output is a few more additions and
 subtractions of the same products, well within float32 tolerance of the direct sum.
 
-The input and output transforms work one tile at a time with the channels as the contiguous,
-vectorised axis (channel-last data): the tile is gathered into a 16 x C buffer (zeros where it
-hangs over the padding), transformed in place by two passes of ``B^T``, and scattered into V;
-the output pass applies ``A^T`` to M's 16 x F values and the epilogue (per-channel scale and
-shift, activation) before writing the 2x2 pixels it keeps (an odd output size drops a row or
-column of the last tiles).
+The input and output transforms work a row of tiles at a time with the channels as the
+contiguous axis (channel-last data), the even and odd columns kept apart so that every pass is
+one long vectorised loop over the row (see ``_winograd_input``); the output pass applies the
+epilogue (per-channel scale and shift, activation) before writing the 2x2 pixels it keeps (an
+odd output size drops a row or column of the last tiles). The data gradient of such a layer is
+the same kind of convolution (``winograd_weights(..., flip=True)``).
 """
 import numpy as np
 from numba import njit, uint64
