@@ -221,7 +221,8 @@ def _residual_net(pool_type, channels, stem_act, side_reader, fusion_grouped):
 
 @pytest.mark.parametrize("pool_type", ["avg", "max", "sum"])
 @pytest.mark.parametrize("channels,stem_act,side_reader,fusion_grouped", [
-    (8, "relu", False, False), (3, "tanh", False, True), (9, None, True, False)])
+    (8, "relu", False, False), (3, "tanh", False, True), (9, None, True, False),
+    (16, "relu", False, False)])
 def test_channel_last_chain_matches_plain(pool_type, channels, stem_act, side_reader,
                                           fusion_grouped):
     """Convolutions chained channel-last through the residual add into a global pooling give

@@ -737,6 +737,12 @@ def conv_rows_last(xt, wt, y_rows, rows, dims, g, chunk, scale=None, shift=None,
             if epilogue:
                 _affine_act_rows_nogil(out.reshape(-1), out.shape, scale, shift, mode, act)
 
+    run_parts(run, parts)
+
+
+def run_parts(run, parts):
+    """run(part) for part in range(parts): part 0 on this thread, the others on the pool's
+    threads, with OpenBLAS set to one thread meanwhile (each part multiplies on its own)."""
     if parts == 1:
         run(0)
         return

@@ -181,6 +181,142 @@ def _pool_parallel(x, y, mask, dims, geo, ptype, include_pad, pval, save_mask, l
                      i * planes // parts, (i + 1) * planes // parts)
 
 
+# ---------------------------------------------------------------------------------------------
+# 2x2 windows at stride 2 without padding (LeNet's and most CNNs' pooling), on planes of H x W
+# (a 3-D pooling with a depth window and stride of 1 is the same on D times as many planes).
+# Each output row reads two input rows as pairs: a loop LLVM vectorises with interleaved
+# loads, ~10x the general kernel's speed on 12- and 4-wide outputs. The backward pass finds
+# each window's maximum with selects, not branches: which element it is depends on the data
+# and mispredicts a branch (measured 5x slower).
+# ---------------------------------------------------------------------------------------------
+@njit(cache=True, nogil=True)
+def _pool22_planes(x, y, ptype, dims, q0, q1):
+    H, W, OH, OW = dims
+    two = uint64(2)
+    one = uint64(1)
+    quarter = y.dtype.type(0.25)
+    for q in range(q0, q1):
+        xb = uint64(q * H * W)
+        yb = uint64(q * OH * OW)
+        for oh in range(uint64(OH)):
+            r0 = xb + oh * two * uint64(W)
+            r1 = r0 + uint64(W)
+            o = yb + oh * uint64(OW)
+            for ow in range(uint64(OW)):
+                i = two * ow
+                a = x[r0 + i]
+                b = x[r0 + i + one]
+                c = x[r1 + i]
+                d = x[r1 + i + one]
+                if ptype == POOL_MAX:
+                    # max() of the general kernel: the later value only when it is larger
+                    ab = b if b > a else a
+                    abc = c if c > ab else ab
+                    y[o + ow] = d if d > abc else abc
+                elif ptype == POOL_AVG:
+                    y[o + ow] = (((a + b) + c) + d) * quarter
+                else:
+                    y[o + ow] = ((a + b) + c) + d
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _pool22_parallel(x, y, ptype, dims, planes, parts):
+    for i in prange(parts):
+        _pool22_planes(x, y, ptype, dims, i * planes // parts, (i + 1) * planes // parts)
+
+
+@njit(cache=True, nogil=True)
+def _unpool22_max_plane(x, y, dy, dx, xb, yb, H, W, OH, OW, accumulate):
+    """A cleared plane (unless accumulating), then each window's gradient at its first
+    (row-major) element equal to the maximum, found with selects (measured 2x a write of the
+    window's four gradients)."""
+    zero = dx.dtype.type(0)
+    W_ = uint64(W)
+    if not accumulate:
+        for p in range(uint64(H * W)):
+            dx[xb + p] = zero
+    for oh in range(uint64(OH)):
+        r0 = xb + oh * uint64(2) * W_
+        r1 = r0 + W_
+        o = yb + oh * uint64(OW)
+        for ow in range(uint64(OW)):
+            t = y[o + ow]
+            i = uint64(2) * ow
+            e0 = x[r0 + i] == t
+            e1 = x[r0 + i + uint64(1)] == t
+            e2 = x[r1 + i] == t
+            e3 = x[r1 + i + uint64(1)] == t
+            pos = r1 + i + uint64(1)
+            pos = r1 + i if e2 else pos
+            pos = r0 + i + uint64(1) if e1 else pos
+            pos = r0 + i if e0 else pos
+            g = dy[o + ow]      # loaded before the select: a load inside it is a branch
+            g = g if (e0 | e1 | e2 | e3) else zero
+            if accumulate:
+                dx[pos] += g
+            else:
+                dx[pos] = g
+
+
+@njit(cache=True, nogil=True)
+def _unpool22_planes(x, y, dy, dx, ptype, dims, accumulate, q0, q1):
+    H, W, OH, OW = dims
+    two = uint64(2)
+    one = uint64(1)
+    zero = dx.dtype.type(0)
+    quarter = dx.dtype.type(0.25)
+    for q in range(q0, q1):
+        xb = uint64(q * H * W)
+        yb = uint64(q * OH * OW)
+        if ptype == POOL_MAX:
+            _unpool22_max_plane(x, y, dy, dx, xb, yb, H, W, OH, OW, accumulate)
+            continue
+        if not accumulate:
+            # rows and columns no window covers (odd H or W) get no gradient
+            for h in range(uint64(2 * OH), uint64(H)):
+                fill_run(dx, xb + h * uint64(W), zero, W)
+            if W > 2 * OW:
+                for h in range(uint64(2 * OH)):
+                    fill_run(dx, xb + h * uint64(W) + uint64(2 * OW), zero, W - 2 * OW)
+        for oh in range(uint64(OH)):
+            r0 = xb + oh * two * uint64(W)
+            r1 = r0 + uint64(W)
+            o = yb + oh * uint64(OW)
+            for ow in range(uint64(OW)):
+                i = two * ow
+                g = dy[o + ow]
+                if ptype == POOL_AVG:
+                    g = g * quarter
+                if accumulate:
+                    dx[r0 + i] += g
+                    dx[r0 + i + one] += g
+                    dx[r1 + i] += g
+                    dx[r1 + i + one] += g
+                else:
+                    dx[r0 + i] = g
+                    dx[r0 + i + one] = g
+                    dx[r1 + i] = g
+                    dx[r1 + i + one] = g
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _unpool22_parallel(x, y, dy, dx, ptype, dims, accumulate, planes, parts):
+    for i in prange(parts):
+        _unpool22_planes(x, y, dy, dx, ptype, dims, accumulate, i * planes // parts,
+                         (i + 1) * planes // parts)
+
+
+def _pairs_dims(dims, geo, ptype):
+    """(H, W, OH, OW) when the pooling is 2x2 windows at stride 2 without padding over whole
+    H x W planes (see _pool22_planes), else None."""
+    D, H, W, OD, OH, OW = dims
+    KD, KH, KW, SD, SH, SW, PD, PH, PW = geo
+    if (ptype != POOL_LP and KD == SD == 1 and PD == PH == PW == 0 and KH == KW == SH == SW == 2
+            and OD == D and 2 * OH <= H and 2 * OW <= W):
+        return (H, W, OH, OW)
+    return None
+
+
 def _run_planes(serial, parallel, args, planes, work):
     """serial(*args, 0, planes) on this thread, or parallel(*args, planes, parts) splitting the
     planes over task_count's parts."""
@@ -238,6 +374,12 @@ def pool_forward(x, y, mask, dims, geo, ptype, include_pad, pval):
         planes, size = x.shape
         _run_planes(_pool_whole_planes, _pool_whole_planes_parallel,
                     (x.reshape(-1), y.reshape(-1), size, ptype, pval), planes, x.size)
+        return False
+    pairs = _pairs_dims(dims, geo, ptype)
+    if pairs is not None:
+        planes = x.shape[0] * dims[0]
+        _run_planes(_pool22_planes, _pool22_parallel,
+                    (x.reshape(-1), y.reshape(-1), ptype, pairs), planes, x.size)
         return False
     save_mask = mask is not None and not full and ptype == POOL_MAX
     mask = mask.reshape(-1) if save_mask else _NO_MASK
@@ -325,6 +467,13 @@ def _unpool_parallel(x, y, dy, dx, mask, dims, geo, ptype, include_pad, pval, us
 
 def pool_backward(x, y, dy, dx, mask, dims, geo, ptype, include_pad, pval, accumulate=False):
     """dx (+)= gradient of pooling; max pooling uses mask when given, else searches x == y."""
+    pairs = _pairs_dims(dims, geo, ptype)
+    if pairs is not None and mask is None:
+        planes = x.shape[0] * dims[0]
+        _run_planes(_unpool22_planes, _unpool22_parallel,
+                    (x.reshape(-1), y.reshape(-1), dy.reshape(-1), dx.reshape(-1), ptype, pairs,
+                     accumulate), planes, x.size)
+        return
     use_mask = mask is not None
     mask = mask.reshape(-1) if use_mask else _NO_MASK
     args = (x.reshape(-1), y.reshape(-1), dy.reshape(-1), dx.reshape(-1), mask, dims, geo,

@@ -34,6 +34,9 @@ ROW_MIN_CHANNELS = 8
 # on the ResNet block (32 channels, 32x32, one thread): 10.1 ms per batch of 32 at chunks of 4
 # images, 12.7 ms at 1 image, 13.1 ms at 11 images (the patches leave the caches).
 LAST_BUDGET = 1 << 20
+# Fewer input or output channels than this: no Winograd (its products (tiles, C) @ (C, F) get
+# too thin for BLAS to gain over the patch rows)
+WINOGRAD_MIN_CHANNELS = 16
 
 _NC_LAYOUTS = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
 _LAYOUT_CHOICES = ("NCW", "NCHW", "NCDHW", "NWC", "NHWC", "NDHWC")
@@ -363,13 +366,19 @@ class Convolution(_ConvBase):
         # group, and few-channel inputs (1-3 channel images) copy long image rows, in the
         # column layout
         by_rows = groups == 1 and c >= ROW_MIN_CHANNELS
+        # Winograd F(2x2, 3x3) (kernels/cpu/winograd.py) for 2-D 3x3 kernels at stride 1
+        # with enough channels on both sides that its 16 small products still run near the
+        # BLAS peak (the ResNet block's 32 -> 32 layers: 2x the patch-row product's speed)
+        winograd = (by_rows and nd == 2 and tuple(p.kernel) == (3, 3) and p._stride == (1, 1)
+                    and p._dilate == (1, 1) and c >= WINOGRAD_MIN_CHANNELS
+                    and f >= WINOGRAD_MIN_CHANNELS)
         budget = ROW_BUDGET if by_rows else COL_BUDGET
         chunk = max(1, min(n, budget // max(1, rows * osize)))
         plan = _Plan(xshape=tuple(xshape), n=n, c=c, f=f, groups=groups, cg=c // groups,
                      fg=f // groups, ck=(c // groups) * ksize, rows=rows, osize=osize,
                      ksize=ksize, isize=_prod(xshape[2:]), chunk=chunk,
                      x5=shape5(xshape),
-                     by_rows=by_rows,
+                     by_rows=by_rows, winograd=winograd, pad=tuple(p._pad),
                      g=geometry3(p.kernel, p._stride, p._pad, p._dilate, out_sp))
         state["plan"] = plan
         state["col_ready"] = False
@@ -429,6 +438,8 @@ class Convolution(_ConvBase):
             # backward reads the channel-last data of this forward (as the column layout
             # keeps its column matrix): the executor never changes an input between the two
             state["x_last_ready"] = True
+        if pl.winograd and hasattr(k, "winograd_conv_last"):
+            return self._forward_winograd(k, pl, xt, w, scale, shift, act, y, state, y_last)
         wt = self._channel_last(k, state, "w_last", w, pl.c, pl.f).reshape(pl.f, pl.rows)
         if y_last:
             # the product's rows (n*O, F) are the channel-last output itself: one call splits
@@ -453,6 +464,25 @@ class Convolution(_ConvBase):
             k.im2row(xt[n0:n0 + m], rows, (m,) + pl.x5[1:], pl.g)
             k.conv_gemm(rows, wt, res, trans_b=True)
             k.rows_to_nchw(res, y3[n0:n0 + m], scale, shift, act)
+
+    def _forward_winograd(self, k, pl, xt, w, scale, shift, act, y, state, y_last):
+        """The Winograd forward of channel-last xt into y (channel-last or not), the epilogue
+        in its output pass; the images are split between threads like conv_rows_last's."""
+        dims = (pl.n, pl.c) + pl.x5[3:]
+        u = scratch(k, state, "winograd_u", (16, pl.c, pl.f), w.dtype)
+        k.winograd_weights(w, u)
+        parts = k.conv_rows_workers(pl.n, pl.n * pl.rows * pl.osize)
+        chunk = k.winograd_chunk(dims, pl.pad, parts)
+        v_shape, m_shape = k.winograd_scratch_shapes(dims, pl.f, pl.pad, parts, chunk)
+        v = scratch(k, state, "winograd_v", v_shape, xt.dtype)
+        mm = scratch(k, state, "winograd_m", m_shape, xt.dtype)
+        if y_last:
+            k.winograd_conv_last(xt, u, y.reshape(pl.n * pl.osize, pl.f), v, mm, dims, pl.pad,
+                                 chunk, scale, shift, act)
+            return
+        res = scratch(k, state, "winograd_res", (pl.n * pl.osize, pl.f), y.dtype)
+        k.winograd_conv_last(xt, u, res, v, mm, dims, pl.pad, chunk, scale, shift, act)
+        k.rows_to_nchw(res, y.reshape(pl.n, pl.f, pl.osize))
 
     def _forward_cols(self, k, pl, x, w, scale, shift, act, y, state):
         x5 = x.reshape(pl.x5)
@@ -517,10 +547,13 @@ class Convolution(_ConvBase):
                 else:
                     k.transpose_planes(dwt.reshape(pl.f, pl.ksize, pl.c), dw3, accumulate=True)
         if req_x != "null":
-            wt = self._channel_last(k, state, "w_last", w, pl.c, pl.f).reshape(pl.f, pl.rows)
             dx = in_grads[0]
             # channel-last data is the same memory as dx when C or the image size is 1
             in_place = pl.c == 1 or pl.isize == 1
+            if (pl.winograd and hasattr(k, "winograd_conv_last") and max(pl.pad) <= 2
+                    and not (in_place and req_x == "add")):
+                return self._backward_data_winograd(k, pl, dyt, w, dx, req_x, in_place, state)
+            wt = self._channel_last(k, state, "w_last", w, pl.c, pl.f).reshape(pl.f, pl.rows)
             if in_place:
                 dxt = dx.reshape(pl.n, pl.isize, pl.c)
             else:
@@ -536,6 +569,30 @@ class Convolution(_ConvBase):
             if not in_place:
                 k.transpose_planes(dxt, dx.reshape(pl.n, pl.c, pl.isize),
                                    accumulate=(req_x == "add"))
+
+    def _backward_data_winograd(self, k, pl, dyt, w, dx, req_x, in_place, state):
+        """The data gradient of a Winograd-eligible convolution is itself a 3x3 stride-1
+        convolution, of the output gradient (channel-last dyt (n*O, F)) with the kernels
+        turned by 180 degrees at padding 2 - pad: Winograd too, channel-last into dxt."""
+        out_sp = tuple(pl.g[13:15])
+        dims = (pl.n, pl.f) + out_sp
+        pad = (2 - pl.pad[0], 2 - pl.pad[1])
+        u = scratch(k, state, "winograd_du", (16, pl.f, pl.c), w.dtype)
+        k.winograd_weights(w, u, flip=True)
+        parts = k.conv_rows_workers(pl.n, pl.n * pl.rows * pl.osize)
+        chunk = k.winograd_chunk(dims, pad, parts)
+        v_shape, m_shape = k.winograd_scratch_shapes(dims, pl.c, pad, parts, chunk)
+        v = scratch(k, state, "winograd_dv", v_shape, dyt.dtype)
+        mm = scratch(k, state, "winograd_dm", m_shape, dyt.dtype)
+        if in_place:
+            dxt = dx.reshape(pl.n * pl.isize, pl.c)
+        else:
+            dxt = scratch(k, state, "dx_last", (pl.n, pl.isize, pl.c), dx.dtype)
+        k.winograd_conv_last(dyt, u, dxt.reshape(pl.n * pl.isize, pl.c), v, mm, dims, pad,
+                             chunk)
+        if not in_place:
+            k.transpose_planes(dxt, dx.reshape(pl.n, pl.c, pl.isize),
+                               accumulate=(req_x == "add"))
 
     def _backward_cols(self, p, k, pl, out_grads, inputs, in_grads, req, state):
         x, w = inputs[0], inputs[1]
