@@ -12,8 +12,9 @@ import numpy as np
 
 from lightmod.kernels import cpu
 
-FAMILIES = ("conv", "pooling", "norm", "elemwise", "nn", "optimizer", "tensor", "reduce", "rnn",
-            "svm", "linalg", "contrib", "ctc", "sequence", "spatial", "detection", "fused")
+FAMILIES = ("conv", "winograd", "pooling", "norm", "elemwise", "nn", "optimizer", "tensor",
+            "reduce", "rnn", "svm", "linalg", "contrib", "ctc", "sequence", "spatial", "detection",
+            "fused")
 
 
 def test_every_family_is_eager_or_on_demand():
