@@ -682,16 +682,6 @@ def channel_last_pool(src, out, pool_type):
 # cost a time slice on a busy machine (measured on the ResNet block, 2 cores, load ~10: 200 ms
 # per batch of 32 that way, 40-48 ms split between threads; the bits are the same).
 # ---------------------------------------------------------------------------------------------
-@njit(cache=True, nogil=True)
-def _im2row_nogil(xt, rows, dims, g):
-    _im2row(xt, rows, dims, g, 0, dims[0] * g[12] * g[13] * g[14])
-
-
-@njit(cache=True, nogil=True)
-def _affine_act_rows_nogil(out, dims, scale, shift, mode, act):
-    _affine_act_rows(out, dims, scale, shift, mode, act, 0, dims[0])
-
-
 _pool = None
 _pool_lock = threading.Lock()
 
@@ -730,12 +720,13 @@ def conv_rows_last(xt, wt, y_rows, rows, dims, g, chunk, scale=None, shift=None,
         for n0 in range(part * n // parts, (part + 1) * n // parts, chunk):
             m = min(chunk, (part + 1) * n // parts - n0)
             patches = buf[:m * O]
-            _im2row_nogil(flat_x[n0:n0 + m].reshape(-1), patches.reshape(-1),
-                          (m,) + tuple(dims[1:]), g)
+            _im2row(flat_x[n0:n0 + m].reshape(-1), patches.reshape(-1),
+                    (m,) + tuple(dims[1:]), g, 0, m * O)
             out = y_rows[n0 * O:(n0 + m) * O]
             np.matmul(patches, wt_t, out=out)
             if epilogue:
-                _affine_act_rows_nogil(out.reshape(-1), out.shape, scale, shift, mode, act)
+                _affine_act_rows(out.reshape(-1), out.shape, scale, shift, mode, act, 0,
+                                 out.shape[0])
 
     run_parts(run, parts)
 
