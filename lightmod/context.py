@@ -42,6 +42,7 @@ class Context:
                 self.device_typeid = self.devstr2type[device_type]
             self.device_id = int(device_id)
         self._old_ctx = None
+        self._entered_over = []   # the contexts each open ``with self`` replaced, innermost last
 
     @property
     def device_type(self):
@@ -67,12 +68,15 @@ class Context:
     __repr__ = __str__
 
     def __enter__(self):
+        # the same object may be entered again inside its own ``with`` (custom operators do
+        # this): each exit restores what its own entry replaced
         self._old_ctx = current_context()
+        self._entered_over.append(self._old_ctx)
         Context._default.value = self
         return self
 
     def __exit__(self, *exc):
-        Context._default.value = self._old_ctx
+        Context._default.value = self._entered_over.pop()
 
     @_ClassProperty
     def default_ctx(cls):

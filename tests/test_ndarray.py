@@ -73,6 +73,19 @@ def test_context_manager_default():
     assert mx.nd.zeros(2).context == mx.cpu(0)
 
 
+def test_same_context_object_entered_twice_restores_the_default():
+    ctx = mx.cpu(3)
+    with ctx:
+        with mx.cpu(1):
+            with ctx:
+                assert mx.current_context() == mx.cpu(3)
+            assert mx.current_context() == mx.cpu(1)
+        with ctx:
+            assert mx.current_context() == mx.cpu(3)
+        assert mx.current_context() == mx.cpu(3)
+    assert mx.current_context() == mx.cpu(0)
+
+
 def test_properties():
     a = mx.nd.zeros((2, 3, 4))
     assert (a.shape, a.size, a.ndim, a.dtype, a.stype) == ((2, 3, 4), 24, 3, np.float32,

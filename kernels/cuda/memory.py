@@ -103,6 +103,12 @@ def copy(dst, src):
     if tuple(src.shape) == tuple(dst.shape) and src.dtype == dst.dtype:
         dst.copy_to_device(src)
         return
+    if src.dtype == np.float16 and np.dtype(dst.dtype).kind in "biu":
+        # numba-cuda converts half to integer rounding to nearest (cvt.rni); numpy and MXNet
+        # truncate toward zero, as the float32 conversion does
+        src32 = empty(src.shape, np.float32)
+        copy(src32, src)
+        src = src32
     out_shape, shape, strides, _, _, _ = broadcast_plan(tuple(src.shape), tuple(dst.shape))
     if out_shape != tuple(dst.shape):
         raise ValueError("cannot copy an array of shape %s into shape %s"

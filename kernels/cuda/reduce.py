@@ -45,7 +45,7 @@ def _split(cshape, raxes):
 # ---------------------------------------------------------------------------------------------
 # forward
 # ---------------------------------------------------------------------------------------------
-@cuda.jit(cache=True)
+@cuda.jit
 def _reduce_thread_kernel(dst, src, kshape, kstrides, rshape, rstrides, nred, kind, add):
     # one thread per output element: for short reductions
     for o in range(cuda.grid(1), dst.size, cuda.gridsize(1)):
@@ -61,7 +61,7 @@ def _reduce_thread_kernel(dst, src, kshape, kstrides, rshape, rstrides, nred, ki
             dst[o] = v
 
 
-@cuda.jit(cache=True)
+@cuda.jit
 def _reduce_tree_kernel(dst, src, kshape, kstrides, rshape, rstrides, nred, kind, add):
     # one block per output element: threads stride over the reduced elements, then fold a
     # shared-memory tree of TREE partial results
@@ -109,7 +109,7 @@ def reduce_axes(dst, src, cshape, raxes, kind, req="write"):
 # ---------------------------------------------------------------------------------------------
 # backward
 # ---------------------------------------------------------------------------------------------
-@cuda.jit(cache=True)
+@cuda.jit
 def _reduce_grad_kernel(gin, gout, x, y, shape, bstrides, kind, count, add):
     for i in range(cuda.grid(1), gin.size, cuda.gridsize(1)):
         o = strided_offset(i, shape, bstrides)
@@ -144,7 +144,7 @@ def reduce_axes_backward(gin, gout, data, out, cshape, raxes, kind, req):
 # ---------------------------------------------------------------------------------------------
 # argmax / argmin
 # ---------------------------------------------------------------------------------------------
-@cuda.jit(cache=True)
+@cuda.jit
 def _arg_kernel(out, data, n, inner, is_max):
     for r in range(cuda.grid(1), out.size, cuda.gridsize(1)):
         o = r // inner

@@ -46,14 +46,14 @@ def _accumulator(grad, req):
 # ---------------------------------------------------------------------------------------------
 # strided copies
 # ---------------------------------------------------------------------------------------------
-@cuda.jit(cache=True)
+@cuda.jit
 def _gather_kernel(dst, src, offset, shape, strides, add):
     for i in range(cuda.grid(1), dst.size, cuda.gridsize(1)):
         v = src[offset + strided_offset(i, shape, strides)]
         store(dst, i, v, add)
 
 
-@cuda.jit(cache=True)
+@cuda.jit
 def _scatter_kernel(dst, src, offset, shape, strides, add):
     for i in range(cuda.grid(1), src.size, cuda.gridsize(1)):
         j = offset + strided_offset(i, shape, strides)
@@ -87,7 +87,7 @@ def strided_scatter(dst, src, offset, shape, strides, req="write"):
 # ---------------------------------------------------------------------------------------------
 # take
 # ---------------------------------------------------------------------------------------------
-@cuda.jit(cache=True)
+@cuda.jit
 def _bad_index_kernel(idx, n, flag):
     for i in range(cuda.grid(1), idx.size, cuda.gridsize(1)):
         j = int(idx[i])
@@ -104,7 +104,7 @@ def indices_in_range(idx, n):
     return int(flag.copy_to_host()[0]) == 0
 
 
-@cuda.jit(cache=True)
+@cuda.jit
 def _take_kernel(out, data, idx, n, inner, wrap):
     m = idx.size
     for r in range(cuda.grid(1), out.size, cuda.gridsize(1)):
@@ -115,7 +115,7 @@ def _take_kernel(out, data, idx, n, inner, wrap):
         out[r] = data[(o * n + resolve_index(idx[j], n, wrap)) * inner + t]
 
 
-@cuda.jit(cache=True)
+@cuda.jit
 def _take_grad_kernel(grad, gout, idx, n, inner, wrap):
     m = idx.size
     for r in range(cuda.grid(1), gout.size, cuda.gridsize(1)):
@@ -157,13 +157,13 @@ def take_backward(grad, gout, idx, outer, n, inner, wrap, req):
 # ---------------------------------------------------------------------------------------------
 # pick
 # ---------------------------------------------------------------------------------------------
-@cuda.jit(cache=True)
+@cuda.jit
 def _pick_kernel(out, data, idx, n, inner, wrap):
     for r in range(cuda.grid(1), out.size, cuda.gridsize(1)):
         out[r] = data[picked_offset(r, idx[r], n, inner, wrap)]
 
 
-@cuda.jit(cache=True)
+@cuda.jit
 def _pick_grad_kernel(grad, gout, idx, n, inner, wrap):
     for r in range(cuda.grid(1), gout.size, cuda.gridsize(1)):
         grad[picked_offset(r, idx[r], n, inner, wrap)] += gout[r]
@@ -179,7 +179,7 @@ def pick_backward(grad, gout, idx, outer, n, inner, wrap, req):
     _gather_backward(_pick_grad_kernel, grad, gout, idx, n, inner, wrap, req)
 
 
-@cuda.jit(cache=True)
+@cuda.jit
 def _pick_assign_kernel(out, values, idx, n, inner, wrap):
     for r in range(cuda.grid(1), values.size, cuda.gridsize(1)):
         out[picked_offset(r, idx[r], n, inner, wrap)] = values[r]
@@ -196,7 +196,7 @@ def pick_assign(out, values, idx, outer, n, inner, wrap):
 # ---------------------------------------------------------------------------------------------
 # one_hot
 # ---------------------------------------------------------------------------------------------
-@cuda.jit(cache=True)
+@cuda.jit
 def _one_hot_kernel(out, idx, depth, on, off):
     for r in range(cuda.grid(1), out.size, cuda.gridsize(1)):
         i = r // depth
@@ -215,7 +215,7 @@ def one_hot_forward(out, idx, depth, on_value, off_value):
 # ---------------------------------------------------------------------------------------------
 # where
 # ---------------------------------------------------------------------------------------------
-@cuda.jit(cache=True)
+@cuda.jit
 def _where_kernel(out, cond, x, y, inner):
     for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
         if cond[i // inner] != 0:
@@ -224,7 +224,7 @@ def _where_kernel(out, cond, x, y, inner):
             out[i] = y[i]
 
 
-@cuda.jit(cache=True)
+@cuda.jit
 def _where_grad_kernel(gx, gy, cond, g, inner, want_x, add_x, want_y, add_y):
     for i in range(cuda.grid(1), g.size, cuda.gridsize(1)):
         take_x = cond[i // inner] != 0
@@ -259,7 +259,7 @@ def where_backward(gx, gy, cond, gout, inner, req_x, req_y):
 # ---------------------------------------------------------------------------------------------
 # sorting: the (stable) rank of every element along its axis, then selections by rank
 # ---------------------------------------------------------------------------------------------
-@cuda.jit(cache=True)
+@cuda.jit
 def _rank_kernel(ranks, data, n, inner, ascend):
     # rank = how many elements of the line come before this one in a stable sort: O(n) per
     # element, every element in parallel
@@ -282,7 +282,7 @@ def _rank_kernel(ranks, data, n, inner, ascend):
         ranks[i] = r
 
 
-@cuda.jit(cache=True)
+@cuda.jit
 def _rank_select_kernel(values, indices, data, ranks, n, inner, k, want_values, want_indices):
     for i in range(cuda.grid(1), ranks.size, cuda.gridsize(1)):
         r = ranks[i]
@@ -296,13 +296,13 @@ def _rank_select_kernel(values, indices, data, ranks, n, inner, k, want_values, 
                 indices[dst] = q - o * n
 
 
-@cuda.jit(cache=True)
+@cuda.jit
 def _rank_mask_kernel(mask, ranks, k):
     for i in range(cuda.grid(1), ranks.size, cuda.gridsize(1)):
         mask[i] = 1 if ranks[i] < k else 0
 
 
-@cuda.jit(cache=True)
+@cuda.jit
 def _rank_grad_kernel(grad, gout, ranks, n, inner, k, add):
     for i in range(cuda.grid(1), ranks.size, cuda.gridsize(1)):
         r = ranks[i]
@@ -349,7 +349,7 @@ def rank_select_backward(grad, gout, ranks, outer, n, inner, k, req):
 # ---------------------------------------------------------------------------------------------
 # arithmetic progressions (arange, linspace)
 # ---------------------------------------------------------------------------------------------
-@cuda.jit(cache=True)
+@cuda.jit
 def _range_fill_kernel(out, start, step, repeat):
     for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
         out[i] = start + (i // repeat) * step
@@ -376,7 +376,7 @@ def _nd_offset(idx, y, count, dims, strides):
     return off
 
 
-@cuda.jit(cache=True)
+@cuda.jit
 def _nd_bad_index_kernel(idx, dims, count, flag):
     for i in range(cuda.grid(1), idx.size, cuda.gridsize(1)):
         n = dims[i // count]
@@ -385,7 +385,7 @@ def _nd_bad_index_kernel(idx, dims, count, flag):
             flag[0] = 1
 
 
-@cuda.jit(cache=True)
+@cuda.jit
 def _gather_nd_kernel(out, data, idx, dims, strides, inner):
     count = out.size // inner
     for r in range(cuda.grid(1), out.size, cuda.gridsize(1)):
@@ -393,7 +393,7 @@ def _gather_nd_kernel(out, data, idx, dims, strides, inner):
         out[r] = data[_nd_offset(idx, y, count, dims, strides) + r - y * inner]
 
 
-@cuda.jit(cache=True)
+@cuda.jit
 def _scatter_nd_kernel(out, src, idx, dims, strides, inner):
     count = src.size // inner
     for r in range(cuda.grid(1), src.size, cuda.gridsize(1)):
@@ -401,7 +401,7 @@ def _scatter_nd_kernel(out, src, idx, dims, strides, inner):
         out[_nd_offset(idx, y, count, dims, strides) + r - y * inner] = src[r]
 
 
-@cuda.jit(cache=True)
+@cuda.jit
 def _scatter_nd_add_kernel(out, src, idx, dims, strides, inner):
     # repeated indices collide: atomics (out is a float32/float64 accumulator)
     count = src.size // inner
@@ -450,7 +450,7 @@ def scatter_nd(out, src, idx, dims, strides, inner, req="write"):
 # ---------------------------------------------------------------------------------------------
 # ravel_multi_index, unravel_index
 # ---------------------------------------------------------------------------------------------
-@cuda.jit(cache=True)
+@cuda.jit
 def _ravel_kernel(out, coords, strides):
     count = out.size
     for n in range(cuda.grid(1), count, cuda.gridsize(1)):
@@ -460,7 +460,7 @@ def _ravel_kernel(out, coords, strides):
         out[n] = flat_index
 
 
-@cuda.jit(cache=True)
+@cuda.jit
 def _unravel_kernel(out, flat_index, dims, strides):
     count = flat_index.size
     for n in range(cuda.grid(1), count, cuda.gridsize(1)):
@@ -489,7 +489,7 @@ def unravel_index(out, flat_index, dims, strides):
 # ---------------------------------------------------------------------------------------------
 # histogram
 # ---------------------------------------------------------------------------------------------
-@cuda.jit(cache=True)
+@cuda.jit
 def _histogram_kernel(counts, data, edges, uniform, lo, hi):
     nbins = counts.size
     for i in range(cuda.grid(1), data.size, cuda.gridsize(1)):

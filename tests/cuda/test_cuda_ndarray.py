@@ -109,3 +109,29 @@ def test_random_on_gpu():
     v = mx.nd.random.uniform(shape=(2, 2))
     assert u.context == G
     np.testing.assert_array_equal(u.asnumpy(), v.asnumpy())
+
+
+def test_float16_to_integer_truncates_toward_zero(monkeypatch):
+    # numba-cuda's own half -> integer conversion rounds to nearest (cvt.rni): the copy must never
+    # hand the kernel a float16 source with an integer destination, and must truncate like numpy
+    from lightmod.kernels.cuda import memory
+    launched = []
+    gather = memory._gather_kernel
+
+    class Recording:
+        def __getitem__(self, config):
+            def launch(src, out, shape, strides):
+                launched.append((np.dtype(src.dtype), np.dtype(out.dtype)))
+                return gather[config](src, out, shape, strides)
+            return launch
+
+    monkeypatch.setattr(memory, "_gather_kernel", Recording())
+    host = np.array([[-1.75, -0.5, 0.5], [0.0, 1.5, 2.75]], dtype=np.float16)
+    x = mx.nd.array(host, ctx=G, dtype="float16")
+    for dtype in ("int32", "int8", "uint8", "int64"):
+        got = x.astype(dtype).asnumpy()
+        keep = host >= 0 if dtype == "uint8" else np.ones(host.shape, bool)   # negatives wrap
+        np.testing.assert_array_equal(got[keep], host[keep].astype(dtype), err_msg=dtype)
+        assert got.dtype == np.dtype(dtype)
+    assert launched and all(not (s == np.float16 and d.kind in "biu") for s, d in launched)
+    assert mx.nd.Cast(x, dtype="int32").asnumpy().tolist() == [[-1, 0, 0], [0, 1, 2]]
