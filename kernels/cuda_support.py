@@ -44,7 +44,43 @@ def require(device_id=0):
     count = len(cuda.gpus)
     if device_id < 0 or device_id >= count:
         raise MXNetError("gpu(%d) does not exist: %d GPU(s) are visible" % (device_id, count))
+    if not simulator_enabled():
+        check_compiler()
     _checked[device_id] = True
+
+
+def _add_one(x):
+    x[0] += 1
+
+
+def check_compiler():
+    """Raise MXNetError unless numba-cuda can compile a kernel with the numpy installed.
+
+    A numba-cuda release older than the numpy beside it fails inside its own typing set-up
+    (numba-cuda 0.30 with numpy 2.5 looks up the removed ``np.row_stack``); without this check
+    that surfaces as an AttributeError deep in numba at the first operator.
+    """
+    if "compiler" in _checked:
+        return
+    import numpy as np
+    from numba import cuda, float32
+    try:
+        # (an explicit architecture: the check needs no device; CUDA 13 targets 7.5 and newer)
+        cuda.compile_ptx(_add_one, (float32[:],), cc=(7, 5))
+    except Exception as err:
+        raise MXNetError(
+            "the GPU is not usable: numba-cuda cannot compile kernels here (%s: %s). numba-cuda "
+            "%s may be too old for numpy %s: upgrade numba-cuda or install an older numpy"
+            % (type(err).__name__, err, _version_of("numba-cuda"), np.__version__)) from err
+    _checked["compiler"] = True
+
+
+def _version_of(distribution):
+    from importlib import metadata
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "(version unknown)"
 
 
 class KernelSet:

@@ -118,3 +118,26 @@ def test_kernel_compiles_to_ptx(name, kernels, no_device):
         assert str(restype) == "none"
         assert ".visible .entry" in ptx
     assert not failures, "%s does not compile:\n%s" % (name, "\n".join(failures))
+
+
+def test_compiler_check_passes_with_a_working_compiler(monkeypatch):
+    monkeypatch.delitem(cuda_support._checked, "compiler", raising=False)
+    cuda_support.check_compiler()
+    assert cuda_support._checked["compiler"] is True
+
+
+def test_compiler_check_names_the_versions_when_numba_cuda_cannot_compile(monkeypatch):
+    import numpy as np
+    from numba import cuda
+
+    import lightmod as mx
+
+    def broken(*args, **kwargs):     # what numba-cuda 0.30 does with numpy 2.5
+        raise AttributeError("module 'numpy' has no attribute 'row_stack'")
+
+    monkeypatch.delitem(cuda_support._checked, "compiler", raising=False)
+    monkeypatch.setattr(cuda, "compile_ptx", broken)
+    with pytest.raises(mx.MXNetError, match="numba-cuda cannot compile") as err:
+        cuda_support.check_compiler()
+    assert "row_stack" in str(err.value) and np.__version__ in str(err.value)
+    assert "compiler" not in cuda_support._checked
