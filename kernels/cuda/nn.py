@@ -28,6 +28,7 @@ THREADS = 32 if simulator_enabled() else 256
 MAX_BLOCKS = 4096
 REDUCE_THREADS = 32 if simulator_enabled() else 128     # power of two, <= _SHARED
 _SHARED = 256
+TILE = 8 if simulator_enabled() else 16                 # GEMM tile edge (threads per block: TILE^2)
 
 
 def _flat(a):
@@ -57,89 +58,39 @@ def _mul_k(a, b, dst, accumulate):
 
 # ---------------------------------------------------------------------------------------------
 # FullyConnected: tiled GEMM C (+)= op(A) @ op(B), op = optional transpose
-#
-# A block computes a GEMM_BM x GEMM_BN tile of C; each of its threads keeps GEMM_TM x GEMM_TN
-# outputs in registers, so one pair of shared-memory reads feeds TM*TN multiply-adds (a thread
-# per output would do one). A thread's rows are ty, ty + TY, ... and its columns tx, tx + TX, ...:
-# neighbouring threads read neighbouring shared words (no bank conflicts) and store neighbouring
-# columns of C (coalesced). The k-slices of A and B are staged in shared memory k-major; the
-# transpose flags only change which global index a staging thread reads, and the staging walk
-# follows the contiguous axis of each operand so global reads coalesce. Every output sums its
-# products in k order, so results do not depend on the grid.
 # ---------------------------------------------------------------------------------------------
-if simulator_enabled():       # the simulator runs each thread as a Python thread: tiny tiles
-    GEMM_TM, GEMM_TN, GEMM_TX, GEMM_TY, GEMM_BK = 2, 2, 4, 4, 4
-else:
-    GEMM_TM, GEMM_TN, GEMM_TX, GEMM_TY, GEMM_BK = 4, 4, 16, 16, 16
-GEMM_BM = GEMM_TM * GEMM_TY
-GEMM_BN = GEMM_TN * GEMM_TX
-_GEMM_THREADS = GEMM_TX * GEMM_TY
-
-
 def _make_gemm(nbtype):
-    TM, TN, TX, TY, BK, BM, BN, NT = (GEMM_TM, GEMM_TN, GEMM_TX, GEMM_TY, GEMM_BK, GEMM_BM,
-                                      GEMM_BN, _GEMM_THREADS)
-
     @cuda.jit
     def gemm(a, b, c, trans_a, trans_b, accumulate):
-        a_tile = cuda.shared.array((BK, BM), nbtype)
-        b_tile = cuda.shared.array((BK, BN), nbtype)
-        acc = cuda.local.array((TM, TN), nbtype)
-        a_regs = cuda.local.array(TM, nbtype)
-        b_regs = cuda.local.array(TN, nbtype)
-        tid = cuda.threadIdx.x
-        tx = tid % TX
-        ty = tid // TX
-        m0 = cuda.blockIdx.y * BM
-        n0 = cuda.blockIdx.x * BN
+        sa = cuda.shared.array((TILE, TILE), nbtype)
+        sb = cuda.shared.array((TILE, TILE), nbtype)
+        tx = cuda.threadIdx.x
+        ty = cuda.threadIdx.y
+        row = cuda.blockIdx.y * TILE + ty
+        col = cuda.blockIdx.x * TILE + tx
         m, n = c.shape[0], c.shape[1]
         depth = a.shape[0] if trans_a else a.shape[1]
-        for i in range(TM):
-            for j in range(TN):
-                acc[i, j] = 0
-        for k0 in range(0, depth, BK):
-            for e in range(tid, BK * BM, NT):
-                if trans_a:                 # a is (depth, m): walk along m
-                    kk = e // BM
-                    mm = e % BM
-                else:                       # a is (m, depth): walk along depth
-                    mm = e // BK
-                    kk = e % BK
-                v = nbtype(0)
-                if k0 + kk < depth and m0 + mm < m:
-                    v = a[k0 + kk, m0 + mm] if trans_a else a[m0 + mm, k0 + kk]
-                a_tile[kk, mm] = v
-            for e in range(tid, BK * BN, NT):
-                if trans_b:                 # b is (n, depth): walk along depth
-                    nn = e // BK
-                    kk = e % BK
-                else:                       # b is (depth, n): walk along n
-                    kk = e // BN
-                    nn = e % BN
-                v = nbtype(0)
-                if k0 + kk < depth and n0 + nn < n:
-                    v = b[n0 + nn, k0 + kk] if trans_b else b[k0 + kk, n0 + nn]
-                b_tile[kk, nn] = v
+        acc = nbtype(0)
+        for t in range((depth + TILE - 1) // TILE):
+            ka = t * TILE + tx
+            if row < m and ka < depth:
+                sa[ty, tx] = a[ka, row] if trans_a else a[row, ka]
+            else:
+                sa[ty, tx] = 0
+            kb = t * TILE + ty
+            if col < n and kb < depth:
+                sb[ty, tx] = b[col, kb] if trans_b else b[kb, col]
+            else:
+                sb[ty, tx] = 0
             cuda.syncthreads()
-            for kk in range(BK):
-                for i in range(TM):
-                    a_regs[i] = a_tile[kk, ty + i * TY]
-                for j in range(TN):
-                    b_regs[j] = b_tile[kk, tx + j * TX]
-                for i in range(TM):
-                    for j in range(TN):
-                        acc[i, j] += a_regs[i] * b_regs[j]
+            for kk in range(TILE):
+                acc += sa[ty, kk] * sb[kk, tx]
             cuda.syncthreads()
-        for i in range(TM):
-            row = m0 + ty + i * TY
-            if row < m:
-                for j in range(TN):
-                    col = n0 + tx + j * TX
-                    if col < n:
-                        if accumulate:
-                            c[row, col] += acc[i, j]
-                        else:
-                            c[row, col] = acc[i, j]
+        if row < m and col < n:
+            if accumulate:
+                c[row, col] += acc
+            else:
+                c[row, col] = acc
     return gemm
 
 
@@ -151,10 +102,8 @@ def _gemm(a, b, c, trans_a, trans_b, accumulate):
     if kernel is None:
         raise TypeError("FullyConnected on the GPU supports float32 and float64, got %s"
                         % np.dtype(c.dtype).name)
-    if c.size == 0:
-        return
-    grid = ((c.shape[1] + GEMM_BN - 1) // GEMM_BN, (c.shape[0] + GEMM_BM - 1) // GEMM_BM)
-    kernel[grid, _GEMM_THREADS](a, b, c, trans_a, trans_b, accumulate)
+    grid = ((c.shape[1] + TILE - 1) // TILE, (c.shape[0] + TILE - 1) // TILE)
+    kernel[grid, (TILE, TILE)](a, b, c, trans_a, trans_b, accumulate)
 
 
 @cuda.jit
