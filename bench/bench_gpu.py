@@ -30,9 +30,9 @@ GFLOP/s of lightmod's GEMM kernel and of ``torch.matmul`` at 4096^3 in the same 
 ``--tiny`` shrinks every size so the whole script runs in seconds on numba's CUDA simulator
 (``NUMBA_ENABLE_CUDASIM=1``): it proves the code paths, its numbers mean nothing.
 """
-import os
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -295,7 +295,7 @@ def torch_throughput(device, case, cfg, steps, warmup):
 CONV_LAYERS = [("LeNet conv1", 128, 1, 28, 20, 5, 0), ("LeNet conv2", 128, 20, 12, 50, 5, 0),
                ("ResNet 64ch 56x56", 32, 64, 56, 64, 3, 1),
                ("ResNet 32ch 32x32", 32, 32, 32, 32, 3, 1)]
-CONV_LAYERS_TINY = [("LeNet conv1", 2, 1, 8, 3, 5, 0), ("ResNet 3x3", 1, 9, 5, 4, 3, 1)]
+CONV_LAYERS_TINY = [("LeNet conv1", 1, 1, 6, 2, 5, 0), ("ResNet 3x3", 1, 8, 4, 2, 3, 1)]
 CONV_PATHS = ("im2col", "implicit")
 CONV_PASSES = ("forward", "backward_data", "backward_weight")
 
@@ -422,7 +422,7 @@ def measure_conv(mx, ctx, tdev, tiny, steps, repeat):
     layers = CONV_LAYERS_TINY if tiny else CONV_LAYERS
     results = {"layers": {}}
     with cuda.gpus[ctx.device_id]:
-        results["sgemm"] = sgemm_gflops(32 if tiny else 4096, steps, repeat, tdev)
+        results["sgemm"] = sgemm_gflops(16 if tiny else 4096, steps, repeat, tdev)
     for layer in layers:
         _, n, c, size, f, k, pad = layer
         entry = {"shape": "batch %d, %d->%d, %dx%d, %dx%d pad %d" % (n, c, f, size, size, k,
@@ -445,18 +445,22 @@ def conv_table(conv, with_torch):
     header = ["layer / pass"] + ["%s GFLOP/s" % p for p in CONV_PATHS]
     if with_torch:
         header.append("torch GFLOP/s")
-    header += ["implicit / SGEMM", "implicit / im2col"]
+    header += ["implicit / SGEMM", "implicit / im2col"] + (["implicit / torch"] if with_torch
+                                                            else [])
     rows = [tuple(header)]
-    rows.append(("SGEMM %d^3" % sgemm["size"], "%.0f (_gemm)" % sgemm["lightmod"], "")
-                + (("%.0f" % sgemm["torch"] if "torch" in sgemm else "n/a",) if with_torch
-                   else ()) + ("", ""))
+    rows.append(("SGEMM %d^3" % sgemm["size"], "%.4g (_gemm)" % sgemm["lightmod"], "")
+                + (("%.4g" % sgemm["torch"] if "torch" in sgemm else "n/a",) if with_torch
+                   else ()) + ("", "") + (("",) if with_torch else ()))
     for name, entry in conv["layers"].items():
         for what in CONV_PASSES:
             old, new = entry["im2col"][what], entry["implicit"][what]
-            row = ("%s %s" % (name, what), "%.0f" % old, "%.0f" % new)
+            row = ("%s %s" % (name, what), "%.4g" % old, "%.4g" % new)
             if with_torch:
-                row += ("%.0f" % entry["torch"][what] if "torch" in entry else "n/a",)
-            rows.append(row + ("%.0f%%" % (100 * new / sgemm["lightmod"]), "%.2fx" % (new / old)))
+                row += ("%.4g" % entry["torch"][what] if "torch" in entry else "n/a",)
+            row += ("%.0f%%" % (100 * new / sgemm["lightmod"]), "%.2fx" % (new / old))
+            if with_torch:
+                row += ("%.2fx" % (new / entry["torch"][what]) if "torch" in entry else "",)
+            rows.append(row)
     return format_table(rows)
 
 

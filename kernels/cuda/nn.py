@@ -80,8 +80,7 @@ else:
     # blocks than that leave SMs idle, and the small tiles give 8x as many). Measured on an
     # H200 (float32 GFLOP/s, 4096^3 / 1024^3 / 256x512x784): 128x64 tiles 20084 / 14550 /
     # 1817, 64x64 (4x4 per thread) 15923 / 13561 / 2542, 128x128 (8x8) 16440 / 7929 / 984,
-    # 32x32 (2x2) 11497 / 10266 / 5340; the 16x16 one-result-per-thread kernel this replaced
-    # ran the im2col convolutions at 23-709 GFLOP/s (bench_gpu.py --conv)
+    # 32x32 (2x2) 11497 / 10266 / 5340
     GEMM_TILES = (_GemmTile("large", 128, 64, 8, 8, 4), _GemmTile("small", 32, 32, 8, 2, 2))
     GEMM_LARGE_MIN_BLOCKS = 128
 

@@ -206,7 +206,7 @@ def _run_op(attrs, inputs, device, req):
 
 ROWS = (dict(kernel=(3, 3), num_filter=3, pad=(1, 1)), (1, 8, 4, 5))     # im2row layout
 COLS = (dict(kernel=(3, 3), num_filter=4, stride=(2, 2), num_group=2, no_bias=True),
-        (1, 4, 7, 7))                                                      # im2col layout
+        (1, 4, 5, 5))                                                      # im2col layout
 ONE_D = (dict(kernel=(3,), num_filter=3, pad=(1,), dilate=(2,)), (2, 2, 7))
 THREE_D = (dict(kernel=(2, 2, 2), num_filter=2, stride=(1, 2, 1)), (1, 2, 3, 4, 3))
 
