@@ -5,7 +5,8 @@ Both are computed as large matrix products over a column matrix (``k.im2col``/``
 stays under ``COL_BUDGET`` elements. Scratch buffers live in the node's ``state`` and are
 allocated once per input shape. When the whole batch fits in one chunk, the column matrix built
 by the forward pass is kept for the weight gradient; otherwise backward rebuilds each chunk's
-columns.
+columns. On GPUs Convolution runs as implicit GEMMs instead (no column matrix at all:
+``kernels/cuda/conv_implicit.py``), whenever the kernel set's ``implicit_conv_fits`` says so.
 
 This module also holds the helpers my other image operators share (pooling, normalisation,
 image_ops): ``scratch`` buffers in ``state`` and ``float16_via_float32`` (numba's CPU target

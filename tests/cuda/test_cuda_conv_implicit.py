@@ -149,8 +149,12 @@ def test_kernels_against_numpy(n, c, h, w, f, kernel, stride, pad, dilate, group
     check_kernels(n, c, h, w, f, kernel, stride, pad, dilate, groups, np.float32, rng)
 
 
-def test_kernels_float64():
-    check_kernels(2, 3, 6, 5, 4, (3, 3), (2, 1), (1, 1), (1, 1), 1, np.float64,
+@pytest.mark.parametrize("n, c, h, w, f, stride", [
+    (2, 3, 6, 5, 4, (2, 1)),      # 3-4 rows: the narrow tiles
+    (1, 6, 5, 4, 6, (1, 1)),      # 6 rows: the wide tiles
+])
+def test_kernels_float64(n, c, h, w, f, stride):
+    check_kernels(n, c, h, w, f, (3, 3), stride, (1, 1), (1, 1), 1, np.float64,
                   np.random.default_rng(3))
 
 
