@@ -18,11 +18,21 @@ It measures, in one run on gpu(device):
 * the same three models in PyTorch (``torch.nn``, SGD with momentum) on the same GPU when
   torch with CUDA is installed, and the ratio lightmod / PyTorch (the MLP target is >= 0.5).
 
+``--conv`` measures the convolution instead (and nothing else): per-layer GFLOP/s of the
+LeNet layers (1->20 and 20->50 channels, 5x5, on 28x28 and 12x12 at batch 128) and two
+ResNet-like 3x3 layers (64->64 on 56x56 and 32->32 on 32x32, pad 1, batch 32), forward,
+backward-data and backward-weight, through the Convolution operator on two paths, the
+im2col / im2row + GEMM one and the implicit GEMM (``LIGHTMOD_CUDA_CONV`` picks between them,
+see kernels/cuda/conv_implicit.py), beside ``torch.nn.functional.conv2d`` and its autograd
+backward (cuDNN, strict float32: TF32 off) when torch with CUDA is importable; and the SGEMM
+GFLOP/s of lightmod's GEMM kernel and of ``torch.matmul`` at 4096^3 in the same process.
+
 ``--tiny`` shrinks every size so the whole script runs in seconds on numba's CUDA simulator
 (``NUMBA_ENABLE_CUDASIM=1``): it proves the code paths, its numbers mean nothing.
 """
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -279,6 +289,182 @@ def torch_throughput(device, case, cfg, steps, warmup):
 
 
 # ---------------------------------------------------------------------------------------------
+# convolution layers and SGEMM (--conv)
+# ---------------------------------------------------------------------------------------------
+# (name, batch, in channels, image size, filters, kernel, pad)
+CONV_LAYERS = [("LeNet conv1", 128, 1, 28, 20, 5, 0), ("LeNet conv2", 128, 20, 12, 50, 5, 0),
+               ("ResNet 64ch 56x56", 32, 64, 56, 64, 3, 1),
+               ("ResNet 32ch 32x32", 32, 32, 32, 32, 3, 1)]
+CONV_LAYERS_TINY = [("LeNet conv1", 1, 1, 6, 2, 5, 0), ("ResNet 3x3", 1, 8, 4, 2, 3, 1)]
+CONV_PATHS = ("im2col", "implicit")
+CONV_PASSES = ("forward", "backward_data", "backward_weight")
+
+
+def conv_flops(layer):
+    _, n, c, size, f, k, pad = layer
+    out = size + 2 * pad - k + 1
+    return 2.0 * n * f * out * out * c * k * k
+
+
+def seconds_per_call(fn, steps, repeat, sync):
+    """Best over repeat runs of the mean time of ``steps`` back-to-back calls (one sync at the
+    end of each run, so launches overlap as in training)."""
+    fn()
+    sync()
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(steps):
+            fn()
+        sync()
+        best = min(best, (time.perf_counter() - start) / steps)
+    return best
+
+
+def lightmod_conv_layer(mx, ctx, layer, path, steps, repeat):
+    """{pass: GFLOP/s} of one layer through the Convolution operator on ``path``, and its
+    forward output (host) to compare the paths."""
+    from lightmod import kernels
+    from lightmod.operator import registry
+    name, n, c, size, f, k, pad = layer
+    op = registry.get("Convolution")
+    p = op.parse({"kernel": str((k, k)), "pad": str((pad, pad)), "num_filter": str(f)})
+    rng = np.random.default_rng(3)
+    out = size + 2 * pad - k + 1
+    shapes = [(n, c, size, size), (f, c, k, k), (f,)]
+    ks = kernels.for_context(ctx)
+    x, w, b = (cuda.to_device(rng.uniform(-1, 1, s).astype(np.float32)) for s in shapes)
+    y = cuda.device_array((n, f, out, out), np.float32)
+    dy = cuda.to_device(rng.uniform(-1, 1, (n, f, out, out)).astype(np.float32))
+    dx = cuda.device_array(shapes[0], np.float32)
+    dw = cuda.device_array(shapes[1], np.float32)
+    state = {}
+    previous = os.environ.get("LIGHTMOD_CUDA_CONV")
+    os.environ["LIGHTMOD_CUDA_CONV"] = path
+    try:
+        calls = {
+            "forward": lambda: op.forward(p, ks, [x, w, b], [y], True, state),
+            "backward_data": lambda: op.backward(p, ks, [dy], [x, w, b], [y], [dx, None, None],
+                                                 ["write", "null", "null"], state),
+            "backward_weight": lambda: op.backward(p, ks, [dy], [x, w, b], [y],
+                                                   [None, dw, None], ["null", "write", "null"],
+                                                   state),
+        }
+        flops = conv_flops(layer)
+        result = {}
+        with cuda.gpus[ctx.device_id]:
+            for what in CONV_PASSES:
+                calls["forward"]()      # backward may read what the forward left in state
+                result[what] = flops / seconds_per_call(calls[what], steps, repeat,
+                                                        _synchronize) / 1e9
+            calls["forward"]()
+            _synchronize()
+        return result, y.copy_to_host()
+    finally:
+        if previous is None:
+            del os.environ["LIGHTMOD_CUDA_CONV"]
+        else:
+            os.environ["LIGHTMOD_CUDA_CONV"] = previous
+
+
+def torch_conv_layer(device, layer, steps, repeat):
+    """{pass: GFLOP/s} of the same layer in torch (cuDNN, float32 without TF32)."""
+    import torch
+    import torch.nn.functional as F
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    _, n, c, size, f, k, pad = layer
+    gen = torch.Generator().manual_seed(0)
+    x = torch.rand((n, c, size, size), generator=gen).to(device).requires_grad_(True)
+    w = torch.rand((f, c, k, k), generator=gen).to(device).requires_grad_(True)
+    b = torch.rand((f,), generator=gen).to(device)
+    y = F.conv2d(x, w, b, padding=pad)
+    dy = torch.rand(y.shape, generator=gen).to(device)
+    calls = {
+        "forward": lambda: F.conv2d(x, w, b, padding=pad),
+        "backward_data": lambda: torch.autograd.grad(y, x, dy, retain_graph=True),
+        "backward_weight": lambda: torch.autograd.grad(y, w, dy, retain_graph=True),
+    }
+    flops = conv_flops(layer)
+    with torch.no_grad():
+        forward = flops / seconds_per_call(calls["forward"], steps, repeat,
+                                           torch.cuda.synchronize) / 1e9
+    result = {"forward": forward}
+    for what in CONV_PASSES[1:]:
+        result[what] = flops / seconds_per_call(calls[what], steps, repeat,
+                                                torch.cuda.synchronize) / 1e9
+    return result
+
+
+def sgemm_gflops(size, steps, repeat, tdev):
+    """GFLOP/s of lightmod's GEMM kernel (the one FullyConnected uses) and of torch.matmul
+    (TF32 off) on size^3 float32 products."""
+    from lightmod.kernels.cuda import nn as cuda_nn
+    rng = np.random.default_rng(4)
+    a, b = (cuda.to_device(rng.uniform(-1, 1, (size, size)).astype(np.float32))
+            for _ in range(2))
+    c = cuda.device_array((size, size), np.float32)
+    flops = 2.0 * size ** 3
+    result = {"size": size, "lightmod": flops / seconds_per_call(
+        lambda: cuda_nn._gemm(a, b, c, False, False, False), steps, repeat, _synchronize) / 1e9}
+    expected = a.copy_to_host().astype(np.float64) @ b.copy_to_host().astype(np.float64)
+    np.testing.assert_allclose(c.copy_to_host(), expected, rtol=1e-3, atol=1e-3 * size ** 0.5)
+    if tdev is not None:
+        import torch
+        torch.backends.cuda.matmul.allow_tf32 = False
+        ta, tb = (torch.rand((size, size), device=tdev) for _ in range(2))
+        result["torch"] = flops / seconds_per_call(lambda: torch.matmul(ta, tb), steps, repeat,
+                                                   torch.cuda.synchronize) / 1e9
+    return result
+
+
+def measure_conv(mx, ctx, tdev, tiny, steps, repeat):
+    layers = CONV_LAYERS_TINY if tiny else CONV_LAYERS
+    results = {"layers": {}}
+    with cuda.gpus[ctx.device_id]:
+        results["sgemm"] = sgemm_gflops(16 if tiny else 4096, steps, repeat, tdev)
+    for layer in layers:
+        _, n, c, size, f, k, pad = layer
+        entry = {"shape": "batch %d, %d->%d, %dx%d, %dx%d pad %d" % (n, c, f, size, size, k,
+                                                                        k, pad),
+                 "GFLOP": conv_flops(layer) / 1e9}
+        outputs = []
+        for path in CONV_PATHS:
+            entry[path], out = lightmod_conv_layer(mx, ctx, layer, path, steps, repeat)
+            outputs.append(out)
+        scale = max(1.0, float(np.abs(outputs[0]).max()))
+        entry["paths_max_difference"] = float(np.abs(outputs[1] - outputs[0]).max()) / scale
+        if tdev is not None:
+            entry["torch"] = torch_conv_layer(tdev, layer, steps, repeat)
+        results["layers"][layer[0]] = entry
+    return results
+
+
+def conv_table(conv, with_torch):
+    sgemm = conv["sgemm"]
+    header = ["layer / pass"] + ["%s GFLOP/s" % p for p in CONV_PATHS]
+    if with_torch:
+        header.append("torch GFLOP/s")
+    header += ["implicit / SGEMM", "implicit / im2col"] + (["implicit / torch"] if with_torch
+                                                            else [])
+    rows = [tuple(header)]
+    rows.append(("SGEMM %d^3" % sgemm["size"], "%.4g (_gemm)" % sgemm["lightmod"], "")
+                + (("%.4g" % sgemm["torch"] if "torch" in sgemm else "n/a",) if with_torch
+                   else ()) + ("", "") + (("",) if with_torch else ()))
+    for name, entry in conv["layers"].items():
+        for what in CONV_PASSES:
+            old, new = entry["im2col"][what], entry["implicit"][what]
+            row = ("%s %s" % (name, what), "%.4g" % old, "%.4g" % new)
+            if with_torch:
+                row += ("%.4g" % entry["torch"][what] if "torch" in entry else "n/a",)
+            row += ("%.0f%%" % (100 * new / sgemm["lightmod"]), "%.2fx" % (new / old))
+            if with_torch:
+                row += ("%.2fx" % (new / entry["torch"][what]) if "torch" in entry else "",)
+            rows.append(row)
+    return format_table(rows)
+
+
+# ---------------------------------------------------------------------------------------------
 # report
 # ---------------------------------------------------------------------------------------------
 def device_name(device_id):
@@ -311,6 +497,8 @@ def main(argv=None):
                         help="tiny sizes (runs on the CUDA simulator; numbers meaningless)")
     parser.add_argument("--no-torch", action="store_true", help="skip the PyTorch reference")
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--conv", action="store_true",
+                        help="measure the convolution layers and SGEMM (only those)")
     args = parser.parse_args(argv)
     cfg = dict(TINY if args.tiny else FULL)
     if args.size:
@@ -326,6 +514,8 @@ def main(argv=None):
     ctx = mx.gpu(args.device)
     tdev, why_no_torch = (None, "--no-torch") if args.no_torch else torch_device(args.device)
     results = {"device": device_name(args.device), "size": cfg["size"], "tiny": args.tiny}
+    if args.conv:
+        return _conv_main(mx, ctx, tdev, why_no_torch, args, results)
 
     with cuda.gpus[args.device]:
         results.update(measure_bandwidth(cfg["size"], repeat, args.tiny))
@@ -353,6 +543,20 @@ def main(argv=None):
     print("GPU: %s%s" % (results["device"],
                          " (--tiny: sizes shrunk, numbers meaningless)" if args.tiny else ""))
     print(format_table(rows))
+    if tdev is None:
+        print("PyTorch reference skipped: %s" % why_no_torch)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return results
+
+
+def _conv_main(mx, ctx, tdev, why_no_torch, args, results):
+    steps, repeat = (1, 1) if args.tiny else (args.steps, 3)
+    results["conv"] = measure_conv(mx, ctx, tdev, args.tiny, steps, repeat)
+    print("GPU: %s%s" % (results["device"],
+                         " (--tiny: sizes shrunk, numbers meaningless)" if args.tiny else ""))
+    print(conv_table(results["conv"], tdev is not None))
     if tdev is None:
         print("PyTorch reference skipped: %s" % why_no_torch)
     if args.json:

@@ -13,6 +13,7 @@ from .tensor import *  # noqa: F401,F403,E402
 from .reduce import *  # noqa: F401,F403,E402
 from .rnn import *  # noqa: F401,F403,E402
 from .conv import *  # noqa: F401,F403,E402
+from .conv_implicit import *  # noqa: F401,F403,E402
 from .pooling import *  # noqa: F401,F403,E402
 from .norm import *  # noqa: F401,F403,E402
 from .svm import *  # noqa: F401,F403,E402

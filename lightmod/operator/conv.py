@@ -5,7 +5,8 @@ Both are computed as large matrix products over a column matrix (``k.im2col``/``
 stays under ``COL_BUDGET`` elements. Scratch buffers live in the node's ``state`` and are
 allocated once per input shape. When the whole batch fits in one chunk, the column matrix built
 by the forward pass is kept for the weight gradient; otherwise backward rebuilds each chunk's
-columns.
+columns. On GPUs Convolution runs as implicit GEMMs instead (no column matrix at all:
+``kernels/cuda/conv_implicit.py``), whenever the kernel set's ``implicit_conv_fits`` says so.
 
 This module also holds the helpers my other image operators share (pooling, normalisation,
 image_ops): ``scratch`` buffers in ``state`` and ``float16_via_float32`` (numba's CPU target
@@ -423,8 +424,24 @@ class Convolution(_ConvBase):
         k.transpose_planes(src.reshape(count, channels, inner), out)
         return out
 
+    def _implicit(self, k, pl, dtype):
+        """Whether the kernel set runs this convolution as an implicit GEMM (CUDA: the rule,
+        and why, is kernels/cuda/conv_implicit.py's implicit_conv_fits)."""
+        fits = getattr(k, "implicit_conv_fits", None)
+        return fits is not None and fits(pl.x5, pl.g, pl.groups, pl.f, dtype)
+
     def _forward(self, p, k, x, w, scale, shift, act, y, state):
         pl = self._plan(p, x.shape, state)
+        if self._implicit(k, pl, x.dtype):
+            # the inference plan may write a fused convolution's result over its input; the
+            # implicit kernels read x while they write, so that goes through a scratch buffer
+            out = y
+            if k.implicit_conv_overlap(x, y):
+                out = scratch(k, state, "implicit_y", y.shape, y.dtype)
+            k.implicit_conv_forward(x, w, out, pl.x5, pl.g, pl.groups, scale, shift, act)
+            if out is not y:
+                k.copy(y, out)
+            return
         if not pl.by_rows:
             return self._forward_cols(k, pl, x, w, scale, shift, act, y, state)
         self._forward_rows(k, pl, x, w, scale, shift, act, y, state, False, False)
@@ -507,6 +524,8 @@ class Convolution(_ConvBase):
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
         x, w = inputs[0], inputs[1]
         pl = self._plan(p, x.shape, state)
+        if self._implicit(k, pl, x.dtype):
+            return self._backward_implicit(p, k, pl, out_grads, inputs, in_grads, req, state)
         if not pl.by_rows:
             return self._backward_cols(p, k, pl, out_grads, inputs, in_grads, req, state)
         req_x, req_w = req[0], req[1]
@@ -593,6 +612,25 @@ class Convolution(_ConvBase):
         if not in_place:
             k.transpose_planes(dxt, dx.reshape(pl.n, pl.c, pl.isize),
                                accumulate=(req_x == "add"))
+
+    def _backward_implicit(self, p, k, pl, out_grads, inputs, in_grads, req, state):
+        """Both gradients as implicit GEMMs straight from x, w and dy (no patch matrix)."""
+        x, w = inputs[0], inputs[1]
+        req_x, req_w = req[0], req[1]
+        req_b = "null" if p.no_bias else req[2]
+        dy = out_grads[0]
+        if req_b != "null":
+            k.channel_sum(dy.reshape(pl.n, pl.f, pl.osize), in_grads[2],
+                          accumulate=(req_b == "add"))
+        if req_w != "null":
+            partial = scratch(k, state, "dw_partial",
+                              (k.implicit_weight_scratch(pl.x5, pl.g, pl.groups, pl.f),),
+                              w.dtype)
+            k.implicit_conv_backward_weight(x, dy, in_grads[1], pl.x5, pl.g, pl.groups, partial,
+                                            accumulate=(req_w == "add"))
+        if req_x != "null":
+            k.implicit_conv_backward_data(dy, w, in_grads[0], pl.x5, pl.g, pl.groups,
+                                          accumulate=(req_x == "add"))
 
     def _backward_cols(self, p, k, pl, out_grads, inputs, in_grads, req, state):
         x, w = inputs[0], inputs[1]

@@ -51,3 +51,25 @@ def test_torch_models_match_the_lightmod_ones():
     for case in bench.model_cases(cfg):
         out = bench.torch_model(torch, case, cfg)(x[case[0]])
         assert out.shape[-1] == case[4]
+
+
+def test_tiny_conv_section(tmp_path, capsys):
+    """--conv --tiny: every layer and pass on both lightmod paths, the SGEMM row, the JSON."""
+    bench = _load_bench()
+    path = str(tmp_path / "conv.json")
+    results = bench.main(["--tiny", "--conv", "--no-torch", "--json", path])
+    printed = capsys.readouterr().out
+    assert printed.startswith("GPU: numba CUDA simulator (--tiny")
+    assert "SGEMM 16^3" in printed and "PyTorch reference skipped: --no-torch" in printed
+    assert json.load(open(path)) == json.loads(json.dumps(results))
+    conv = results["conv"]
+    assert conv["sgemm"]["lightmod"] > 0
+    assert set(conv["layers"]) == {layer[0] for layer in bench.CONV_LAYERS_TINY}
+    for name, entry in conv["layers"].items():
+        for what in bench.CONV_PASSES:
+            assert "%s %s" % (name, what) in printed
+            for path_name in bench.CONV_PATHS:
+                assert np.isfinite(entry[path_name][what]) and entry[path_name][what] > 0
+        # the two paths compute the same forward
+        assert entry["paths_max_difference"] < 1e-5
+    assert "models" not in results
