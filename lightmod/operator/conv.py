@@ -24,6 +24,12 @@ __all__ = ["Convolution", "Deconvolution", "scratch", "float16_via_float32", "sp
 # one BLAS thread the chunk size barely matters; with two, each product pays the threads'
 # hand-over, so chunks far smaller than this lose up to 2x; far larger ones only cost memory.
 COL_BUDGET = 1 << 20
+# The same when the products run on one thread (a sample-split child, one-thread policy):
+# 128 KB in float32, so the column chunk and its product stay in the core's L2 cache between
+# im2col, the product and the output pass. LeNet's conv1 (1 channel, 5x5, 32 images on one
+# thread) took 0.88 ms for its three products in chunks of 2 images against 1.98 ms in one
+# chunk of 32; the per-chunk calls cost less than that.
+SERIAL_COL_BUDGET = 1 << 15
 # Patch-row elements per chunk of the row layout (2 MB in float32): a chunk's patches and its
 # product stay in the caches between im2row, the product and the output pass.
 ROW_BUDGET = 1 << 19
@@ -347,9 +353,17 @@ class Convolution(_ConvBase):
         return in_shapes
 
     # --- computation -------------------------------------------------------------------------
-    def _plan(self, p, xshape, state):
+    @staticmethod
+    def _serial(k, n, work):
+        """Whether the products of a column-layout call of ``work`` column elements over ``n``
+        images run on one thread (kernel sets without ``conv_rows_workers`` say no)."""
+        workers = getattr(k, "conv_rows_workers", None)
+        return workers is not None and workers(n, work) == 1
+
+    def _plan(self, p, k, xshape, state):
         plan = state.get("plan")
-        if plan is not None and plan.xshape == tuple(xshape):
+        if plan is not None and plan.xshape == tuple(xshape) and (
+                plan.by_rows or plan.serial == self._serial(k, plan.n, plan.work)):
             return plan
         nd = len(p.kernel)
         n, c = xshape[0], xshape[1]
@@ -372,13 +386,19 @@ class Convolution(_ConvBase):
         winograd = (by_rows and nd == 2 and tuple(p.kernel) == (3, 3) and p._stride == (1, 1)
                     and p._dilate == (1, 1) and c >= WINOGRAD_MIN_CHANNELS
                     and f >= WINOGRAD_MIN_CHANNELS)
-        budget = ROW_BUDGET if by_rows else COL_BUDGET
+        work = n * rows * osize
+        serial = not by_rows and self._serial(k, n, work)
+        if by_rows:
+            budget = ROW_BUDGET
+        else:
+            budget = min(COL_BUDGET, SERIAL_COL_BUDGET) if serial else COL_BUDGET
         chunk = max(1, min(n, budget // max(1, rows * osize)))
         plan = _Plan(xshape=tuple(xshape), n=n, c=c, f=f, groups=groups, cg=c // groups,
                      fg=f // groups, ck=(c // groups) * ksize, rows=rows, osize=osize,
                      ksize=ksize, isize=_prod(xshape[2:]), chunk=chunk,
                      x5=shape5(xshape),
                      by_rows=by_rows, winograd=winograd, pad=tuple(p._pad),
+                     work=work, serial=serial,
                      g=geometry3(p.kernel, p._stride, p._pad, p._dilate, out_sp))
         state["plan"] = plan
         state["col_ready"] = False
@@ -405,7 +425,7 @@ class Convolution(_ConvBase):
         writes channel-last data anyway, so the transposes between them fall away and the
         product is written straight into y."""
         if x_last or y_last:
-            pl = self._plan(p, x.shape, state)
+            pl = self._plan(p, k, x.shape, state)
             return self._forward_rows(k, pl, x, w, scale, shift, act, y, state, x_last, y_last)
         self._forward(p, k, x, w, scale, shift, act, y, state)
 
@@ -424,7 +444,7 @@ class Convolution(_ConvBase):
         return out
 
     def _forward(self, p, k, x, w, scale, shift, act, y, state):
-        pl = self._plan(p, x.shape, state)
+        pl = self._plan(p, k, x.shape, state)
         if not pl.by_rows:
             return self._forward_cols(k, pl, x, w, scale, shift, act, y, state)
         self._forward_rows(k, pl, x, w, scale, shift, act, y, state, False, False)
@@ -506,7 +526,7 @@ class Convolution(_ConvBase):
     @float16_via_float32
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
         x, w = inputs[0], inputs[1]
-        pl = self._plan(p, x.shape, state)
+        pl = self._plan(p, k, x.shape, state)
         if not pl.by_rows:
             return self._backward_cols(p, k, pl, out_grads, inputs, in_grads, req, state)
         req_x, req_w = req[0], req[1]
