@@ -24,9 +24,10 @@ from numba import njit, prange, uint64
 
 from .. import threads as _threads
 from ..scalar_nn import ACT_RELU, activation_value
+from .blas import gemm_accumulate
 from .jit import PARALLEL_MIN, task_count
 
-__all__ = ["conv_gemm", "im2col",
+__all__ = ["conv_gemm", "conv_gemm_add", "im2col",
            "col2im", "rows_to_batch", "batch_to_rows", "channel_sum", "add_channel_bias",
            "transpose_planes", "im2row", "row2im", "rows_to_nchw", "affine_act_rows", "bn_fold",
            "channel_last_pool", "conv_rows_workers", "conv_rows_last"]
@@ -46,6 +47,15 @@ def _dummy(dtype):
 def conv_gemm(a, b, out, trans_a=False, trans_b=False):
     """out = op(a) @ op(b) through BLAS (op transposes when asked); out must be C-contiguous."""
     np.matmul(a.T if trans_a else a, b.T if trans_b else b, out=out)
+
+
+def conv_gemm_add(a, b, out, trans_a=False, trans_b=False):
+    """out += op(a) @ op(b): one GEMM with beta = 1 where BLAS takes the layout (a weight
+    gradient summed over the chunks of a batch), else a product and an add."""
+    a = a.T if trans_a else a
+    b = b.T if trans_b else b
+    if not gemm_accumulate(a, b, out):
+        out += np.matmul(a, b)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -290,30 +290,37 @@ def _chunks(pl, per_sample):
 
 
 def _grouped_gemm(k, groups, a, a_rows, b, b_rows, out, out_rows, trans_a=False,
-                  trans_b=False):
+                  trans_b=False, accumulate=False):
     """k.conv_gemm group by group: group g's rows of out = op(group g's rows of a) times
-    op(group g's rows of b), a group having a_rows, b_rows and out_rows rows."""
+    op(group g's rows of b), a group having a_rows, b_rows and out_rows rows; ``accumulate``
+    (kernel sets with ``conv_gemm_add``) adds the products into out."""
+    gemm = k.conv_gemm_add if accumulate else k.conv_gemm
     for gi in range(groups):
-        k.conv_gemm(a[gi * a_rows:(gi + 1) * a_rows], b[gi * b_rows:(gi + 1) * b_rows],
-                    out[gi * out_rows:(gi + 1) * out_rows], trans_a=trans_a, trans_b=trans_b)
+        gemm(a[gi * a_rows:(gi + 1) * a_rows], b[gi * b_rows:(gi + 1) * b_rows],
+             out[gi * out_rows:(gi + 1) * out_rows], trans_a=trans_a, trans_b=trans_b)
 
 
 class _ChunkSum:
     """A weight gradient summed over the chunks of a batch: the first chunk's product goes
-    straight into the gradient when it is written, the others (and every one for 'add') into
-    a separate product buffer that is then added in."""
+    straight into the gradient when it is written; the others (and every one for 'add') are
+    added into it by the product itself where the kernel set has ``conv_gemm_add``, else go
+    into a separate product buffer that is then added in."""
 
     def __init__(self, k, state, dw, req, pl, dtype):
         self.k, self.dw, self.req = k, dw, req
         self.buf = None
-        if req == "add" or pl.chunk < pl.n:
+        self.adds = hasattr(k, "conv_gemm_add")
+        if not self.adds and (req == "add" or pl.chunk < pl.n):
             self.buf = scratch(k, state, "dw_sum", dw.shape, dtype)
 
     def target(self, n0):
-        return self.dw if n0 == 0 and self.req == "write" else self.buf
+        """(the array chunk n0's product goes to, whether the product adds into it)"""
+        if n0 == 0 and self.req == "write":
+            return self.dw, False
+        return (self.dw, True) if self.adds else (self.buf, False)
 
     def add(self, n0):
-        if self.target(n0) is self.buf:
+        if self.target(n0)[0] is self.buf:
             self.k.assign(self.dw, self.buf, "add")
 
 
@@ -360,7 +367,7 @@ class Convolution(_ConvBase):
         workers = getattr(k, "conv_rows_workers", None)
         return workers is not None and workers(n, work) == 1
 
-    def _plan(self, p, k, xshape, state):
+    def _plan(self, p, xshape, state, k=None):
         plan = state.get("plan")
         if plan is not None and plan.xshape == tuple(xshape) and (
                 plan.by_rows or plan.serial == self._serial(k, plan.n, plan.work)):
@@ -412,7 +419,8 @@ class Convolution(_ConvBase):
     @float16_via_float32
     def forward(self, p, k, inputs, outputs, is_train, state):
         b = None if p.no_bias else inputs[2]
-        self._forward(p, k, inputs[0], inputs[1], None, b, -1, outputs[0], state)
+        self._forward(p, k, inputs[0], inputs[1], None, b, -1, outputs[0], state,
+                      keep_rows=is_train)
 
     def forward_epilogue(self, p, k, x, w, scale, shift, act, y, state, x_last=False,
                          y_last=False):
@@ -425,7 +433,7 @@ class Convolution(_ConvBase):
         writes channel-last data anyway, so the transposes between them fall away and the
         product is written straight into y."""
         if x_last or y_last:
-            pl = self._plan(p, k, x.shape, state)
+            pl = self._plan(p, x.shape, state, k)
             return self._forward_rows(k, pl, x, w, scale, shift, act, y, state, x_last, y_last)
         self._forward(p, k, x, w, scale, shift, act, y, state)
 
@@ -443,13 +451,17 @@ class Convolution(_ConvBase):
         k.transpose_planes(src.reshape(count, channels, inner), out)
         return out
 
-    def _forward(self, p, k, x, w, scale, shift, act, y, state):
-        pl = self._plan(p, k, x.shape, state)
+    def _forward(self, p, k, x, w, scale, shift, act, y, state, keep_rows=False):
+        pl = self._plan(p, x.shape, state, k)
         if not pl.by_rows:
             return self._forward_cols(k, pl, x, w, scale, shift, act, y, state)
-        self._forward_rows(k, pl, x, w, scale, shift, act, y, state, False, False)
+        self._forward_rows(k, pl, x, w, scale, shift, act, y, state, False, False, keep_rows)
 
-    def _forward_rows(self, k, pl, x, w, scale, shift, act, y, state, x_last, y_last):
+    def _forward_rows(self, k, pl, x, w, scale, shift, act, y, state, x_last, y_last,
+                      keep_rows=False):
+        """``keep_rows`` (a training forward): the patch rows of the whole batch are kept for
+        the weight gradient, which then skips its own im2row pass (one product over them)."""
+        state["rows_ready"] = False
         if x_last:
             xt = x.reshape(pl.n, pl.isize, pl.c)
             state["x_last_ready"] = False
@@ -474,16 +486,24 @@ class Convolution(_ConvBase):
                              scale, shift, act)
             return
         y3 = y.reshape(pl.n, pl.f, pl.osize)
-        rows_flat = scratch(k, state, "rows", (pl.rows * pl.chunk * pl.osize,), x.dtype)
+        if keep_rows:
+            # chunk by chunk as below (each chunk's rows still in the caches for its product)
+            rows_flat = scratch(k, state, "rows_all", (pl.n * pl.osize * pl.rows,), x.dtype)
+        else:
+            rows_flat = scratch(k, state, "rows", (pl.rows * pl.chunk * pl.osize,), x.dtype)
         res_flat = scratch(k, state, "res", (pl.f * pl.chunk * pl.osize,), x.dtype)
         for n0 in range(0, pl.n, pl.chunk):
             m = min(pl.chunk, pl.n - n0)
             height = m * pl.osize
-            rows = rows_flat[:height * pl.rows].reshape(height, pl.rows)
+            start = n0 * pl.osize * pl.rows if keep_rows else 0
+            rows = rows_flat[start:start + height * pl.rows].reshape(height, pl.rows)
             res = res_flat[:height * pl.f].reshape(height, pl.f)
             k.im2row(xt[n0:n0 + m], rows, (m,) + pl.x5[1:], pl.g)
             k.conv_gemm(rows, wt, res, trans_b=True)
             k.rows_to_nchw(res, y3[n0:n0 + m], scale, shift, act)
+        # backward reads them with the forward's x (the executor never changes an input
+        # between the two)
+        state["rows_ready"] = keep_rows
 
     def _forward_winograd(self, k, pl, xt, w, scale, shift, act, y, state, y_last):
         """The Winograd forward of channel-last xt into y (channel-last or not), the epilogue
@@ -526,7 +546,7 @@ class Convolution(_ConvBase):
     @float16_via_float32
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
         x, w = inputs[0], inputs[1]
-        pl = self._plan(p, k, x.shape, state)
+        pl = self._plan(p, x.shape, state, k)
         if not pl.by_rows:
             return self._backward_cols(p, k, pl, out_grads, inputs, in_grads, req, state)
         req_x, req_w = req[0], req[1]
@@ -541,14 +561,21 @@ class Convolution(_ConvBase):
         dyt = dyt.reshape(pl.n * pl.osize, pl.f)
         rows_flat = scratch(k, state, "rows", (pl.rows * pl.chunk * pl.osize,), x.dtype)
         if req_w != "null":
-            xt = state.get("x_last") if state.get("x_last_ready") else None
-            if xt is None or xt.shape != (pl.n, pl.isize, pl.c):
-                xt = self._channel_last(k, state, "x_last", x, pl.c, pl.n)
             # the weight gradient in channel-last order (F, K*C), summed over chunks
             dwt = scratch(k, state, "dw_last", (pl.f, pl.rows), w.dtype)
+            kept = state.get("rows_all") if state.get("rows_ready") else None
+            if kept is not None and kept.size == pl.n * pl.osize * pl.rows:
+                # the training forward's patch rows of the whole batch: one product
+                k.conv_gemm(dyt, kept.reshape(pl.n * pl.osize, pl.rows), dwt, trans_a=True)
+                chunks = ()
+            else:
+                chunks = range(0, pl.n, pl.chunk)
+                xt = state.get("x_last") if state.get("x_last_ready") else None
+                if xt is None or xt.shape != (pl.n, pl.isize, pl.c):
+                    xt = self._channel_last(k, state, "x_last", x, pl.c, pl.n)
             part = scratch(k, state, "dw_part", (pl.f, pl.rows), w.dtype) \
-                if pl.chunk < pl.n else dwt
-            for n0 in range(0, pl.n, pl.chunk):
+                if pl.chunk < pl.n and chunks else dwt
+            for n0 in chunks:
                 m = min(pl.chunk, pl.n - n0)
                 height = m * pl.osize
                 rows = rows_flat[:height * pl.rows].reshape(height, pl.rows)
@@ -634,8 +661,9 @@ class Convolution(_ConvBase):
             if dw is not None:
                 if not (state.get("col_ready") and pl.chunk >= pl.n):
                     k.im2col(x5[n0:n0 + m], col, pl.g)
-                _grouped_gemm(k, pl.groups, dyt, pl.fg, col, pl.ck, dw.target(n0), pl.fg,
-                              trans_b=True)
+                target, adds = dw.target(n0)
+                _grouped_gemm(k, pl.groups, dyt, pl.fg, col, pl.ck, target, pl.fg,
+                              trans_b=True, accumulate=adds)
                 dw.add(n0)
             if dx5 is not None:
                 dcol = col  # the column buffer is free once the weight gradient is done
@@ -772,8 +800,9 @@ class Deconvolution(_ConvBase):
             k.im2col(dy5[n0:n0 + m], col, pl.g)
             if dw is not None:
                 k.batch_to_rows(x3[n0:n0 + m], buf)
-                _grouped_gemm(k, pl.groups, buf, pl.cg, col, pl.fk, dw.target(n0), pl.cg,
-                              trans_b=True)
+                target, adds = dw.target(n0)
+                _grouped_gemm(k, pl.groups, buf, pl.cg, col, pl.fk, target, pl.cg,
+                              trans_b=True, accumulate=adds)
                 dw.add(n0)
             if dx3 is not None:
                 _grouped_gemm(k, pl.groups, w2, pl.cg, col, pl.fk, buf, pl.cg)
