@@ -530,6 +530,13 @@ class Convolution(_ConvBase):
         w2 = w.reshape(pl.f, pl.ck)
         col_flat = scratch(k, state, "col", (pl.rows * pl.chunk * pl.osize,), x.dtype)
         rows_flat = scratch(k, state, "res", (pl.f * pl.chunk * pl.osize,), x.dtype)
+        # the column matrix of the whole batch stays in place for the weight gradient when
+        # the batch is one chunk
+        state["col_ready"] = pl.chunk >= pl.n
+        if (pl.serial and pl.groups == 1 and hasattr(k, "cols_forward")
+                and k.cols_forward(x5, w2, col_flat, rows_flat, y3, pl.g, pl.chunk, scale,
+                                   shift, act)):
+            return
         for n0 in range(0, pl.n, pl.chunk):
             m = min(pl.chunk, pl.n - n0)
             width = m * pl.osize
@@ -540,8 +547,6 @@ class Convolution(_ConvBase):
                 k.conv_gemm(w2[gi * pl.fg:(gi + 1) * pl.fg], col[gi * pl.ck:(gi + 1) * pl.ck],
                             res[gi * pl.fg:(gi + 1) * pl.fg])
             k.rows_to_batch(res, y3[n0:n0 + m], shift, scale=scale, act=act)
-        # the column matrix of the whole batch is still in place for the weight gradient
-        state["col_ready"] = pl.chunk >= pl.n
 
     @float16_via_float32
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
@@ -654,6 +659,11 @@ class Convolution(_ConvBase):
         db = in_grads[2] if req_b != "null" else None
         col_flat = scratch(k, state, "col", (pl.rows * pl.chunk * pl.osize,), x.dtype)
         rows_flat = scratch(k, state, "res", (pl.f * pl.chunk * pl.osize,), x.dtype)
+        if (pl.serial and pl.groups == 1 and hasattr(k, "cols_backward")
+                and k.cols_backward(x5, w2, dy3, dx5, None if dw is None else dw.dw, db, pl.g,
+                                    pl.chunk, col_flat, rows_flat, req_x, req_w, req_b)):
+            state["col_ready"] = False
+            return
         for n0, m, width in _chunks(pl, pl.osize):
             col = col_flat[:pl.rows * width].reshape(pl.rows, width)
             dyt = rows_flat[:pl.f * width].reshape(pl.f, width)
