@@ -1,6 +1,7 @@
-"""kernels/cpu/conv.py cols_forward / cols_backward: the column layout's chunk loop in one
-compiled call (numpy's OpenBLAS called from numba), against the operator's Python chunk loop
-and a numpy reference, for drawn geometries, chunk sizes, dtypes and gradient requests."""
+"""kernels/cpu/conv.py cols_forward / cols_backward and rows_forward / rows_backward_data:
+the column and row layouts' chunk loops in one compiled call (numpy's OpenBLAS called from
+numba), against the operator's Python chunk loops and a numpy reference, for drawn
+geometries, chunk sizes, dtypes and gradient requests."""
 import numpy as np
 import ophelpers as oh
 import pytest
@@ -16,27 +17,33 @@ from lightmod.operator import conv as conv_mod
 REQS = ("write", "add", "null")
 
 
-def _run(compiled, attrs, inputs, head, req, chunk_elements):
-    """Forward and backward of Convolution with the one-thread column plan forced (chunks
-    of ``chunk_elements`` column elements), through the compiled loop or the Python one."""
+def _run(compiled, attrs, inputs, head, req, chunk_elements, layout="cols"):
+    """Forward and backward of Convolution with a one-thread plan forced (the column layout
+    in chunks of ``chunk_elements`` column elements, or the row layout), through the
+    compiled chunk loops or the Python ones."""
+    names = {"cols": ("cols_forward", "cols_backward"),
+             "rows": ("rows_forward", "rows_backward_data")}[layout]
     with pytest.MonkeyPatch.context() as m:
         m.setattr(conv_mod.Convolution, "_serial", staticmethod(lambda k, n, work: True))
         m.setattr(conv_mod, "SERIAL_COL_BUDGET", chunk_elements)
-        m.setattr(conv_mod, "ROW_MIN_CHANNELS", 1 << 30)    # always the column layout
+        m.setattr(conv_mod, "ROW_BUDGET", chunk_elements)
+        m.setattr(conv_mod, "WINOGRAD_MIN_CHANNELS", 1 << 30)
+        m.setattr(conv_mod, "ROW_MIN_CHANNELS", 1 << 30 if layout == "cols" else 1)
         used = []
         if compiled:
-            for name in ("cols_forward", "cols_backward"):
+            for name in names:
                 real = getattr(kconv, name)
                 m.setattr(kcpu, name, lambda *a, _r=real, _n=name, **k: used.append(_n) or
                           _r(*a, **k))
         else:
-            m.setattr(kcpu, "cols_forward", lambda *a, **k: False)
-            m.setattr(kcpu, "cols_backward", lambda *a, **k: False)
+            for name in names:
+                m.setattr(kcpu, name, lambda *a, **k: False)
         out = oh.forward("Convolution", attrs, inputs)[0][0]
         init = [np.full(x.shape, 0.5, x.dtype) for x in inputs]
         grads = oh.backward("Convolution", attrs, inputs, [head], req=req, init_grads=init)
         if compiled:
-            assert used.count("cols_forward") == 2 and used.count("cols_backward") == 1
+            assert used.count(names[0]) == 2
+            assert used.count(names[1]) == (1 if layout == "cols" or req[0] != "null" else 0)
     return out, grads
 
 
@@ -45,10 +52,11 @@ def _run(compiled, attrs, inputs, head, req, chunk_elements):
        kernel=st.integers(1, 3), stride=st.integers(1, 2), pad=st.integers(0, 2),
        dilate=st.integers(1, 2), chunk_images=st.integers(1, 3),
        dtype=st.sampled_from([np.float32, np.float64]),
-       req=st.tuples(*[st.sampled_from(REQS)] * 3), seed=st.integers(0, 2 ** 16))
+       req=st.tuples(*[st.sampled_from(REQS)] * 3), seed=st.integers(0, 2 ** 16),
+       layout=st.sampled_from(["cols", "rows"]))
 def test_compiled_chunk_loop_equals_the_python_one(n, c, f, size, kernel, stride,
                                                    pad, dilate, chunk_images, dtype, req,
-                                                   seed):
+                                                   seed, layout):
     span = dilate * (kernel - 1) + 1
     if span > size + 2 * pad:
         return
@@ -62,8 +70,8 @@ def test_compiled_chunk_loop_equals_the_python_one(n, c, f, size, kernel, stride
     head = rng.standard_normal((n, f, osize, osize)).astype(dtype)
     per_image = c * kernel * kernel * osize * osize
     budget = per_image * chunk_images
-    out_c, grads_c = _run(True, attrs, [x, w, b], head, list(req), budget)
-    out_p, grads_p = _run(False, attrs, [x, w, b], head, list(req), budget)
+    out_c, grads_c = _run(True, attrs, [x, w, b], head, list(req), budget, layout)
+    out_p, grads_p = _run(False, attrs, [x, w, b], head, list(req), budget, layout)
     tol = dict(rtol=1e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
     ref = conv_ref(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64),
                    (stride, stride), (pad, pad), (dilate, dilate), 1)

@@ -27,7 +27,8 @@ from ..scalar_nn import ACT_RELU, activation_value
 from .blas import gemm_accumulate, gemm_function
 from .jit import PARALLEL_MIN, task_count
 
-__all__ = ["conv_gemm", "conv_gemm_add", "cols_forward", "cols_backward", "im2col",
+__all__ = ["conv_gemm", "conv_gemm_add", "cols_forward", "cols_backward", "rows_forward",
+           "rows_backward_data", "im2col",
            "col2im", "rows_to_batch", "batch_to_rows", "channel_sum", "add_channel_bias",
            "transpose_planes", "im2row", "row2im", "rows_to_nchw", "affine_act_rows", "bn_fold",
            "channel_last_pool", "conv_rows_workers", "conv_rows_last"]
@@ -421,6 +422,72 @@ def cols_backward(x, w2, dy, dx, dw, db, g, chunk, col, dyt, req_x, req_w, req_b
                    dummy.reshape(1, 1) if dw is None else dw, dummy if db is None else
                    db.reshape(-1), g, chunk, req_x != "null", req_x == "add", req_w != "null",
                    req_w == "add", req_b != "null", req_b == "add")
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _rows_forward(gemm, xt, xdims, wt, rows, res, y, g, chunk, keep, scale, shift, mode, act):
+    n, C, D, H, W = xdims
+    F, R = wt.shape
+    O = g[12] * g[13] * g[14]
+    image = C * D * H * W
+    one = y.dtype.type(1)
+    zero = y.dtype.type(0)
+    for n0 in range(0, n, chunk):
+        m = min(chunk, n - n0)
+        height = m * O
+        start = n0 * O * R if keep else 0
+        patches = rows[start:start + height * R]
+        _im2row(xt[n0 * image:(n0 + m) * image], patches, (m, C, D, H, W), g, 0, height)
+        gemm(_ROW_MAJOR, _NO_TRANS, _TRANS, height, F, R, one, patches.ctypes.data, R,
+             wt.ctypes.data, R, zero, res.ctypes.data, F)
+        _rows_to_nchw(res, y[n0 * F * O:(n0 + m) * F * O], (m, F, O), scale, shift, mode, act,
+                      0, m * F)
+
+
+def rows_forward(xt, wt, rows, res, y, dims, g, chunk, keep=False, scale=None, shift=None,
+                 act=-1):
+    """y (n, F, O) = act(patches(xt) @ wt^T * scale[f] + shift[f]) for channel-last data xt
+    (n, D, H, W, C) (``dims`` its channel-first shape) and weights wt (F, K*C) in patch order,
+    ``chunk`` images per product, in one call on the calling thread: the patch-row chunk loop
+    of the row layout. res is scratch of chunk*O*F elements, rows of chunk*O*K*C, or with
+    ``keep`` of n*O*K*C: then every chunk's rows stay in place (for the weight gradient).
+    False (nothing done) where numpy's BLAS cannot be called from compiled code."""
+    gemm = _compiled_gemm_for(y.dtype, xt, wt, rows, res, y)
+    if gemm is None:
+        return False
+    scale, shift, mode = _epilogue_args(y.dtype, scale, shift)
+    _rows_forward(gemm, xt.reshape(-1), dims, wt, rows.reshape(-1), res.reshape(-1),
+                  y.reshape(-1), g, chunk, keep, scale, shift, mode, act)
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _rows_backward_data(gemm, dyt, wt, rows, dxt, xdims, g, chunk):
+    n, C, D, H, W = xdims
+    F, R = wt.shape
+    O = g[12] * g[13] * g[14]
+    image = C * D * H * W
+    one = dyt.dtype.type(1)
+    zero = dyt.dtype.type(0)
+    for n0 in range(0, n, chunk):
+        m = min(chunk, n - n0)
+        height = m * O
+        gemm(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, height, R, F, one,
+             dyt[n0 * O * F:].ctypes.data, F, wt.ctypes.data, R, zero, rows.ctypes.data, R)
+        _row2im(rows, dxt[n0 * image:(n0 + m) * image], (m, C, D, H, W), g, 0, m)
+
+
+def rows_backward_data(dyt, wt, rows, dxt, dims, g, chunk):
+    """dxt (n, D, H, W, C) += the data gradient of rows_forward from the channel-last output
+    gradient dyt (n*O, F), ``chunk`` images per product, in one call on the calling thread
+    (rows: scratch of chunk*O*K*C elements). False (nothing done) where numpy's BLAS cannot
+    be called from compiled code."""
+    gemm = _compiled_gemm_for(dxt.dtype, dyt, wt, rows, dxt)
+    if gemm is None:
+        return False
+    _rows_backward_data(gemm, dyt.reshape(-1), wt, rows.reshape(-1), dxt.reshape(-1), dims, g,
+                        chunk)
     return True
 
 

@@ -370,7 +370,7 @@ class Convolution(_ConvBase):
     def _plan(self, p, xshape, state, k=None):
         plan = state.get("plan")
         if plan is not None and plan.xshape == tuple(xshape) and (
-                plan.by_rows or plan.serial == self._serial(k, plan.n, plan.work)):
+                plan.serial == self._serial(k, plan.n, plan.work)):
             return plan
         nd = len(p.kernel)
         n, c = xshape[0], xshape[1]
@@ -394,7 +394,7 @@ class Convolution(_ConvBase):
                     and p._dilate == (1, 1) and c >= WINOGRAD_MIN_CHANNELS
                     and f >= WINOGRAD_MIN_CHANNELS)
         work = n * rows * osize
-        serial = not by_rows and self._serial(k, n, work)
+        serial = self._serial(k, n, work)
         if by_rows:
             budget = ROW_BUDGET
         else:
@@ -492,6 +492,13 @@ class Convolution(_ConvBase):
         else:
             rows_flat = scratch(k, state, "rows", (pl.rows * pl.chunk * pl.osize,), x.dtype)
         res_flat = scratch(k, state, "res", (pl.f * pl.chunk * pl.osize,), x.dtype)
+        # backward reads the kept rows with the forward's x (the executor never changes an
+        # input between the two)
+        state["rows_ready"] = keep_rows
+        if (pl.serial and hasattr(k, "rows_forward")
+                and k.rows_forward(xt, wt, rows_flat, res_flat, y3, pl.x5, pl.g, pl.chunk,
+                                   keep_rows, scale, shift, act)):
+            return
         for n0 in range(0, pl.n, pl.chunk):
             m = min(pl.chunk, pl.n - n0)
             height = m * pl.osize
@@ -501,9 +508,6 @@ class Convolution(_ConvBase):
             k.im2row(xt[n0:n0 + m], rows, (m,) + pl.x5[1:], pl.g)
             k.conv_gemm(rows, wt, res, trans_b=True)
             k.rows_to_nchw(res, y3[n0:n0 + m], scale, shift, act)
-        # backward reads them with the forward's x (the executor never changes an input
-        # between the two)
-        state["rows_ready"] = keep_rows
 
     def _forward_winograd(self, k, pl, xt, w, scale, shift, act, y, state, y_last):
         """The Winograd forward of channel-last xt into y (channel-last or not), the epilogue
@@ -612,7 +616,12 @@ class Convolution(_ConvBase):
                 dxt = scratch(k, state, "dx_last", (pl.n, pl.isize, pl.c), dx.dtype)
             if not (in_place and req_x == "add"):
                 k.fill(dxt, 0.0)
-            for n0 in range(0, pl.n, pl.chunk):
+            if pl.serial and hasattr(k, "rows_backward_data") and k.rows_backward_data(
+                    dyt, wt, rows_flat, dxt, pl.x5, pl.g, pl.chunk):
+                chunks = ()
+            else:
+                chunks = range(0, pl.n, pl.chunk)
+            for n0 in chunks:
                 m = min(pl.chunk, pl.n - n0)
                 height = m * pl.osize
                 rows = rows_flat[:height * pl.rows].reshape(height, pl.rows)
