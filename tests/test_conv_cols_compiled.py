@@ -107,3 +107,21 @@ def test_gemm_function_multiplies(dtype):
     gemm(101, 111, 111, 3, 4, 5, 2.0, a.ctypes.data, 5, b.ctypes.data, 4, 1.0, c.ctypes.data, 4)
     np.testing.assert_allclose(c, 1 + 2 * a @ b, rtol=1e-5)
     assert gemm_function(np.int32) is None
+
+
+@pytest.mark.parametrize("budget", [0, 1 << 22])
+def test_row_layout_keeps_patch_rows_only_within_its_budget(monkeypatch, budget):
+    monkeypatch.setattr(conv_mod, "KEEP_ROWS_BUDGET", budget)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 8, 7, 7))
+    w = rng.standard_normal((4, 8, 3, 3))
+    b = rng.standard_normal(4)
+    attrs = dict(kernel=(3, 3), num_filter=4)
+    state = {}
+    oh.forward("Convolution", attrs, [x, w, b], state=state)
+    assert state["plan"].by_rows and not state["plan"].winograd
+    assert ("rows_all" in state) == (budget > 0)
+    head = [rng.standard_normal((3, 4, 5, 5))]
+    grads = oh.backward("Convolution", attrs, [x, w, b], head)
+    dw = np.einsum("nfhw,nchw->fc", head[0], x[:, :, :5, :5])    # the (0, 0) kernel tap
+    np.testing.assert_allclose(grads[1][:, :, 0, 0], dw, rtol=1e-10)

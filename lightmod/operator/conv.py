@@ -33,6 +33,10 @@ SERIAL_COL_BUDGET = 1 << 15
 # Patch-row elements per chunk of the row layout (2 MB in float32): a chunk's patches and its
 # product stay in the caches between im2row, the product and the output pass.
 ROW_BUDGET = 1 << 19
+# At most this many patch-row elements of a whole batch (16 MB in float32) are kept from a
+# training forward for the weight gradient (LeNet's conv2 at batch 64: 2M); larger layers
+# build them again in backward rather than hold that much memory.
+KEEP_ROWS_BUDGET = 1 << 22
 # Fewer input channels than this: the column layout (a patch row would be runs of a few
 # elements, measured 5-10x slower to build than the column matrix's image-row runs).
 ROW_MIN_CHANNELS = 8
@@ -460,8 +464,10 @@ class Convolution(_ConvBase):
     def _forward_rows(self, k, pl, x, w, scale, shift, act, y, state, x_last, y_last,
                       keep_rows=False):
         """``keep_rows`` (a training forward): the patch rows of the whole batch are kept for
-        the weight gradient, which then skips its own im2row pass (one product over them)."""
+        the weight gradient, which then skips its own im2row pass (one product over them),
+        when they are at most KEEP_ROWS_BUDGET elements."""
         state["rows_ready"] = False
+        keep_rows = keep_rows and pl.n * pl.osize * pl.rows <= KEEP_ROWS_BUDGET
         if x_last:
             xt = x.reshape(pl.n, pl.isize, pl.c)
             state["x_last_ready"] = False
