@@ -17,13 +17,14 @@ import numpy as np
 
 from .. import threads as _threads
 
-__all__ = ["gemm_accumulate"]
+__all__ = ["gemm_accumulate", "gemm_function"]
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 # (function name suffixes of numpy's OpenBLAS builds, integer type of their dimensions)
 _FLAVOURS = (("scipy_cblas_%sgemm64_", ctypes.c_int64), ("cblas_%sgemm64_", ctypes.c_int64),
              ("scipy_cblas_%sgemm", ctypes.c_int), ("cblas_%sgemm", ctypes.c_int))
 _gemm = None        # {dtype: ctypes function} once looked up ({} when there is none)
+_compiled_gemm = {}  # {dtype: ctypes function for compiled callers, or None}
 
 
 def _numpy_blas_paths():
@@ -53,6 +54,7 @@ def _load():
                                ctypes.c_void_p, dim, ctypes.c_void_p, dim, scalar,
                                ctypes.c_void_p, dim]
                 fn.restype = None
+                fn.dim_type = dim
                 found[np.dtype(dtype)] = fn
         if found:
             break
@@ -94,3 +96,30 @@ def gemm_accumulate(a, b, out):
     fn(_ROW_MAJOR, op_a[0], op_b[0], m, n, k, 1.0, a.ctypes.data, op_a[1], b.ctypes.data,
        op_b[1], 1.0, out.ctypes.data, op_out[1])
     return True
+
+
+def gemm_function(dtype):
+    """numpy's OpenBLAS ``cblas_?gemm`` of ``dtype`` as a ctypes function that numba-compiled
+    kernels take as an argument and call with the GIL released (a chunk loop of products
+    without a return to Python between them), its pointer arguments passed as integers
+    (``arr.ctypes.data``); None when there is none (or another dtype).
+
+    Arguments: (101 row-major, transa, transb (111 no / 112 yes), M, N, K, alpha, A, lda, B,
+    ldb, beta, C, ldc)."""
+    global _gemm
+    dtype = np.dtype(dtype)
+    if dtype in _compiled_gemm:
+        return _compiled_gemm[dtype]
+    if _gemm is None:
+        _gemm = _load()
+    fn = _gemm.get(dtype)
+    found = None
+    if fn is not None:
+        scalar = ctypes.c_float if dtype == np.float32 else ctypes.c_double
+        dim, address = fn.dim_type, ctypes.c_size_t
+        prototype = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_int, ctypes.c_int, dim, dim,
+                                     dim, scalar, address, dim, address, dim, scalar, address,
+                                     dim)
+        found = prototype(ctypes.cast(fn, ctypes.c_void_p).value)
+    _compiled_gemm[dtype] = found
+    return found

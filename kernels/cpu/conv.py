@@ -24,9 +24,11 @@ from numba import njit, prange, uint64
 
 from .. import threads as _threads
 from ..scalar_nn import ACT_RELU, activation_value
+from .blas import gemm_accumulate, gemm_function
 from .jit import PARALLEL_MIN, task_count
 
-__all__ = ["conv_gemm", "im2col",
+__all__ = ["conv_gemm", "conv_gemm_add", "cols_forward", "cols_backward", "rows_forward",
+           "rows_backward_data", "im2col",
            "col2im", "rows_to_batch", "batch_to_rows", "channel_sum", "add_channel_bias",
            "transpose_planes", "im2row", "row2im", "rows_to_nchw", "affine_act_rows", "bn_fold",
            "channel_last_pool", "conv_rows_workers", "conv_rows_last"]
@@ -46,6 +48,15 @@ def _dummy(dtype):
 def conv_gemm(a, b, out, trans_a=False, trans_b=False):
     """out = op(a) @ op(b) through BLAS (op transposes when asked); out must be C-contiguous."""
     np.matmul(a.T if trans_a else a, b.T if trans_b else b, out=out)
+
+
+def conv_gemm_add(a, b, out, trans_a=False, trans_b=False):
+    """out += op(a) @ op(b): one GEMM with beta = 1 where BLAS takes the layout (a weight
+    gradient summed over the chunks of a batch), else a product and an add."""
+    a = a.T if trans_a else a
+    b = b.T if trans_b else b
+    if not gemm_accumulate(a, b, out):
+        out += np.matmul(a, b)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,6 +328,167 @@ def _batch_to_rows_parallel(src, rows, dims, db, want_db, db_accumulate, F, part
     for i in prange(parts):
         _batch_to_rows(src, rows, dims, db, want_db, db_accumulate, i * F // parts,
                        (i + 1) * F // parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# The column layout chunk by chunk in one compiled call (one thread): im2col, the BLAS products
+# (numpy's OpenBLAS called from the compiled loop, blas.gemm_function) and the layout passes of
+# every chunk without a return to Python. Small chunks keep a chunk's columns and products in
+# the core's L2 cache; in one call they cost no Python dispatch each, and a sample-split slice
+# holds the GIL far less often (LeNet's conv1: 2 x 16 chunks per slice and pass).
+# ---------------------------------------------------------------------------------------------
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+
+
+@njit(cache=True, nogil=True)
+def _cols_forward(gemm, x, xdims, w2, col, res, y, g, chunk, scale, shift, mode, act):
+    n, C, D, H, W = xdims
+    F, CK = w2.shape
+    O = g[12] * g[13] * g[14]
+    image = C * D * H * W
+    one = y.dtype.type(1)
+    zero = y.dtype.type(0)
+    for n0 in range(0, n, chunk):
+        m = min(chunk, n - n0)
+        width = m * O
+        _im2col(x[n0 * image:(n0 + m) * image], col, (m, C, D, H, W), g, 0, CK)
+        gemm(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, F, width, CK, one, w2.ctypes.data, CK,
+             col.ctypes.data, width, zero, res.ctypes.data, width)
+        _rows_to_batch(res, y[n0 * F * O:(n0 + m) * F * O], (m, F, O), scale, shift, mode, act,
+                       False, 0, m * F)
+
+
+def _compiled_gemm_for(dtype, *arrays):
+    """gemm_function(dtype) when every array given is C-contiguous of that dtype (flat views
+    of them are the arrays themselves), else None."""
+    for a in arrays:
+        if a is not None and (a.dtype != dtype or not a.flags.c_contiguous):
+            return None
+    return gemm_function(dtype)
+
+
+def cols_forward(x, w2, col, res, y, g, chunk, scale=None, shift=None, act=-1):
+    """y (n, F, O) = act(w2 (F, C*K) @ columns(x (n, C, D, H, W)) * scale[f] + shift[f]),
+    ``chunk`` images per product, in one call on the calling thread: col and res are scratch
+    of at least C*K*chunk*O and F*chunk*O elements. False (nothing done) where numpy's BLAS
+    cannot be called from compiled code."""
+    gemm = _compiled_gemm_for(y.dtype, x, w2, col, res, y)
+    if gemm is None:
+        return False
+    scale, shift, mode = _epilogue_args(y.dtype, scale, shift)
+    _cols_forward(gemm, x.reshape(-1), x.shape, w2, col.reshape(-1), res.reshape(-1),
+                  y.reshape(-1), g, chunk, scale, shift, mode, act)
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _cols_backward(gemm, x, xdims, w2, dy, col, dyt, dx, dw, db, g, chunk, want_x, add_x,
+                   want_w, add_w, want_b, add_b):
+    n, C, D, H, W = xdims
+    F, CK = w2.shape
+    O = g[12] * g[13] * g[14]
+    image = C * D * H * W
+    one = dy.dtype.type(1)
+    zero = dy.dtype.type(0)
+    for n0 in range(0, n, chunk):
+        m = min(chunk, n - n0)
+        width = m * O
+        # dy's chunk as rows (F, m*O), the bias gradient summed on the way
+        _batch_to_rows(dy[n0 * F * O:(n0 + m) * F * O], dyt, (m, F, O), db, want_b,
+                       add_b or n0 > 0, 0, F)
+        if want_w:
+            _im2col(x[n0 * image:(n0 + m) * image], col, (m, C, D, H, W), g, 0, CK)
+            beta = one if (add_w or n0 > 0) else zero
+            gemm(_ROW_MAJOR, _NO_TRANS, _TRANS, F, CK, width, one, dyt.ctypes.data, width,
+                 col.ctypes.data, width, beta, dw.ctypes.data, CK)
+        if want_x:
+            # the column gradient (C*K, m*O) = w2^T @ dyt, in the column buffer
+            gemm(_ROW_MAJOR, _TRANS, _NO_TRANS, CK, width, F, one, w2.ctypes.data, CK,
+                 dyt.ctypes.data, width, zero, col.ctypes.data, width)
+            _col2im(col, dx[n0 * image:(n0 + m) * image], (m, C, D, H, W), g, add_x, 0, C)
+
+
+def cols_backward(x, w2, dy, dx, dw, db, g, chunk, col, dyt, req_x, req_w, req_b):
+    """Gradients of cols_forward (reqs 'write', 'add' or 'null'; an array whose req is 'null'
+    may be None): dx (n, C, D, H, W), dw (F, C*K), db (F,) from dy (n, F, O), in one call on
+    the calling thread; col and dyt are scratch as in cols_forward. False (nothing done)
+    where numpy's BLAS cannot be called from compiled code."""
+    gemm = _compiled_gemm_for(dy.dtype, x, w2, dy, dx, dw, db, col, dyt)
+    if gemm is None:
+        return False
+    dummy = _dummy(dy.dtype)
+    _cols_backward(gemm, x.reshape(-1), x.shape, w2, dy.reshape(-1), col.reshape(-1),
+                   dyt.reshape(-1), dummy if dx is None else dx.reshape(-1),
+                   dummy.reshape(1, 1) if dw is None else dw, dummy if db is None else
+                   db.reshape(-1), g, chunk, req_x != "null", req_x == "add", req_w != "null",
+                   req_w == "add", req_b != "null", req_b == "add")
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _rows_forward(gemm, xt, xdims, wt, rows, res, y, g, chunk, keep, scale, shift, mode, act):
+    n, C, D, H, W = xdims
+    F, R = wt.shape
+    O = g[12] * g[13] * g[14]
+    image = C * D * H * W
+    one = y.dtype.type(1)
+    zero = y.dtype.type(0)
+    for n0 in range(0, n, chunk):
+        m = min(chunk, n - n0)
+        height = m * O
+        start = n0 * O * R if keep else 0
+        patches = rows[start:start + height * R]
+        _im2row(xt[n0 * image:(n0 + m) * image], patches, (m, C, D, H, W), g, 0, height)
+        gemm(_ROW_MAJOR, _NO_TRANS, _TRANS, height, F, R, one, patches.ctypes.data, R,
+             wt.ctypes.data, R, zero, res.ctypes.data, F)
+        _rows_to_nchw(res, y[n0 * F * O:(n0 + m) * F * O], (m, F, O), scale, shift, mode, act,
+                      0, m * F)
+
+
+def rows_forward(xt, wt, rows, res, y, dims, g, chunk, keep=False, scale=None, shift=None,
+                 act=-1):
+    """y (n, F, O) = act(patches(xt) @ wt^T * scale[f] + shift[f]) for channel-last data xt
+    (n, D, H, W, C) (``dims`` its channel-first shape) and weights wt (F, K*C) in patch order,
+    ``chunk`` images per product, in one call on the calling thread: the patch-row chunk loop
+    of the row layout. res is scratch of chunk*O*F elements, rows of chunk*O*K*C, or with
+    ``keep`` of n*O*K*C: then every chunk's rows stay in place (for the weight gradient).
+    False (nothing done) where numpy's BLAS cannot be called from compiled code."""
+    gemm = _compiled_gemm_for(y.dtype, xt, wt, rows, res, y)
+    if gemm is None:
+        return False
+    scale, shift, mode = _epilogue_args(y.dtype, scale, shift)
+    _rows_forward(gemm, xt.reshape(-1), dims, wt, rows.reshape(-1), res.reshape(-1),
+                  y.reshape(-1), g, chunk, keep, scale, shift, mode, act)
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _rows_backward_data(gemm, dyt, wt, rows, dxt, xdims, g, chunk):
+    n, C, D, H, W = xdims
+    F, R = wt.shape
+    O = g[12] * g[13] * g[14]
+    image = C * D * H * W
+    one = dyt.dtype.type(1)
+    zero = dyt.dtype.type(0)
+    for n0 in range(0, n, chunk):
+        m = min(chunk, n - n0)
+        height = m * O
+        gemm(_ROW_MAJOR, _NO_TRANS, _NO_TRANS, height, R, F, one,
+             dyt[n0 * O * F:].ctypes.data, F, wt.ctypes.data, R, zero, rows.ctypes.data, R)
+        _row2im(rows, dxt[n0 * image:(n0 + m) * image], (m, C, D, H, W), g, 0, m)
+
+
+def rows_backward_data(dyt, wt, rows, dxt, dims, g, chunk):
+    """dxt (n, D, H, W, C) += the data gradient of rows_forward from the channel-last output
+    gradient dyt (n*O, F), ``chunk`` images per product, in one call on the calling thread
+    (rows: scratch of chunk*O*K*C elements). False (nothing done) where numpy's BLAS cannot
+    be called from compiled code."""
+    gemm = _compiled_gemm_for(dxt.dtype, dyt, wt, rows, dxt)
+    if gemm is None:
+        return False
+    _rows_backward_data(gemm, dyt.reshape(-1), wt, rows.reshape(-1), dxt.reshape(-1), dims, g,
+                        chunk)
+    return True
 
 
 @njit(cache=True, nogil=True)

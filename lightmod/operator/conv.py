@@ -25,9 +25,19 @@ __all__ = ["Convolution", "Deconvolution", "scratch", "float16_via_float32", "sp
 # one BLAS thread the chunk size barely matters; with two, each product pays the threads'
 # hand-over, so chunks far smaller than this lose up to 2x; far larger ones only cost memory.
 COL_BUDGET = 1 << 20
+# The same when the products run on one thread (a sample-split child, one-thread policy):
+# 128 KB in float32, so the column chunk and its product stay in the core's L2 cache between
+# im2col, the product and the output pass. LeNet's conv1 (1 channel, 5x5, 32 images on one
+# thread) took 0.88 ms for its three products in chunks of 2 images against 1.98 ms in one
+# chunk of 32; the per-chunk calls cost less than that.
+SERIAL_COL_BUDGET = 1 << 15
 # Patch-row elements per chunk of the row layout (2 MB in float32): a chunk's patches and its
 # product stay in the caches between im2row, the product and the output pass.
 ROW_BUDGET = 1 << 19
+# At most this many patch-row elements of a whole batch (16 MB in float32) are kept from a
+# training forward for the weight gradient (LeNet's conv2 at batch 64: 2M); larger layers
+# build them again in backward rather than hold that much memory.
+KEEP_ROWS_BUDGET = 1 << 22
 # Fewer input channels than this: the column layout (a patch row would be runs of a few
 # elements, measured 5-10x slower to build than the column matrix's image-row runs).
 ROW_MIN_CHANNELS = 8
@@ -285,30 +295,37 @@ def _chunks(pl, per_sample):
 
 
 def _grouped_gemm(k, groups, a, a_rows, b, b_rows, out, out_rows, trans_a=False,
-                  trans_b=False):
+                  trans_b=False, accumulate=False):
     """k.conv_gemm group by group: group g's rows of out = op(group g's rows of a) times
-    op(group g's rows of b), a group having a_rows, b_rows and out_rows rows."""
+    op(group g's rows of b), a group having a_rows, b_rows and out_rows rows; ``accumulate``
+    (kernel sets with ``conv_gemm_add``) adds the products into out."""
+    gemm = k.conv_gemm_add if accumulate else k.conv_gemm
     for gi in range(groups):
-        k.conv_gemm(a[gi * a_rows:(gi + 1) * a_rows], b[gi * b_rows:(gi + 1) * b_rows],
-                    out[gi * out_rows:(gi + 1) * out_rows], trans_a=trans_a, trans_b=trans_b)
+        gemm(a[gi * a_rows:(gi + 1) * a_rows], b[gi * b_rows:(gi + 1) * b_rows],
+             out[gi * out_rows:(gi + 1) * out_rows], trans_a=trans_a, trans_b=trans_b)
 
 
 class _ChunkSum:
     """A weight gradient summed over the chunks of a batch: the first chunk's product goes
-    straight into the gradient when it is written, the others (and every one for 'add') into
-    a separate product buffer that is then added in."""
+    straight into the gradient when it is written; the others (and every one for 'add') are
+    added into it by the product itself where the kernel set has ``conv_gemm_add``, else go
+    into a separate product buffer that is then added in."""
 
     def __init__(self, k, state, dw, req, pl, dtype):
         self.k, self.dw, self.req = k, dw, req
         self.buf = None
-        if req == "add" or pl.chunk < pl.n:
+        self.adds = hasattr(k, "conv_gemm_add")
+        if not self.adds and (req == "add" or pl.chunk < pl.n):
             self.buf = scratch(k, state, "dw_sum", dw.shape, dtype)
 
     def target(self, n0):
-        return self.dw if n0 == 0 and self.req == "write" else self.buf
+        """(the array chunk n0's product goes to, whether the product adds into it)"""
+        if n0 == 0 and self.req == "write":
+            return self.dw, False
+        return (self.dw, True) if self.adds else (self.buf, False)
 
     def add(self, n0):
-        if self.target(n0) is self.buf:
+        if self.target(n0)[0] is self.buf:
             self.k.assign(self.dw, self.buf, "add")
 
 
@@ -348,9 +365,17 @@ class Convolution(_ConvBase):
         return in_shapes
 
     # --- computation -------------------------------------------------------------------------
-    def _plan(self, p, xshape, state):
+    @staticmethod
+    def _serial(k, n, work):
+        """Whether the products of a column-layout call of ``work`` column elements over ``n``
+        images run on one thread (kernel sets without ``conv_rows_workers`` say no)."""
+        workers = getattr(k, "conv_rows_workers", None)
+        return workers is not None and workers(n, work) == 1
+
+    def _plan(self, p, xshape, state, k=None):
         plan = state.get("plan")
-        if plan is not None and plan.xshape == tuple(xshape):
+        if plan is not None and plan.xshape == tuple(xshape) and (
+                plan.serial == self._serial(k, plan.n, plan.work)):
             return plan
         nd = len(p.kernel)
         n, c = xshape[0], xshape[1]
@@ -373,13 +398,19 @@ class Convolution(_ConvBase):
         winograd = (by_rows and nd == 2 and tuple(p.kernel) == (3, 3) and p._stride == (1, 1)
                     and p._dilate == (1, 1) and c >= WINOGRAD_MIN_CHANNELS
                     and f >= WINOGRAD_MIN_CHANNELS)
-        budget = ROW_BUDGET if by_rows else COL_BUDGET
+        work = n * rows * osize
+        serial = self._serial(k, n, work)
+        if by_rows:
+            budget = ROW_BUDGET
+        else:
+            budget = min(COL_BUDGET, SERIAL_COL_BUDGET) if serial else COL_BUDGET
         chunk = max(1, min(n, budget // max(1, rows * osize)))
         plan = _Plan(xshape=tuple(xshape), n=n, c=c, f=f, groups=groups, cg=c // groups,
                      fg=f // groups, ck=(c // groups) * ksize, rows=rows, osize=osize,
                      ksize=ksize, isize=_prod(xshape[2:]), chunk=chunk,
                      x5=shape5(xshape),
                      by_rows=by_rows, winograd=winograd, pad=tuple(p._pad),
+                     work=work, serial=serial,
                      g=geometry3(p.kernel, p._stride, p._pad, p._dilate, out_sp))
         state["plan"] = plan
         state["col_ready"] = False
@@ -393,7 +424,8 @@ class Convolution(_ConvBase):
     @float16_via_float32
     def forward(self, p, k, inputs, outputs, is_train, state):
         b = None if p.no_bias else inputs[2]
-        self._forward(p, k, inputs[0], inputs[1], None, b, -1, outputs[0], state)
+        self._forward(p, k, inputs[0], inputs[1], None, b, -1, outputs[0], state,
+                      keep_rows=is_train)
 
     def forward_epilogue(self, p, k, x, w, scale, shift, act, y, state, x_last=False,
                          y_last=False):
@@ -406,7 +438,7 @@ class Convolution(_ConvBase):
         writes channel-last data anyway, so the transposes between them fall away and the
         product is written straight into y."""
         if x_last or y_last:
-            pl = self._plan(p, x.shape, state)
+            pl = self._plan(p, x.shape, state, k)
             return self._forward_rows(k, pl, x, w, scale, shift, act, y, state, x_last, y_last)
         self._forward(p, k, x, w, scale, shift, act, y, state)
 
@@ -430,8 +462,8 @@ class Convolution(_ConvBase):
         fits = getattr(k, "implicit_conv_fits", None)
         return fits is not None and fits(pl.x5, pl.g, pl.groups, pl.f, dtype)
 
-    def _forward(self, p, k, x, w, scale, shift, act, y, state):
-        pl = self._plan(p, x.shape, state)
+    def _forward(self, p, k, x, w, scale, shift, act, y, state, keep_rows=False):
+        pl = self._plan(p, x.shape, state, k)
         if self._implicit(k, pl, x.dtype):
             # the inference plan may write a fused convolution's result over its input; the
             # implicit kernels read x while they write, so that goes through a scratch buffer
@@ -444,9 +476,15 @@ class Convolution(_ConvBase):
             return
         if not pl.by_rows:
             return self._forward_cols(k, pl, x, w, scale, shift, act, y, state)
-        self._forward_rows(k, pl, x, w, scale, shift, act, y, state, False, False)
+        self._forward_rows(k, pl, x, w, scale, shift, act, y, state, False, False, keep_rows)
 
-    def _forward_rows(self, k, pl, x, w, scale, shift, act, y, state, x_last, y_last):
+    def _forward_rows(self, k, pl, x, w, scale, shift, act, y, state, x_last, y_last,
+                      keep_rows=False):
+        """``keep_rows`` (a training forward): the patch rows of the whole batch are kept for
+        the weight gradient, which then skips its own im2row pass (one product over them),
+        when they are at most KEEP_ROWS_BUDGET elements."""
+        state["rows_ready"] = False
+        keep_rows = keep_rows and pl.n * pl.osize * pl.rows <= KEEP_ROWS_BUDGET
         if x_last:
             xt = x.reshape(pl.n, pl.isize, pl.c)
             state["x_last_ready"] = False
@@ -471,12 +509,24 @@ class Convolution(_ConvBase):
                              scale, shift, act)
             return
         y3 = y.reshape(pl.n, pl.f, pl.osize)
-        rows_flat = scratch(k, state, "rows", (pl.rows * pl.chunk * pl.osize,), x.dtype)
+        if keep_rows:
+            # chunk by chunk as below (each chunk's rows still in the caches for its product)
+            rows_flat = scratch(k, state, "rows_all", (pl.n * pl.osize * pl.rows,), x.dtype)
+        else:
+            rows_flat = scratch(k, state, "rows", (pl.rows * pl.chunk * pl.osize,), x.dtype)
         res_flat = scratch(k, state, "res", (pl.f * pl.chunk * pl.osize,), x.dtype)
+        # backward reads the kept rows with the forward's x (the executor never changes an
+        # input between the two)
+        state["rows_ready"] = keep_rows
+        if (pl.serial and hasattr(k, "rows_forward")
+                and k.rows_forward(xt, wt, rows_flat, res_flat, y3, pl.x5, pl.g, pl.chunk,
+                                   keep_rows, scale, shift, act)):
+            return
         for n0 in range(0, pl.n, pl.chunk):
             m = min(pl.chunk, pl.n - n0)
             height = m * pl.osize
-            rows = rows_flat[:height * pl.rows].reshape(height, pl.rows)
+            start = n0 * pl.osize * pl.rows if keep_rows else 0
+            rows = rows_flat[start:start + height * pl.rows].reshape(height, pl.rows)
             res = res_flat[:height * pl.f].reshape(height, pl.f)
             k.im2row(xt[n0:n0 + m], rows, (m,) + pl.x5[1:], pl.g)
             k.conv_gemm(rows, wt, res, trans_b=True)
@@ -507,6 +557,13 @@ class Convolution(_ConvBase):
         w2 = w.reshape(pl.f, pl.ck)
         col_flat = scratch(k, state, "col", (pl.rows * pl.chunk * pl.osize,), x.dtype)
         rows_flat = scratch(k, state, "res", (pl.f * pl.chunk * pl.osize,), x.dtype)
+        # the column matrix of the whole batch stays in place for the weight gradient when
+        # the batch is one chunk
+        state["col_ready"] = pl.chunk >= pl.n
+        if (pl.serial and pl.groups == 1 and hasattr(k, "cols_forward")
+                and k.cols_forward(x5, w2, col_flat, rows_flat, y3, pl.g, pl.chunk, scale,
+                                   shift, act)):
+            return
         for n0 in range(0, pl.n, pl.chunk):
             m = min(pl.chunk, pl.n - n0)
             width = m * pl.osize
@@ -517,13 +574,11 @@ class Convolution(_ConvBase):
                 k.conv_gemm(w2[gi * pl.fg:(gi + 1) * pl.fg], col[gi * pl.ck:(gi + 1) * pl.ck],
                             res[gi * pl.fg:(gi + 1) * pl.fg])
             k.rows_to_batch(res, y3[n0:n0 + m], shift, scale=scale, act=act)
-        # the column matrix of the whole batch is still in place for the weight gradient
-        state["col_ready"] = pl.chunk >= pl.n
 
     @float16_via_float32
     def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
         x, w = inputs[0], inputs[1]
-        pl = self._plan(p, x.shape, state)
+        pl = self._plan(p, x.shape, state, k)
         if self._implicit(k, pl, x.dtype):
             return self._backward_implicit(p, k, pl, out_grads, inputs, in_grads, req, state)
         if not pl.by_rows:
@@ -540,14 +595,21 @@ class Convolution(_ConvBase):
         dyt = dyt.reshape(pl.n * pl.osize, pl.f)
         rows_flat = scratch(k, state, "rows", (pl.rows * pl.chunk * pl.osize,), x.dtype)
         if req_w != "null":
-            xt = state.get("x_last") if state.get("x_last_ready") else None
-            if xt is None or xt.shape != (pl.n, pl.isize, pl.c):
-                xt = self._channel_last(k, state, "x_last", x, pl.c, pl.n)
             # the weight gradient in channel-last order (F, K*C), summed over chunks
             dwt = scratch(k, state, "dw_last", (pl.f, pl.rows), w.dtype)
+            kept = state.get("rows_all") if state.get("rows_ready") else None
+            if kept is not None and kept.size == pl.n * pl.osize * pl.rows:
+                # the training forward's patch rows of the whole batch: one product
+                k.conv_gemm(dyt, kept.reshape(pl.n * pl.osize, pl.rows), dwt, trans_a=True)
+                chunks = ()
+            else:
+                chunks = range(0, pl.n, pl.chunk)
+                xt = state.get("x_last") if state.get("x_last_ready") else None
+                if xt is None or xt.shape != (pl.n, pl.isize, pl.c):
+                    xt = self._channel_last(k, state, "x_last", x, pl.c, pl.n)
             part = scratch(k, state, "dw_part", (pl.f, pl.rows), w.dtype) \
-                if pl.chunk < pl.n else dwt
-            for n0 in range(0, pl.n, pl.chunk):
+                if pl.chunk < pl.n and chunks else dwt
+            for n0 in chunks:
                 m = min(pl.chunk, pl.n - n0)
                 height = m * pl.osize
                 rows = rows_flat[:height * pl.rows].reshape(height, pl.rows)
@@ -579,7 +641,12 @@ class Convolution(_ConvBase):
                 dxt = scratch(k, state, "dx_last", (pl.n, pl.isize, pl.c), dx.dtype)
             if not (in_place and req_x == "add"):
                 k.fill(dxt, 0.0)
-            for n0 in range(0, pl.n, pl.chunk):
+            if pl.serial and hasattr(k, "rows_backward_data") and k.rows_backward_data(
+                    dyt, wt, rows_flat, dxt, pl.x5, pl.g, pl.chunk):
+                chunks = ()
+            else:
+                chunks = range(0, pl.n, pl.chunk)
+            for n0 in chunks:
                 m = min(pl.chunk, pl.n - n0)
                 height = m * pl.osize
                 rows = rows_flat[:height * pl.rows].reshape(height, pl.rows)
@@ -645,6 +712,11 @@ class Convolution(_ConvBase):
         db = in_grads[2] if req_b != "null" else None
         col_flat = scratch(k, state, "col", (pl.rows * pl.chunk * pl.osize,), x.dtype)
         rows_flat = scratch(k, state, "res", (pl.f * pl.chunk * pl.osize,), x.dtype)
+        if (pl.serial and pl.groups == 1 and hasattr(k, "cols_backward")
+                and k.cols_backward(x5, w2, dy3, dx5, None if dw is None else dw.dw, db, pl.g,
+                                    pl.chunk, col_flat, rows_flat, req_x, req_w, req_b)):
+            state["col_ready"] = False
+            return
         for n0, m, width in _chunks(pl, pl.osize):
             col = col_flat[:pl.rows * width].reshape(pl.rows, width)
             dyt = rows_flat[:pl.f * width].reshape(pl.f, width)
@@ -652,8 +724,9 @@ class Convolution(_ConvBase):
             if dw is not None:
                 if not (state.get("col_ready") and pl.chunk >= pl.n):
                     k.im2col(x5[n0:n0 + m], col, pl.g)
-                _grouped_gemm(k, pl.groups, dyt, pl.fg, col, pl.ck, dw.target(n0), pl.fg,
-                              trans_b=True)
+                target, adds = dw.target(n0)
+                _grouped_gemm(k, pl.groups, dyt, pl.fg, col, pl.ck, target, pl.fg,
+                              trans_b=True, accumulate=adds)
                 dw.add(n0)
             if dx5 is not None:
                 dcol = col  # the column buffer is free once the weight gradient is done
@@ -790,8 +863,9 @@ class Deconvolution(_ConvBase):
             k.im2col(dy5[n0:n0 + m], col, pl.g)
             if dw is not None:
                 k.batch_to_rows(x3[n0:n0 + m], buf)
-                _grouped_gemm(k, pl.groups, buf, pl.cg, col, pl.fk, dw.target(n0), pl.cg,
-                              trans_b=True)
+                target, adds = dw.target(n0)
+                _grouped_gemm(k, pl.groups, buf, pl.cg, col, pl.fk, target, pl.cg,
+                              trans_b=True, accumulate=adds)
                 dw.add(n0)
             if dx3 is not None:
                 _grouped_gemm(k, pl.groups, w2, pl.cg, col, pl.fk, buf, pl.cg)
