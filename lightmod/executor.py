@@ -22,6 +22,7 @@ after such a forward computes nothing and every gradient array carries the failu
 import bisect
 import functools
 import gc
+import math
 import time
 from typing import NamedTuple
 
@@ -61,7 +62,7 @@ def _zeros(shape, dtype, ctx, stype="default"):
 
 def _view(base, shape):
     """The first prod(shape) elements of ``base`` seen with ``shape`` (memory shared)."""
-    n = int(np.prod(shape, dtype=np.int64))
+    n = math.prod(shape)
     data = base._data
     if isinstance(data, np.ndarray):
         view = data.reshape(-1)[:n].reshape(shape)
@@ -72,8 +73,9 @@ def _view(base, shape):
 
 
 def _fits(arr, shape, dtype, ctx):
-    return (arr is not None and np.dtype(arr.dtype) == np.dtype(dtype) and arr.context == ctx
-            and arr.size >= int(np.prod(shape, dtype=np.int64)))
+    # math.prod on the shape tuples: binding asks this for thousands of buffers
+    return (arr is not None and np.dtype(arr._data.dtype) == np.dtype(dtype)
+            and arr.context == ctx and math.prod(arr._data.shape) >= math.prod(shape))
 
 
 def _transfer(dst, dst_k, src, req):
@@ -318,7 +320,7 @@ class _SharedMemory:
         it, or None."""
         if ctx.device_typeid == 2:
             return None
-        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        nbytes = math.prod(shape) * np.dtype(dtype).itemsize
         if not nbytes:
             return None
         # the first buffer in size order that is large enough (a bisect: binding a bucket
