@@ -22,6 +22,7 @@ after such a forward computes nothing and every gradient array carries the failu
 import bisect
 import functools
 import gc
+import math
 import time
 from typing import NamedTuple
 
@@ -61,7 +62,7 @@ def _zeros(shape, dtype, ctx, stype="default"):
 
 def _view(base, shape):
     """The first prod(shape) elements of ``base`` seen with ``shape`` (memory shared)."""
-    n = int(np.prod(shape, dtype=np.int64))
+    n = math.prod(shape)
     data = base._data
     if isinstance(data, np.ndarray):
         view = data.reshape(-1)[:n].reshape(shape)
@@ -72,8 +73,9 @@ def _view(base, shape):
 
 
 def _fits(arr, shape, dtype, ctx):
-    return (arr is not None and np.dtype(arr.dtype) == np.dtype(dtype) and arr.context == ctx
-            and arr.size >= int(np.prod(shape, dtype=np.int64)))
+    # math.prod on the shape tuples: binding asks this for thousands of buffers
+    return (arr is not None and np.dtype(arr._data.dtype) == np.dtype(dtype)
+            and arr.context == ctx and math.prod(arr._data.shape) >= math.prod(shape))
 
 
 def _transfer(dst, dst_k, src, req):
@@ -318,7 +320,7 @@ class _SharedMemory:
         it, or None."""
         if ctx.device_typeid == 2:
             return None
-        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        nbytes = math.prod(shape) * np.dtype(dtype).itemsize
         if not nbytes:
             return None
         # the first buffer in size order that is large enough (a bisect: binding a bucket
@@ -427,6 +429,30 @@ def bind(symbol, ctx, args, args_grad=None, grad_req="write", aux_states=None, g
     exe._setup(g, node_ctx, entry_shapes, entry_types, arg_arrays, grad_arrays, reqs,
                aux_arrays)
     return exe
+
+
+def _fused_inside(g, fused, slot_reqs, head_reqs):
+    """The entries whose gradient stays inside one fused group's backward kernel: outputs of
+    the group's members whose gradient only members of that group write (no head gradient).
+    The kernel computes them in registers (fusion.FusedGroup.plan_backward reads the buffer of
+    an entry only when something outside the group writes into it), so they get no buffer."""
+    if not fused:
+        return set()
+    group_of = {nid: i for i, group in enumerate(fused) for nid in group.members}
+    outside = {eid for _, eid in head_reqs}     # gradients written from outside a group
+    writer_group = {}
+    for nid, reqs in slot_reqs.items():
+        for eid, r in zip(g.node_inputs[nid], reqs):
+            if r is GradReq.NULL:
+                continue
+            grp = group_of.get(nid)
+            if grp is None or writer_group.setdefault(eid, grp) != grp:
+                outside.add(eid)
+    inside = set()
+    for eid, grp in writer_group.items():
+        if eid not in outside and group_of.get(g.entry_node[eid]) == grp:
+            inside.add(eid)
+    return inside
 
 
 # ---------------------------------------------------------------------------------------------
@@ -655,11 +681,17 @@ class Executor:
                                 if req is GradReq.WRITE and grad is not None
                                 and not needs[g.entry_start[nid]]]
         head_reqs, slot_reqs = self._write_order(needs, var_req, order)
-        grad_nd = self._gradient_buffers(needs, var_req, head_reqs, slot_reqs, base_pool)
+        grad_nd = self._gradient_buffers(needs, var_req, head_reqs, slot_reqs, base_pool,
+                                         _fused_inside(g, fused, slot_reqs, head_reqs))
         self._head_steps = [_HeadGrad(i, eid, grad_nd[eid], req,
                                       kernels.for_context(entry_ctx[eid]))
                             for (i, eid), req in head_reqs.items()]
-        self._bwd = [self._plan_backward_step(nid, fwd_of[nid], slot_reqs[nid], grad_nd,
+        # a fused group's members get a stand-in step: _fuse_steps replaces them all by the
+        # group's one step (or none), so their own calls are never planned
+        members = {nid for group in fused for nid in group.members}
+        self._bwd = [_BackwardStep(None, None, None, None, None, None, None, None, None, [],
+                                   nid, []) if nid in members else
+                     self._plan_backward_step(nid, fwd_of[nid], slot_reqs[nid], grad_nd,
                                               entry_ctx, base_pool) for nid in order]
         if fused:
             self._fuse_steps(fused, grad_nd, slot_reqs, head_reqs)
@@ -880,9 +912,10 @@ class Executor:
                            for eid in g.node_inputs[nid]] for nid in order}
         return head_reqs, slot_reqs
 
-    def _gradient_buffers(self, needs, var_req, head_reqs, slot_reqs, base_pool):
+    def _gradient_buffers(self, needs, var_req, head_reqs, slot_reqs, base_pool, inside=()):
         """The NDArray each entry's gradient goes to: the bound gradient array of an argument,
-        else a planned buffer for every entry something writes a gradient into."""
+        else a planned buffer for every entry something writes a gradient into, except the
+        entries in ``inside`` (None: a fused kernel keeps their gradient to itself)."""
         g = self._g
         written = {eid for _, eid in head_reqs}
         for nid, reqs in slot_reqs.items():
@@ -893,7 +926,7 @@ class Executor:
             if g.entry_start[nid] in var_req:
                 grad_nd[g.entry_start[nid]] = grad
         for eid in sorted(written):
-            if needs[eid] and grad_nd[eid] is None:
+            if needs[eid] and grad_nd[eid] is None and eid not in inside:
                 grad_nd[eid] = self._buffer(("grad", eid), self._shapes[eid], self._types[eid],
                                             self._node_ctx[g.entry_node[eid]], base_pool)
         return grad_nd

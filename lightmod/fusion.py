@@ -24,6 +24,7 @@ executor it watches (it reports every operator's output).
 """
 import contextlib
 import heapq
+import math
 import os
 import threading
 
@@ -98,7 +99,7 @@ def _fusible(g, nid, shapes, types):
     if dtype not in _FLOAT_TYPES or any(types[e] != dtype for e in list(ins) + list(outs)):
         return None
     shape = shapes[start]
-    if any(shapes[e] != shape for e in outs) or int(np.prod(shape, dtype=np.int64)) == 0:
+    if any(shapes[e] != shape for e in outs) or math.prod(shape) == 0:
         return None
     if desc[0] == "slice":
         if count < 2 or len(ins) != 1:
@@ -116,15 +117,21 @@ class _Group:
 
 
 def _reaches(group_deps, sources, target):
-    """Whether ``target`` is among ``sources`` or upstream of one of them (group edges)."""
-    stack, seen = list(sources), set()
-    while stack:
-        gid = stack.pop()
-        if gid == target:
+    """Whether group ``target`` is among ``sources`` or upstream of one of them through the
+    group edges. Sets of groups are bit masks (bit ``gid``); ``group_deps[gid]`` is the mask of
+    the groups ``gid`` reads from. Breadth first, each group expanded once."""
+    bit = 1 << target
+    reached = frontier = sources
+    while frontier:
+        if frontier & bit:
             return True
-        if gid not in seen:
-            seen.add(gid)
-            stack.extend(group_deps[gid])
+        upstream = 0
+        while frontier:
+            lowest = frontier & -frontier
+            upstream |= group_deps[lowest.bit_length() - 1]
+            frontier ^= lowest
+        frontier = upstream & ~reached
+        reached |= frontier
     return False
 
 
@@ -134,17 +141,20 @@ def find_groups(g, shapes, types):
     Nodes are visited in topological order; a fusible node joins the group of one of its
     producers when the graph with every group contracted to one node stays acyclic: the
     groups the node's inputs come from or depend on (``deps``: per node, the groups upstream
-    of it) must not be, or depend on (``group_deps``, the contracted edges), that group."""
+    of it) must not be, or depend on (``group_deps``, the contracted edges), that group.
+    Sets of groups are bit masks over the group ids (unions of hundreds of them per node of an
+    unrolled RNN are then single integer operations)."""
     group_of, deps, groups, group_deps = {}, {}, [], []
+    entry_node = g.entry_node
     for nid in g.op_nids:
         ins = g.node_inputs[nid]
-        upstream = set()
+        upstream = 0
         for e in ins:
-            src = g.entry_node[e]
-            upstream |= deps.get(src, frozenset())
+            src = entry_node[e]
+            upstream |= deps.get(src, 0)
             if src in group_of:
-                upstream.add(group_of[src].gid)
-        deps[nid] = frozenset(upstream)
+                upstream |= 1 << group_of[src].gid
+        deps[nid] = upstream
         desc = _fusible(g, nid, shapes, types)
         if desc is None:
             continue
@@ -152,16 +162,17 @@ def find_groups(g, shapes, types):
         joined = None
         if desc[0] != "slice":
             for e in ins:
-                cand = group_of.get(g.entry_node[e])
+                cand = group_of.get(entry_node[e])
                 if cand is None or cand.shape != shape or cand.dtype != dtype:
                     continue
-                outside = set()
+                outside = 0
                 for o in ins:
-                    src = g.entry_node[o]
-                    if src not in cand.members:
-                        outside |= deps.get(src, frozenset())
-                        if src in group_of:
-                            outside.add(group_of[src].gid)
+                    src = entry_node[o]
+                    src_group = group_of.get(src)
+                    if src_group is not cand:
+                        outside |= deps.get(src, 0)
+                        if src_group is not None:
+                            outside |= 1 << src_group.gid
                 if not _reaches(group_deps, outside, cand.gid):
                     joined = cand
                     group_deps[cand.gid] |= outside
@@ -171,7 +182,7 @@ def find_groups(g, shapes, types):
                 (1 if len(shape) >= 2 else 0)
             joined = _Group(len(groups), shape, dtype, axis)
             groups.append(joined)
-            group_deps.append(set(upstream))
+            group_deps.append(upstream)
         joined.members.append(nid)
         group_of[nid] = joined
     return [grp.members for grp in groups
@@ -257,8 +268,8 @@ class FusedGroup:
             axis = axis + ndim if axis < 0 else axis
         else:
             axis = 1 if len(shape) >= 2 else 0
-        self.rows = int(np.prod(shape[:axis], dtype=np.int64))
-        self.cols = int(np.prod(shape, dtype=np.int64)) // self.rows
+        self.rows = math.prod(shape[:axis])
+        self.cols = math.prod(shape) // self.rows
         self.dtype = np.dtype(entry_nd[g.entry_start[first]].dtype).name
 
         # values: leaves first (an external entry, or block j of a slice's input), then nodes

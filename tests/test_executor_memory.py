@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import lightmod as mx
+from lightmod import fusion
 
 
 def _megabytes(exe):
@@ -23,12 +24,17 @@ def test_inference_recycles_buffers_and_blockgrad_costs_nothing_more():
     shape = (4, 1024, 256)                       # 4 MiB of float32 per array
     chain = _chain(8)
     training = _megabytes(chain.simple_bind(mx.cpu(), x=shape))
+    with fusion.disabled():
+        unfused = _megabytes(chain.simple_bind(mx.cpu(), x=shape))
     inference = _megabytes(chain.simple_bind(mx.cpu(), x=shape, grad_req="null"))
     blocked = _megabytes(mx.sym.stop_gradient(chain).simple_bind(mx.cpu(), x=shape))
     # training keeps 8 outputs and their gradients; a chain without backward needs two
     # buffers in turn plus the output's own
     assert inference == blocked == 12
-    assert training > 8 * 4 * 2
+    assert unfused > 8 * 4 * 2
+    # fused (one group), the intermediate gradients stay inside the group's kernel: the 8
+    # outputs and the head's gradient
+    assert training == 8 * 4 + 4
 
 
 def _net():

@@ -72,7 +72,11 @@ class Node:
         """Positions of the inputs this operator mutates (its auxiliary states)."""
         if self.op is None:
             return ()
-        aux = self.op.list_aux(self.params())
+        p = self.params()
+        op = self.op
+        if not op.aux and type(op).list_aux is registry.Operator.list_aux:
+            return ()           # the declared list is empty, so the default list_aux is too
+        aux = op.list_aux(p)
         if not aux:
             return ()
         return tuple(i for i, n in enumerate(self.input_names()) if n in aux)
@@ -95,20 +99,25 @@ def topo_order(entries):
         if id(root) in seen:
             continue
         seen.add(id(root))
-        stack = [[root, 0]]
+        # one frame per node on the path: the node and iterators over what it still has to
+        # visit (inputs, then control dependencies), resumed where they stopped
+        stack = [(root, iter(root.inputs), iter(root.control_deps))]
         while stack:
-            frame = stack[-1]
-            node, i = frame
-            n_in = len(node.inputs)
-            if i < n_in + len(node.control_deps):
-                frame[1] = i + 1
-                child = node.inputs[i][0] if i < n_in else node.control_deps[i - n_in]
-                if id(child) not in seen:
-                    seen.add(id(child))
-                    stack.append([child, 0])
+            node, inputs, deps = stack[-1]
+            for src, _, _ in inputs:
+                if id(src) not in seen:
+                    seen.add(id(src))
+                    stack.append((src, iter(src.inputs), iter(src.control_deps)))
+                    break
             else:
-                stack.pop()
-                order.append(node)
+                for dep in deps:
+                    if id(dep) not in seen:
+                        seen.add(id(dep))
+                        stack.append((dep, iter(dep.inputs), iter(dep.control_deps)))
+                        break
+                else:
+                    stack.pop()
+                    order.append(node)
     return order
 
 
@@ -316,13 +325,16 @@ def infer_shapes(g, known):
             text = node.attrs.get("__shape__")
             if text is not None:
                 shapes[eid] = _norm_shape(parse_shape_attr(text))
-    op_nids = g.op_nids
+    # a node that has run with every input shape known and ends with every output shape known
+    # is settled: running it again computes the same shapes, and merging them changes nothing
+    # (a known shape never changes), so later sweeps skip it
+    pending = g.op_nids
     score = _score(shapes)
     while True:
-        for nid in op_nids:
-            _shape_step(g, shapes, nid)
-        for nid in reversed(op_nids):
-            _shape_step(g, shapes, nid)
+        pending = [nid for nid in pending if not _shape_step(g, shapes, nid)]
+        pending.reverse()
+        pending = [nid for nid in pending if not _shape_step(g, shapes, nid)]
+        pending.reverse()
         # as MXNet's pass: stop once every shape is complete, or when a pass learnt nothing
         if all(shape_known(s) for s in shapes):
             return shapes
@@ -333,12 +345,16 @@ def infer_shapes(g, known):
 
 
 def _shape_step(g, shapes, nid):
+    """Infer node ``nid``'s shapes forward and backward, merging what it learns; True when the
+    node is settled (it ran with every input shape known, and every output shape is known)."""
     node = g.nodes[nid]
     op, p = node.op, g.params[nid]
     in_eids = g.node_inputs[nid]
     start, count = g.entry_start[nid], g.num_outputs[nid]
+    in_shapes = [shapes[e] for e in in_eids]
+    inputs_known = all(shape_known(s) for s in in_shapes)
     try:
-        new_in, new_out = op.infer_shape(p, [shapes[e] for e in in_eids])
+        new_in, new_out = op.infer_shape(p, in_shapes)
     except MXNetError as err:
         raise MXNetError("Error in operator %s: %s" % (node.name, err)) from None
     for slot, (eid, s) in enumerate(zip(in_eids, new_in)):
@@ -356,6 +372,7 @@ def _shape_step(g, shapes, nid):
         for slot, (eid, s) in enumerate(zip(in_eids, back)):
             if s is not None:
                 _merge_entry(g, shapes, eid, s, nid, slot=slot)
+    return inputs_known and all(shape_known(s) for s in shapes[start:start + count])
 
 
 # ---------------------------------------------------------------------------------------------
