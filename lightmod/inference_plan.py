@@ -85,10 +85,15 @@ class _FusedLayer:
     Activation, written into the last one's output buffer (a convolution may read and write
     channel-last data: ``x_last`` / ``y_last``)."""
     __slots__ = ("op", "params", "kernels", "x", "w", "bias", "bn", "act", "act_after", "out",
-                 "state", "scale", "shift", "x_last", "y_last")
+                 "result", "state", "scale", "shift", "x_last", "y_last")
 
-    def __init__(self, op, params, k, x, w, bias, bn, act, act_codes, out, state):
+    def __init__(self, op, params, k, x, w, bias, bn, act, act_codes, out, own_out, state):
         self.op, self.params, self.kernels = op, params, k
+        # The plain walk may give the last fused operator's output the memory of the first
+        # one's input, dead by then; a product reads its input while it writes, so such a layer
+        # computes into the first operator's own output buffer (a different one: the plain
+        # walk writes it while reading x) and copies the result over.
+        self.result = own_out if k.shares_memory(out, x) else out
         self.x, self.w, self.bias, self.bn = x, w, bias, bn
         self.x_last = self.y_last = False
         # tanh runs after the output pass in place, through the kernel set's activation
@@ -112,18 +117,21 @@ class _FusedLayer:
                 k.fill(gamma, 1.0)
             k.bn_fold(gamma, beta, mean, var, self.bias, self.scale, self.shift, eps, fix_gamma)
             scale, shift = self.scale, self.shift
+        result = self.result
         if self.op.name == "Convolution":
             self.op.forward_epilogue(self.params, k, self.x, self.w, scale, shift, self.act,
-                                     self.out, self.state, self.x_last, self.y_last)
+                                     result, self.state, self.x_last, self.y_last)
         else:
             hidden = self.w.shape[0]
-            rows = self.out.size // hidden
-            out2 = self.out.reshape(rows, hidden)
+            rows = result.size // hidden
+            out2 = result.reshape(rows, hidden)
             k.fc_forward(self.x.reshape(rows, self.x.size // rows), self.w, None, out2,
                          self.state)
             k.affine_act_rows(out2, scale, shift, self.act)
         if self.act_after is not None:
-            k.activation_forward(self.out, self.out, self.act_after)
+            k.activation_forward(result, result, self.act_after)
+        if result is not self.out:
+            k.copy(self.out, result)
 
 
 class InferencePlan:
@@ -193,7 +201,8 @@ class InferencePlan:
             ins = step.inputs
             bias = None if p.no_bias else ins[2]
             fused[nid] = _FusedLayer(node.op, p, step.kernels, ins[0], ins[1], bias, bn, act,
-                                     ACTIVATIONS, entry[g.entry_start[last]]._data, step.state)
+                                     ACTIVATIONS, entry[g.entry_start[last]]._data,
+                                     entry[out_eid]._data, step.state)
             fused_out[g.entry_start[last]] = nid
             self.fused_count += 1
 

@@ -107,8 +107,6 @@ def _node_splits(g, nid, shapes, is_train, batch):
             private = (1, 2)     # the statistics outputs (channels, not samples)
         elif name == "LeakyReLU" and p.act_type == "rrelu" and is_train:
             return False, (), (), ()
-        elif name == "Activation" or name == "Pooling" or name == "Flatten":
-            pass
         params = tuple(s for s in _PARAM_SLOTS.get(name, ()) if s < nin)
         if name == "LeakyReLU" and p.act_type != "prelu":
             params = ()

@@ -277,3 +277,27 @@ def test_channel_last_chain_then_backward_matches_plain():
         grads.append({k: v.asnumpy().copy() for k, v in exe.grad_dict.items()})
     for name in grads[0]:
         np.testing.assert_allclose(grads[0][name], grads[1][name], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("second", ["conv", "fc"])
+def test_layer_whose_output_buffer_is_its_input_computes_apart(second):
+    """conv0 -> (conv1 | fc1) + relu -> fc: the plain walk hands relu's output the memory of
+    conv0's, dead once the second layer has read it, so the fused second layer would write over
+    its own input. It computes into its own output buffer and copies, and matches the plain
+    walk."""
+    net = mx.sym.Convolution(mx.sym.var("data"), kernel=(3, 3), pad=(1, 1), num_filter=6,
+                             name="conv0")
+    if second == "conv":
+        net = mx.sym.Convolution(net, kernel=(3, 3), pad=(1, 1), num_filter=4, name="mid")
+    else:
+        net = mx.sym.FullyConnected(mx.sym.flatten(net), num_hidden=40, name="mid")
+    net = mx.sym.Activation(net, act_type="relu", name="relu")
+    net = mx.sym.FullyConnected(net, num_hidden=3, name="fc")
+    planned, plain, plan = compare(net, (2, 3, 6, 6), mx.cpu(), 5)
+    np.testing.assert_allclose(planned, plain, rtol=2e-5, atol=2e-5)
+    layers = [s for s in plan.steps if isinstance(s, inference_plan._FusedLayer)]
+    assert len(layers) == 1
+    layer = layers[0]
+    assert np.may_share_memory(layer.out, layer.x)          # the case this test is about
+    assert layer.result is not layer.out
+    assert not np.may_share_memory(layer.result, layer.x)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from lightmod.kernels import cpu
 
@@ -59,12 +60,8 @@ def test_on_demand_kernel_runs_on_float16():
 
 def test_unknown_names_and_dunders():
     for name in ("no_such_kernel", "__no_such_dunder__"):
-        try:
+        with pytest.raises(AttributeError):
             getattr(cpu, name)
-        except AttributeError:
-            pass
-        else:
-            raise AssertionError(name)
 
 
 PROBE = r'''

@@ -16,7 +16,8 @@ from ..elemwise_launchers import param_unary_launchers
 from ..scalar import BINARY_CODES, UNARY_CODES
 from .jit import parallel_loop
 
-__all__ = ["empty", "zeros", "full", "fill", "copy", "from_host", "to_host", "assign",
+__all__ = ["empty", "zeros", "full", "fill", "copy", "shares_memory", "from_host", "to_host",
+           "assign",
            "assign_scalar",
            "broadcast_plan", "elemwise_unary", "elemwise_unary_backward", "elemwise_binary",
            "elemwise_binary_backward", "elemwise_scalar", "elemwise_scalar_backward",
@@ -45,6 +46,11 @@ def fill(dst, value):
 def copy(dst, src):
     """dst[...] = src with an unsafe cast (src may be a broadcastable host array)."""
     np.copyto(dst, src, casting="unsafe")
+
+
+def shares_memory(a, b):
+    """Whether arrays a and b may overlap in memory."""
+    return np.may_share_memory(a, b)
 
 
 def from_host(arr, dtype=None):

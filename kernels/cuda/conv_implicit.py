@@ -38,7 +38,7 @@ from .conv import _epilogue
 from .memory import fill, flat, launch_config
 
 __all__ = ["implicit_conv_fits", "implicit_conv_forward", "implicit_conv_backward_data",
-           "implicit_conv_backward_weight", "implicit_weight_scratch", "implicit_conv_overlap"]
+           "implicit_conv_backward_weight", "implicit_weight_scratch"]
 
 
 class _Tile:
@@ -575,19 +575,6 @@ def implicit_conv_fits(dims, g, groups, nf, dtype):
     if os.environ.get("LIGHTMOD_CUDA_CONV", "implicit") == "im2col":
         return False
     return np.dtype(dtype) in (np.dtype(np.float32), np.dtype(np.float64))
-
-
-def implicit_conv_overlap(a, b):
-    """Whether device arrays a and b share memory. The implicit kernels read their inputs
-    while they write, so an output over an input (the inference plan may hand a fused
-    convolution the buffer of its own input) must go through a scratch buffer."""
-    try:
-        pa, pb = a.device_ctypes_pointer.value, b.device_ctypes_pointer.value
-    except AttributeError:      # the simulator's arrays are numpy-backed
-        return bool(np.may_share_memory(np.asarray(a), np.asarray(b)))
-    if pa is None or pb is None:    # empty arrays
-        return False
-    return pa < pb + b.nbytes and pb < pa + a.nbytes
 
 
 def _kernel(table, dtype, tile):

@@ -10,7 +10,8 @@ from numba import cuda
 from .. import scalar as S
 from ..cpu.elemwise import broadcast_plan
 
-__all__ = ["empty", "zeros", "full", "fill", "copy", "from_host", "to_host", "assign", "assign_scalar",
+__all__ = ["empty", "zeros", "full", "fill", "copy", "shares_memory", "from_host", "to_host",
+           "assign", "assign_scalar",
            "launch_config", "flat", "is_device_array"]
 
 MAX_BLOCKS = 4096
@@ -115,6 +116,17 @@ def copy(dst, src):
                          % (tuple(src.shape), tuple(dst.shape)))
     out = flat(dst)
     _gather_kernel[launch_config(out.size)](flat(src), out, shape, strides)
+
+
+def shares_memory(a, b):
+    """Whether device arrays a and b overlap in memory."""
+    try:
+        pa, pb = a.device_ctypes_pointer.value, b.device_ctypes_pointer.value
+    except AttributeError:      # the simulator's arrays are numpy-backed
+        return bool(np.may_share_memory(np.asarray(a), np.asarray(b)))
+    if pa is None or pb is None:    # empty arrays
+        return False
+    return pa < pb + b.nbytes and pb < pa + a.nbytes
 
 
 def assign(dst, src, req):

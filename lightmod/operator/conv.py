@@ -465,14 +465,7 @@ class Convolution(_ConvBase):
     def _forward(self, p, k, x, w, scale, shift, act, y, state, keep_rows=False):
         pl = self._plan(p, x.shape, state, k)
         if self._implicit(k, pl, x.dtype):
-            # the inference plan may write a fused convolution's result over its input; the
-            # implicit kernels read x while they write, so that goes through a scratch buffer
-            out = y
-            if k.implicit_conv_overlap(x, y):
-                out = scratch(k, state, "implicit_y", y.shape, y.dtype)
-            k.implicit_conv_forward(x, w, out, pl.x5, pl.g, pl.groups, scale, shift, act)
-            if out is not y:
-                k.copy(y, out)
+            k.implicit_conv_forward(x, w, y, pl.x5, pl.g, pl.groups, scale, shift, act)
             return
         if not pl.by_rows:
             return self._forward_cols(k, pl, x, w, scale, shift, act, y, state)
