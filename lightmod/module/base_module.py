@@ -68,7 +68,11 @@ def _check_input_names(symbol, names, typename, throw):
     suggestions: as a ValueError when ``throw`` (data, state and fixed_param names), as a
     warning otherwise (label names, since a net without a loss layer has no label input).
     """
-    arguments = symbol.list_arguments()
+    _check_names_in(symbol.list_arguments(), names, typename, throw)
+
+
+def _check_names_in(arguments, names, typename, throw):
+    """:func:`_check_input_names` against a symbol's argument names already listed."""
     unknown = [name for name in names if name not in arguments]
     if not unknown:
         return
@@ -82,16 +86,20 @@ def _check_input_names(symbol, names, typename, throw):
         warnings.warn(message, stacklevel=2)
 
 
-def _declared_inputs(symbol, data_names, label_names, state_names, fixed_param_names):
+def _declared_inputs(symbol, data_names, label_names, state_names, fixed_param_names,
+                     arguments=None):
     """The data, label, state and fixed-parameter names of a module, as four lists.
 
-    ``None`` stands for no names. Each list is checked against the symbol's arguments: unknown
-    labels only warn, the other kinds raise ValueError.
+    ``None`` stands for no names. Each list is checked against the symbol's arguments
+    (``arguments``, when the caller listed them already): unknown labels only warn, the other
+    kinds raise ValueError.
     """
+    if arguments is None:
+        arguments = symbol.list_arguments()     # one walk of the graph for the four checks
     given = (data_names, label_names, state_names, fixed_param_names)
     lists = [[] if names is None else list(names) for names in given]
     for names, kind in zip(lists, ("data", "label", "state", "fixed_param")):
-        _check_input_names(symbol, names, kind, kind != "label")
+        _check_names_in(arguments, names, kind, kind != "label")
     return lists
 
 

@@ -154,8 +154,7 @@ class DataParallelExecutorGroup:
         self.param_names = param_names
         self.fixed_param_names = fixed_param_names or []
         self.state_names = state_names or []
-        self.arg_names = symbol.list_arguments()
-        self.aux_names = symbol.list_auxiliary_states()
+        self.arg_names, self.aux_names = symbol._argument_and_aux_names()
         self.output_names = symbol.list_outputs()
         self.num_outputs = len(self.output_names)
         self.output_layouts = [DataDesc.get_batch_axis(symbol[k].attr('__layout__'))

@@ -124,13 +124,13 @@ class Module(BaseModule):
         self._compression_params = compression_params
         self._symbol = symbol
 
+        arguments, self._aux_names = symbol._argument_and_aux_names()
         (self._data_names, self._label_names, self._state_names,
          self._fixed_param_names) = _declared_inputs(symbol, data_names, label_names,
-                                                     state_names, fixed_param_names)
+                                                     state_names, fixed_param_names, arguments)
         # every argument the batch or set_states does not feed is a parameter
         fed = set(self._data_names) | set(self._label_names) | set(self._state_names)
-        self._param_names = [name for name in symbol.list_arguments() if name not in fed]
-        self._aux_names = symbol.list_auxiliary_states()
+        self._param_names = [name for name in arguments if name not in fed]
         self._output_names = symbol.list_outputs()
 
         # host copies of the parameters; created by bind, loaded by load()

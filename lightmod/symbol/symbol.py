@@ -257,6 +257,12 @@ class Symbol:
     def list_arguments(self):
         return [n.name for n in self._split_inputs()[0]]
 
+    def _argument_and_aux_names(self):
+        """(list_arguments(), list_auxiliary_states()) from one walk of the graph (the module
+        layer asks for both at every bind)."""
+        args, aux, _ = self._split_inputs()
+        return [n.name for n in args], [n.name for n in aux]
+
     def list_auxiliary_states(self):
         return [n.name for n in self._split_inputs()[1]]
 
