@@ -50,7 +50,8 @@ def _direct(x, dy, dw, db, kernel, stride, pad, dilate, groups, req_w, req_b):
     g = geometry3(kernel, stride, pad, dilate, dy.shape[2:])
     assert kwgrad.conv_wgrad_fits(x5, g, groups, dy.shape[1])
     blocks, xs_size, dw_size, db_size = kwgrad.conv_wgrad_scratch(x5, g, dy.shape[1])
-    scratch = [np.full((blocks, size), np.nan, x.dtype) for size in (xs_size, dw_size, db_size)]
+    scratch = [np.full(xs_size, np.nan, x.dtype)] + [
+        np.full((blocks, size), np.nan, x.dtype) for size in (dw_size, db_size)]
     return kwgrad.conv_wgrad_direct(x, dy, dw, db, x5, g, groups, *scratch, req_w, req_b)
 
 
@@ -112,7 +113,7 @@ def test_shapes_it_declines():
     x5 = shape5(x.shape)
     g = geometry3((3, 3), (1, 1), (0, 0), (1, 1), (8, 8))
     blocks, a, b, c = kwgrad.conv_wgrad_scratch(x5, g, 4)
-    scratch = [np.zeros((blocks, s), np.float32) for s in (a, b, c)]
+    scratch = [np.zeros(a, np.float32)] + [np.zeros((blocks, s), np.float32) for s in (b, c)]
     assert not kwgrad.conv_wgrad_direct(x, dy, dw, None, x5, g, 1, *scratch, "write", "null")
     assert not kwgrad.conv_wgrad_direct(np.ascontiguousarray(x).astype(np.int32), dy, dw, None,
                                         x5, g, 1, *scratch, "write", "null")
@@ -132,7 +133,7 @@ def test_same_bits_every_call_serial_or_threaded():
     mod = kwgrad._module(5)
     for run in (mod.blocks_serial, mod.blocks_parallel):
         dwp, dbp = np.zeros((blocks, b), np.float32), np.zeros((blocks, c), np.float32)
-        run(x.reshape(-1), dy.reshape(-1), dwp, dbp, np.zeros((blocks, a), np.float32),
+        run(x.reshape(-1), dy.reshape(-1), dwp, dbp, np.zeros((blocks, a // blocks), np.float32),
             (16, 1, 28, 28, 20, 24, 24, 5, 1), (0, 0, 1, 1, 1), True, blocks)
         results.append((dwp, dbp))
     for serial in (False, False, True):
@@ -233,7 +234,7 @@ x = np.ones((2, 2, 6, 16), np.float32)
 dy = np.ones((2, 3, 4, 5), np.float32)
 x5, g = shape5(x.shape), geometry3((3, 12), (1, 1), (0, 0), (1, 1), (4, 5))
 blocks, a, b, c = kwgrad.conv_wgrad_scratch(x5, g, 3)
-scratch = [np.zeros((blocks, s), np.float32) for s in (a, b, c)]
+scratch = [np.zeros(a, np.float32)] + [np.zeros((blocks, s), np.float32) for s in (b, c)]
 dw = np.zeros((3, 2, 3, 12), np.float32)
 assert kwgrad.conv_wgrad_direct(x, dy, dw, None, x5, g, 1, *scratch, "write", "null")
 assert dw[0, 0, 0, 0] == 2 * 4 * 5, dw[0, 0, 0, 0]

@@ -666,17 +666,24 @@ class Convolution(_ConvBase):
         (each of its loops runs over one image's positions). True when done."""
         req_w = req[1]
         req_b = "null" if p.no_bias else req[2]
-        fits = getattr(k, "conv_wgrad_fits", None)
-        if (req_w == "null" or fits is None or pl.osize < WGRAD_MIN_POSITIONS
-                or pl.g[2] < 3 or not fits(pl.x5, pl.g, pl.groups, pl.f)):
+        if req_w == "null":
             return False
-        blocks, xs_size, dw_size, db_size = k.conv_wgrad_scratch(pl.x5, pl.g, pl.f)
-        xs = scratch(k, state, "wgrad_xs", (blocks, xs_size), x.dtype)
-        dw_parts = scratch(k, state, "wgrad_dw", (blocks, dw_size), x.dtype)
-        db_parts = scratch(k, state, "wgrad_db", (blocks, db_size), x.dtype)
+        # the choice and the scratch, once per plan and dtype
+        kept = state.get("wgrad")
+        if kept is None or kept[0] is not pl or kept[1] != x.dtype:
+            fits = getattr(k, "conv_wgrad_fits", None)
+            scratches = None
+            if (fits is not None and pl.osize >= WGRAD_MIN_POSITIONS and pl.g[2] >= 3
+                    and fits(pl.x5, pl.g, pl.groups, pl.f)):
+                blocks, xs_size, dw_size, db_size = k.conv_wgrad_scratch(pl.x5, pl.g, pl.f)
+                scratches = (k.empty((xs_size,), x.dtype), k.empty((blocks, dw_size), x.dtype),
+                             k.empty((blocks, db_size), x.dtype))
+            kept = state["wgrad"] = (pl, x.dtype, scratches)
+        if kept[2] is None:
+            return False
         db = None if req_b == "null" else in_grads[2]
-        return k.conv_wgrad_direct(x, dy, in_grads[1], db, pl.x5, pl.g, pl.groups, xs, dw_parts,
-                                   db_parts, req_w, req_b)
+        return k.conv_wgrad_direct(x, dy, in_grads[1], db, pl.x5, pl.g, pl.groups, *kept[2],
+                                   req_w, req_b)
 
     def _backward_data_winograd(self, k, pl, dyt, w, dx, req_x, in_place, state):
         """The data gradient of a Winograd-eligible convolution is itself a 3x3 stride-1
