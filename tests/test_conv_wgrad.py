@@ -130,7 +130,7 @@ def test_same_bits_every_call_serial_or_threaded():
     blocks, a, b, c = kwgrad.conv_wgrad_scratch(x5, g, 20)
     assert blocks == 8
     results = []
-    mod = kwgrad._module(5)
+    mod = kwgrad._module(5, 20)
     for run in (mod.blocks_serial, mod.blocks_parallel):
         dwp, dbp = np.zeros((blocks, b), np.float32), np.zeros((blocks, c), np.float32)
         run(x.reshape(-1), dy.reshape(-1), dwp, dbp, np.zeros((blocks, a // blocks), np.float32),
@@ -238,7 +238,7 @@ scratch = [np.zeros(a, np.float32)] + [np.zeros((blocks, s), np.float32) for s i
 dw = np.zeros((3, 2, 3, 12), np.float32)
 assert kwgrad.conv_wgrad_direct(x, dy, dw, None, x5, g, 1, *scratch, "write", "null")
 assert dw[0, 0, 0, 0] == 2 * 4 * 5, dw[0, 0, 0, 0]
-mod = kwgrad._module(12)
+mod = kwgrad._module(12, 3)
 print(json.dumps([len(mod.blocks_serial.stats.cache_misses),
                   len(mod.blocks_serial.stats.cache_hits), mod.__file__]))
 '''
