@@ -17,9 +17,11 @@ per multiply-add fall as FB and KW grow, which a GEMM on the column matrix (F = 
 times 25 columns, K = n*O) cannot match: OpenBLAS packs both sides of that thin product and
 runs it at a quarter of its peak.
 
-The unrolled passes depend on FB and KW, so their source is generated per KW and compiled
-with numba through ``kernels/fused.py``'s ``load_module`` (the file is written under the cache
-directory, so numba's disk cache keeps the compiled code across processes).
+The unrolled passes depend on FB and KW, so their source is generated per (KW, FB, filters
+left over per group) and compiled with numba through ``kernels/fused.py``'s ``load_module``
+(the file is written under the cache directory, so numba's disk cache keeps the compiled code
+across processes: a second process loads it in a third of a second, where the first compiles
+for about 3 s).
 
 The batch is split into ``blocks`` runs of images fixed by the batch size alone (never by the
 thread count); each block sums into its own partial gradient and the partials are added in
