@@ -13,7 +13,7 @@ import pytest
 
 from lightmod.kernels import cpu
 
-FAMILIES = ("conv", "winograd", "pooling", "norm", "elemwise", "nn", "optimizer", "tensor",
+FAMILIES = ("conv", "conv_wgrad", "winograd", "pooling", "norm", "elemwise", "nn", "optimizer", "tensor",
             "reduce", "rnn", "svm", "linalg", "contrib", "ctc", "sequence", "spatial", "detection",
             "fused")
 

@@ -48,6 +48,13 @@ LAST_BUDGET = 1 << 20
 # Fewer input or output channels than this: no Winograd (its products (tiles, C) @ (C, F) get
 # too thin for BLAS to gain over the patch rows)
 WINOGRAD_MIN_CHANNELS = 16
+# Fewer output positions per image than this: the weight gradient stays a product on the
+# column or patch matrix (the direct reduction's loops run over one image's positions, and
+# each ends in a horizontal sum). Measured through an executor on 2 cores, GFLOP/s direct
+# against product: LeNet's conv2 (8x8 outputs) 77 / 128; 5x5 20 -> 50 at 12x12 115 / 115;
+# 3x3 64 -> 64 at 14x14 104 / 135, at 16x16 125 / 130, at 24x24 152 / 134; 3x3 32 -> 32 at
+# 16x16 111 / 101, ResNet block (32x32) 150 / 100; LeNet's conv1 (24x24) 92 / 48.
+WGRAD_MIN_POSITIONS = 256
 
 _NC_LAYOUTS = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
 _LAYOUT_CHOICES = ("NCW", "NCHW", "NCDHW", "NWC", "NHWC", "NDHWC")
@@ -574,6 +581,10 @@ class Convolution(_ConvBase):
         pl = self._plan(p, x.shape, state, k)
         if self._implicit(k, pl, x.dtype):
             return self._backward_implicit(p, k, pl, out_grads, inputs, in_grads, req, state)
+        if self._backward_weight_direct(p, k, pl, out_grads[0], x, in_grads, req, state):
+            if req[0] == "null":
+                return
+            req = [req[0]] + ["null"] * (len(req) - 1)     # the data gradient is left to do
         if not pl.by_rows:
             return self._backward_cols(p, k, pl, out_grads, inputs, in_grads, req, state)
         req_x, req_w = req[0], req[1]
@@ -648,6 +659,33 @@ class Convolution(_ConvBase):
             if not in_place:
                 k.transpose_planes(dxt, dx.reshape(pl.n, pl.c, pl.isize),
                                    accumulate=(req_x == "add"))
+
+    def _backward_weight_direct(self, p, k, pl, dy, x, in_grads, req, state):
+        """The weight and bias gradients by the kernel set's direct reduction
+        (kernels/cpu/conv_wgrad.py), where it takes the shape and beats the product on the
+        column or patch matrix: kernel rows of 3 or more taps (fewer taps load almost as many
+        inputs as they multiply) and at least WGRAD_MIN_POSITIONS output positions per image
+        (each of its loops runs over one image's positions). True when done."""
+        req_w = req[1]
+        req_b = "null" if p.no_bias else req[2]
+        if req_w == "null":
+            return False
+        # the choice and the scratch, once per plan and dtype
+        kept = state.get("wgrad")
+        if kept is None or kept[0] is not pl or kept[1] != x.dtype:
+            fits = getattr(k, "conv_wgrad_fits", None)
+            scratches = None
+            if (fits is not None and pl.osize >= WGRAD_MIN_POSITIONS and pl.g[2] >= 3
+                    and fits(pl.x5, pl.g, pl.groups, pl.f)):
+                blocks, xs_size, dw_size, db_size = k.conv_wgrad_scratch(pl.x5, pl.g, pl.f)
+                scratches = (k.empty((xs_size,), x.dtype), k.empty((blocks, dw_size), x.dtype),
+                             k.empty((blocks, db_size), x.dtype))
+            kept = state["wgrad"] = (pl, x.dtype, scratches)
+        if kept[2] is None:
+            return False
+        db = None if req_b == "null" else in_grads[2]
+        return k.conv_wgrad_direct(x, dy, in_grads[1], db, pl.x5, pl.g, pl.groups, *kept[2],
+                                   req_w, req_b)
 
     def _backward_data_winograd(self, k, pl, dyt, w, dx, req_x, in_place, state):
         """The data gradient of a Winograd-eligible convolution is itself a 3x3 stride-1
