@@ -257,3 +257,24 @@ def test_generated_code_is_cached_across_processes(tmp_path):
     assert runs[0][:2] == [1, 0]
     assert runs[1][:2] == [0, 1]
     assert runs[0][2] == runs[1][2] and runs[0][2].startswith(str(tmp_path))
+
+
+def test_training_forward_keeps_no_patch_rows_for_the_direct_reduction():
+    """A row-layout layer whose weight gradient the direct reduction computes: its training
+    forward does not keep the whole batch's patch rows (nothing would read them), and the
+    gradients stay right."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 8, 18, 18))
+    w = rng.standard_normal((4, 8, 3, 3))
+    b = rng.standard_normal(4)
+    attrs = dict(kernel=(3, 3), num_filter=4)
+    state = {}
+    oh.forward("Convolution", attrs, [x, w, b], state=state)
+    plan = state["plan"]
+    assert plan.by_rows and not plan.winograd and plan.osize == 256
+    assert "rows_all" not in state
+    head = rng.standard_normal((2, 4, 16, 16))
+    grads = oh.backward("Convolution", attrs, [x, w, b], [head])
+    want_w, want_b = wgrad_ref(x, head, (3, 3), (1, 1), (0, 0), (1, 1), 1)
+    np.testing.assert_allclose(grads[1], want_w, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(grads[2], want_b, rtol=1e-10)

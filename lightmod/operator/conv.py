@@ -476,6 +476,9 @@ class Convolution(_ConvBase):
             return
         if not pl.by_rows:
             return self._forward_cols(k, pl, x, w, scale, shift, act, y, state)
+        # the kept patch rows serve a weight gradient computed as a product over them, not
+        # the direct reduction
+        keep_rows = keep_rows and not self._weight_direct_fits(k, pl)
         self._forward_rows(k, pl, x, w, scale, shift, act, y, state, False, False, keep_rows)
 
     def _forward_rows(self, k, pl, x, w, scale, shift, act, y, state, x_last, y_last,
@@ -660,6 +663,14 @@ class Convolution(_ConvBase):
                 k.transpose_planes(dxt, dx.reshape(pl.n, pl.c, pl.isize),
                                    accumulate=(req_x == "add"))
 
+    @staticmethod
+    def _weight_direct_fits(k, pl):
+        """Whether the weight gradient of plan ``pl`` goes to the direct reduction (see
+        _backward_weight_direct)."""
+        fits = getattr(k, "conv_wgrad_fits", None)
+        return (fits is not None and pl.osize >= WGRAD_MIN_POSITIONS and pl.g[2] >= 3
+                and fits(pl.x5, pl.g, pl.groups, pl.f))
+
     def _backward_weight_direct(self, p, k, pl, dy, x, in_grads, req, state):
         """The weight and bias gradients by the kernel set's direct reduction
         (kernels/cpu/conv_wgrad.py), where it takes the shape and beats the product on the
@@ -673,10 +684,8 @@ class Convolution(_ConvBase):
         # the choice and the scratch, once per plan and dtype
         kept = state.get("wgrad")
         if kept is None or kept[0] is not pl or kept[1] != x.dtype:
-            fits = getattr(k, "conv_wgrad_fits", None)
             scratches = None
-            if (fits is not None and pl.osize >= WGRAD_MIN_POSITIONS and pl.g[2] >= 3
-                    and fits(pl.x5, pl.g, pl.groups, pl.f)):
+            if self._weight_direct_fits(k, pl):
                 blocks, xs_size, dw_size, db_size = k.conv_wgrad_scratch(pl.x5, pl.g, pl.f)
                 scratches = (k.empty((xs_size,), x.dtype), k.empty((blocks, dw_size), x.dtype),
                              k.empty((blocks, db_size), x.dtype))
