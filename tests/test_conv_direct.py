@@ -1,7 +1,7 @@
-"""kernels/cpu/conv_direct.py: the direct convolution of few-channel images (forward with its
-epilogue, data gradient) against float64 numpy references on drawn geometries, its bits
-against the thread split, the Convolution plan choosing it, and its generated kernels cached
-on disk for the next process."""
+"""kernels/cpu/conv_direct.py: the direct data gradient of few-channel convolutions against a
+float64 numpy reference on drawn geometries, its bits against the thread split, the
+Convolution plan choosing it, and its generated kernels cached on disk for the next
+process."""
 import json
 import os
 import subprocess
@@ -21,7 +21,7 @@ from lightmod.operator.conv import geometry3, shape5
 # a handful of geometries (each compiles its own kernels once, then loads them from disk)
 _geometries = st.sampled_from([
     # (C, KH, KW, dilate, pad)
-    (1, 5, 5, 1, 0), (3, 3, 3, 1, 1), (2, 2, 3, 2, 2), (4, 1, 1, 1, 0), (1, 3, 2, 1, 1),
+    (3, 3, 3, 1, 1), (2, 5, 5, 1, 0), (2, 2, 3, 2, 2), (4, 1, 1, 1, 0), (3, 3, 2, 1, 4),
 ])
 
 
@@ -53,41 +53,12 @@ def _tol(dtype):
 
 @settings(max_examples=20, deadline=None)
 @given(geo=_geometries, n=st.integers(1, 3), f=st.integers(1, 9), extra=st.integers(0, 4),
-       dtype=st.sampled_from([np.float32, np.float64]),
-       epilogue=st.sampled_from(["none", "bias", "affine", "relu", "sigmoid"]),
-       seed=st.integers(0, 2 ** 16))
-def test_forward_matches_reference(geo, n, f, extra, dtype, epilogue, seed):
-    c, kh, kw, dil, pad = geo
-    # image sizes from the smallest the kernel fits into up to a few more (each size is one
-    # compiled kernel, so a few per geometry)
-    h = max(1, dil * (kh - 1) + 1 - 2 * pad) + extra
-    w_ = max(1, dil * (kw - 1) + 1 - 2 * pad) + 2
-    rng, x, wt, g, out_sp = _case(n, c, f, h, w_, kh, kw, dil, pad, dtype, seed)
-    assert cd.direct_conv_fits(shape5(x.shape), g, 1, dtype)
-    scale = rng.standard_normal(f).astype(dtype) if epilogue in ("affine", "sigmoid") else None
-    shift = rng.standard_normal(f).astype(dtype) if epilogue != "none" else None
-    act = {"relu": 0, "sigmoid": 1}.get(epilogue, -1)
-    y = np.full((n, f) + tuple(out_sp), np.nan, dtype)
-    assert cd.direct_conv_forward(x, wt, y, shape5(x.shape), g, scale, shift, act, {})
-    ref = conv_ref(x.astype(np.float64), wt.astype(np.float64), None, (1, 1), (pad, pad),
-                   (dil, dil), 1)
-    if scale is not None:
-        ref = ref * scale.reshape(1, f, 1, 1)
-    if shift is not None:
-        ref = ref + shift.reshape(1, f, 1, 1)
-    if act == 0:
-        ref = np.maximum(ref, 0)
-    elif act == 1:
-        ref = 1 / (1 + np.exp(-ref))
-    np.testing.assert_allclose(y, ref, **_tol(dtype))
-
-
-@settings(max_examples=20, deadline=None)
-@given(geo=_geometries, n=st.integers(1, 3), f=st.integers(1, 9), extra=st.integers(0, 4),
        dtype=st.sampled_from([np.float32, np.float64]), add=st.booleans(),
        seed=st.integers(0, 2 ** 16))
 def test_data_gradient_matches_reference(geo, n, f, extra, dtype, add, seed):
     c, kh, kw, dil, pad = geo
+    # image sizes from the smallest the kernel fits into up to a few more (each size is one
+    # compiled kernel, so a few per geometry)
     h = max(1, dil * (kh - 1) + 1 - 2 * pad) + extra
     w_ = max(1, dil * (kw - 1) + 1 - 2 * pad) + 2
     rng, x, wt, g, out_sp = _case(n, c, f, h, w_, kh, kw, dil, pad, dtype, seed)
@@ -99,19 +70,14 @@ def test_data_gradient_matches_reference(geo, n, f, extra, dtype, add, seed):
     np.testing.assert_allclose(dx, ref, **_tol(dtype))
 
 
-@pytest.mark.parametrize("direction", ["forward", "data"])
-def test_bits_do_not_depend_on_the_thread_split(monkeypatch, direction):
+def test_bits_do_not_depend_on_the_thread_split(monkeypatch):
     rng, x, wt, g, out_sp = _case(7, 3, 5, 9, 11, 3, 3, 1, 1, np.float32, 3)
     dy = rng.standard_normal((7, 5) + tuple(out_sp)).astype(np.float32)
     results = []
     for parts in (1, 2, 3):
         monkeypatch.setattr(cd, "task_count", lambda work, items, p=parts: p)
-        if direction == "forward":
-            out = np.empty((7, 5) + tuple(out_sp), np.float32)
-            cd.direct_conv_forward(x, wt, out, shape5(x.shape), g, work={})
-        else:
-            out = np.empty_like(x)
-            cd.direct_conv_backward_data(dy, wt, out, shape5(x.shape), g, work={})
+        out = np.empty_like(x)
+        cd.direct_conv_backward_data(dy, wt, out, shape5(x.shape), g, work={})
         results.append(out)
     for other in results[1:]:
         np.testing.assert_array_equal(results[0], other)
@@ -120,70 +86,69 @@ def test_bits_do_not_depend_on_the_thread_split(monkeypatch, direction):
 def test_declines_what_it_does_not_take():
     _, x, wt, g, out_sp = _case(2, 3, 4, 6, 6, 3, 3, 1, 1, np.float32, 0)
     x5 = shape5(x.shape)
-    assert cd.direct_conv_fits(x5, g, 1, np.float32, "data")
+    assert cd.direct_conv_fits(x5, g, 1, np.float32)
     assert not cd.direct_conv_fits(x5, g, 3, np.float32)                 # grouped
     assert not cd.direct_conv_fits(x5, g, 1, np.float16)
     strided = geometry3((3, 3), (2, 2), (1, 1), (1, 1), (3, 3))
     assert not cd.direct_conv_fits(x5, strided, 1, np.float32)
     assert not cd.direct_conv_fits((2, 8, 1, 6, 6), g, 1, np.float32)    # many channels
-    assert not cd.direct_conv_fits((2, 1, 1, 6, 6), g, 1, np.float32, "data")  # one channel
+    assert not cd.direct_conv_fits((2, 1, 1, 6, 6), g, 1, np.float32)    # one channel
     assert not cd.direct_conv_fits((2, 3, 4, 6, 6), geometry3((2, 3, 3), (1, 1, 1), (0, 1, 1),
                                                              (1, 1, 1), (3, 6, 6)), 1,
                                    np.float32)                          # 3-D
-    y = np.empty((2, 4) + tuple(out_sp), np.float32)
-    assert not cd.direct_conv_forward(x, wt.astype(np.float64), y, x5, g)
-    assert not cd.direct_conv_forward(np.asfortranarray(x), wt, y, x5, g)
-    assert not cd.direct_conv_backward_data(y, wt, np.asfortranarray(x), x5, g)
+    dy = np.zeros((2, 4) + tuple(out_sp), np.float32)
+    assert not cd.direct_conv_backward_data(dy, wt.astype(np.float64), np.empty_like(x), x5, g)
+    assert not cd.direct_conv_backward_data(dy, wt, np.asfortranarray(x), x5, g)
 
 
-@pytest.mark.parametrize("channels, stride, data_direct",
-                         [(1, 1, False), (3, 1, True), (3, 2, None)])
-def test_convolution_plan_chooses_direct_kernels(monkeypatch, channels, stride, data_direct):
-    """Convolution of a few-channel image at stride 1 runs its inference forward (and, from 2
-    channels on, its data gradient) through the direct kernels; the results are the
-    reference's."""
+@pytest.mark.parametrize("channels, stride, direct", [(1, 1, False), (3, 1, True),
+                                                     (3, 2, False)])
+def test_convolution_plan_chooses_direct_data_gradient(monkeypatch, channels, stride, direct):
+    """Convolution of a 2-4 channel image at stride 1 computes its data gradient with the
+    direct kernels, and the other gradients as before; the results are the reference's."""
     used = []
-    for name in ("direct_conv_forward", "direct_conv_backward_data"):
-        real = getattr(cd, name)
-        monkeypatch.setattr(kcpu, name, lambda *a, _r=real, _n=name, **k: used.append(_n) or
-                            _r(*a, **k))
+    real = cd.direct_conv_backward_data
+    monkeypatch.setattr(kcpu, "direct_conv_backward_data",
+                        lambda *a, **k: used.append(1) or real(*a, **k))
     rng = np.random.default_rng(1)
     x = rng.standard_normal((4, channels, 10, 9)).astype(np.float32)
     w = rng.standard_normal((6, channels, 3, 3)).astype(np.float32)
     b = rng.standard_normal(6).astype(np.float32)
     attrs = dict(kernel=(3, 3), num_filter=6, pad=(1, 1), stride=(stride, stride))
-    out = oh.forward("Convolution", attrs, [x, w, b], is_train=False)[0][0]
     ref = conv_ref(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64),
                    (stride, stride), (1, 1), (1, 1), 1)
-    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
-    assert used == (["direct_conv_forward"] if data_direct is not None else [])
-    used.clear()
     head = rng.standard_normal(ref.shape).astype(np.float32)
-    dx, _, db = oh.backward("Convolution", attrs, [x, w, b], [head],
-                             req=["write", "write", "null"])
-    assert db is None
-    assert used.count("direct_conv_backward_data") == (1 if data_direct else 0)
-    if stride == 1:
-        np.testing.assert_allclose(dx, _data_grad_ref(head, w, x.shape, 1, 1), rtol=1e-4,
-                                   atol=1e-4)
+    for req in (["write", "null", "null"], ["add", "write", "write"]):
+        init = [np.full(a.shape, 0.5, a.dtype) for a in (x, w, b)]
+        dx, dw, db = oh.backward("Convolution", attrs, [x, w, b], [head], req=req,
+                                 init_grads=init)
+        assert len(used) == (1 if direct else 0)
+        used.clear()
+        if stride == 1:
+            dx_ref = _data_grad_ref(head, w, x.shape, 1, 1) + (0.5 if req[0] == "add" else 0)
+            np.testing.assert_allclose(dx, dx_ref, rtol=1e-4, atol=1e-4)
+        if req[2] == "write":
+            np.testing.assert_allclose(db, head.astype(np.float64).sum(axis=(0, 2, 3)),
+                                       rtol=1e-4, atol=1e-4)
+            assert dw.shape == w.shape
+        else:
+            assert dw is None and db is None
 
 
 _CHILD = r"""
-import json, sys
+import json
 import numpy as np
 from lightmod.kernels.cpu import conv_direct as cd
 from lightmod.operator.conv import geometry3, shape5
-x = np.ones((2, 2, 7, 5), np.float32)
 w = np.ones((3, 2, 2, 2), np.float32)
 g = geometry3((2, 2), (1, 1), (1, 1), (1, 1), (8, 6))
-y = np.empty((2, 3, 8, 6), np.float32)
-cd.direct_conv_forward(x, w, y, shape5(x.shape), g)
-dx = np.empty_like(x)
-cd.direct_conv_backward_data(y, w, dx, shape5(x.shape), g)
-mods = [cd._module("forward", 2, 2, 2, 1, 1, 9, 7), cd._module("backward", 2, 2, 2, 1, 1, 7, 5)]
-misses = sum(sum(f.stats.cache_misses.values()) for m in mods
-             for f in (getattr(m, n) for n in dir(m)) if hasattr(f, "stats"))
-print(json.dumps({"misses": misses, "sum": float(y.sum() + dx.sum())}))
+dy = np.ones((2, 3, 8, 6), np.float32)
+dx = np.empty((2, 2, 7, 5), np.float32)
+cd.direct_conv_backward_data(dy, w, dx, shape5(dx.shape), g)
+mod = cd._module(2, 2, 2, 1, 1, 7, 5)
+misses = sum(sum(f.stats.cache_misses.values()) for f in (getattr(mod, n) for n in dir(mod))
+             if hasattr(f, "stats"))
+print(json.dumps({"misses": misses, "sum": float(dx.sum())}))
 """
 
 

@@ -468,8 +468,6 @@ class Convolution(_ConvBase):
             k.implicit_conv_forward(x, w, y, pl.x5, pl.g, pl.groups, scale, shift, act)
             return
         if not pl.by_rows:
-            if self._forward_direct(k, pl, x, w, scale, shift, act, y, state, keep_rows):
-                return
             return self._forward_cols(k, pl, x, w, scale, shift, act, y, state)
         self._forward_rows(k, pl, x, w, scale, shift, act, y, state, False, False, keep_rows)
 
@@ -546,29 +544,13 @@ class Convolution(_ConvBase):
         k.winograd_conv_last(xt, u, res, v, mm, dims, pl.pad, chunk, scale, shift, act)
         k.rows_to_nchw(res, y.reshape(pl.n, pl.f, pl.osize))
 
-    def _direct(self, k, pl, dtype, what):
-        """Whether the kernel set's direct kernels (kernels/cpu/conv_direct.py, 1-4 channel
-        images at stride 1) run this convolution's "forward" or "data" gradient."""
-        fits = getattr(k, "direct_conv_fits", None)
-        return fits is not None and fits(pl.x5, pl.g, pl.groups, dtype, what)
-
-    def _forward_direct(self, k, pl, x, w, scale, shift, act, y, state, training):
-        """The forward by the direct kernels where they fit; False when the column layout
-        runs it instead. A training forward whose column matrix of the whole batch stays for
-        the weight gradient (see _forward_cols) keeps the column layout."""
-        if training and pl.chunk >= pl.n and not pl.serial:
-            return False
-        if not self._direct(k, pl, x.dtype, "forward"):
-            return False
-        if not k.direct_conv_forward(x, w, y, pl.x5, pl.g, scale, shift, act, state):
-            return False
-        state["col_ready"] = False
-        return True
-
     def _backward_data_direct(self, k, pl, out_grads, inputs, in_grads, req, state):
-        """The data gradient by the direct kernels where they fit: the requests left for the
-        column layout (the data's then 'null')."""
-        if req[0] == "null" or not self._direct(k, pl, inputs[0].dtype, "data"):
+        """The data gradient by the kernel set's direct kernels where they fit (CPU,
+        kernels/cpu/conv_direct.py: 2-4 channel images at stride 1): the requests then left
+        for the column layout (the data's becomes 'null')."""
+        fits = getattr(k, "direct_conv_fits", None)
+        if req[0] == "null" or fits is None or not fits(pl.x5, pl.g, pl.groups,
+                                                        inputs[0].dtype):
             return req
         if not k.direct_conv_backward_data(out_grads[0], inputs[1], in_grads[0], pl.x5, pl.g,
                                            req[0] == "add", state):
