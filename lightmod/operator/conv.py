@@ -547,14 +547,14 @@ class Convolution(_ConvBase):
     def _backward_data_direct(self, k, pl, out_grads, inputs, in_grads, req, state):
         """The data gradient by the kernel set's direct kernels where they fit (CPU,
         kernels/cpu/conv_direct.py: 2-4 channel images at stride 1): the requests then left
-        for the column layout (the data's becomes 'null')."""
+        for the column layout (the data's 'null'), or None when it did nothing."""
         fits = getattr(k, "direct_conv_fits", None)
         if req[0] == "null" or fits is None or not fits(pl.x5, pl.g, pl.groups,
                                                         inputs[0].dtype):
-            return req
+            return None
         if not k.direct_conv_backward_data(out_grads[0], inputs[1], in_grads[0], pl.x5, pl.g,
                                            req[0] == "add", state):
-            return req
+            return None
         return ["null"] + list(req[1:])
 
     def _forward_cols(self, k, pl, x, w, scale, shift, act, y, state):
@@ -588,10 +588,11 @@ class Convolution(_ConvBase):
         if self._implicit(k, pl, x.dtype):
             return self._backward_implicit(p, k, pl, out_grads, inputs, in_grads, req, state)
         if not pl.by_rows:
-            req = self._backward_data_direct(k, pl, out_grads, inputs, in_grads, req, state)
-            if any(r != "null" for r in req):
-                self._backward_cols(p, k, pl, out_grads, inputs, in_grads, req, state)
-            return
+            left = self._backward_data_direct(k, pl, out_grads, inputs, in_grads, req, state)
+            if left is not None and all(r == "null" for r in left):
+                return      # the data gradient was the only one asked for
+            return self._backward_cols(p, k, pl, out_grads, inputs, in_grads, left or req,
+                                       state)
         req_x, req_w = req[0], req[1]
         req_b = "null" if p.no_bias else req[2]
         dy3 = out_grads[0].reshape(pl.n, pl.f, pl.osize)
