@@ -29,6 +29,8 @@ def _run(compiled, attrs, inputs, head, req, chunk_elements, layout="cols"):
         m.setattr(conv_mod, "ROW_BUDGET", chunk_elements)
         m.setattr(conv_mod, "WINOGRAD_MIN_CHANNELS", 1 << 30)
         m.setattr(conv_mod, "ROW_MIN_CHANNELS", 1 << 30 if layout == "cols" else 1)
+        # the column layout's loops, not the direct data gradient of few-channel images
+        m.setattr(kcpu, "direct_conv_fits", lambda *a, **k: False)
         used = []
         if compiled:
             for name in names:

@@ -13,9 +13,9 @@ import pytest
 
 from lightmod.kernels import cpu
 
-FAMILIES = ("conv", "conv_wgrad", "winograd", "pooling", "norm", "elemwise", "nn", "optimizer", "tensor",
-            "reduce", "rnn", "svm", "linalg", "contrib", "ctc", "sequence", "spatial", "detection",
-            "fused")
+FAMILIES = ("conv", "conv_direct", "conv_wgrad", "winograd", "pooling", "norm", "elemwise", "nn",
+            "optimizer", "tensor", "reduce", "rnn", "svm", "linalg", "contrib", "ctc", "sequence",
+            "spatial", "detection", "fused")
 
 
 def test_every_family_is_eager_or_on_demand():

@@ -25,8 +25,8 @@ from .reduce import *  # noqa: F401,F403,E402
 from .fused import *  # noqa: F401,F403,E402
 
 # --- families imported at the first look-up of a name none of the above exports ---
-_ON_DEMAND = ("conv", "conv_wgrad", "winograd", "pooling", "norm", "rnn", "svm", "linalg", "contrib", "ctc",
-              "sequence", "spatial", "detection")
+_ON_DEMAND = ("conv", "conv_direct", "conv_wgrad", "winograd", "pooling", "norm", "rnn", "svm",
+              "linalg", "contrib", "ctc", "sequence", "spatial", "detection")
 _imported_on_demand = set()
 
 # --- float16 staging (kernels/float16.py): every kernel of the set takes float16 arrays ---

@@ -554,6 +554,19 @@ class Convolution(_ConvBase):
         k.winograd_conv_last(xt, u, res, v, mm, dims, pl.pad, chunk, scale, shift, act)
         k.rows_to_nchw(res, y.reshape(pl.n, pl.f, pl.osize))
 
+    def _backward_data_direct(self, k, pl, out_grads, inputs, in_grads, req, state):
+        """The data gradient by the kernel set's direct kernels where they fit (CPU,
+        kernels/cpu/conv_direct.py: 2-4 channel images at stride 1): the requests then left
+        for the column layout (the data's 'null'), or None when it did nothing."""
+        fits = getattr(k, "direct_conv_fits", None)
+        if req[0] == "null" or fits is None or not fits(pl.x5, pl.g, pl.groups,
+                                                        inputs[0].dtype):
+            return None
+        if not k.direct_conv_backward_data(out_grads[0], inputs[1], in_grads[0], pl.x5, pl.g,
+                                           req[0] == "add", state):
+            return None
+        return ["null"] + list(req[1:])
+
     def _forward_cols(self, k, pl, x, w, scale, shift, act, y, state):
         x5 = x.reshape(pl.x5)
         y3 = y.reshape(pl.n, pl.f, pl.osize)
@@ -589,7 +602,11 @@ class Convolution(_ConvBase):
                 return
             req = [req[0]] + ["null"] * (len(req) - 1)     # the data gradient is left to do
         if not pl.by_rows:
-            return self._backward_cols(p, k, pl, out_grads, inputs, in_grads, req, state)
+            left = self._backward_data_direct(k, pl, out_grads, inputs, in_grads, req, state)
+            if left is not None and all(r == "null" for r in left):
+                return      # the data gradient was the only one asked for
+            return self._backward_cols(p, k, pl, out_grads, inputs, in_grads, left or req,
+                                       state)
         req_x, req_w = req[0], req[1]
         req_b = "null" if p.no_bias else req[2]
         dy3 = out_grads[0].reshape(pl.n, pl.f, pl.osize)
