@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from inference_plan_cases import fill
 
 import lightmod as mx
 from lightmod import inference_plan
@@ -65,20 +66,6 @@ def build_chain(blocks):
         else:
             allowed += 1
     return mx.sym.Group([net] + extra) if extra else net, allowed
-
-
-def fill(exe, seed):
-    rng = np.random.RandomState(seed)
-    for name, arr in exe.arg_dict.items():
-        if name.endswith("gamma"):
-            arr[:] = rng.uniform(0.5, 2.0, arr.shape)
-        else:
-            arr[:] = rng.uniform(-1, 1, arr.shape)
-    for name, arr in exe.aux_dict.items():
-        if name.endswith("moving_var"):
-            arr[:] = rng.uniform(0.2, 3.0, arr.shape)
-        else:
-            arr[:] = rng.uniform(-0.5, 0.5, arr.shape)
 
 
 def planned_and_plain(sym, data_shape, seed, dtype="float32"):
