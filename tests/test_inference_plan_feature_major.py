@@ -152,7 +152,9 @@ def test_plan_follows_new_weights():
 @pytest.mark.parametrize("with_scale,with_shift", [(True, True), (False, True), (False, False)])
 @pytest.mark.parametrize("act", [None, "relu", "tanh", "softsign"])
 @pytest.mark.parametrize("shape", [(5, 7), (3, 70000)])
-def test_affine_act_channels_matches_numpy(dtype, with_scale, with_shift, act, shape):
+def test_in_place_channel_epilogue_matches_numpy(dtype, with_scale, with_shift, act, shape):
+    """rows_to_batch with one image and rows = out: the plan's epilogue of a feature-major
+    output, per channel (row) in place."""
     rng = np.random.RandomState(0)
     out = rng.uniform(-2, 2, shape).astype(dtype)
     scale = rng.uniform(0.5, 2, shape[0]).astype(dtype) if with_scale else None
@@ -164,6 +166,7 @@ def test_affine_act_channels_matches_numpy(dtype, with_scale, with_shift, act, s
         want = want + shift[:, None]
     want = {None: lambda v: v, "relu": lambda v: np.maximum(v, 0), "tanh": np.tanh,
             "softsign": lambda v: v / (1 + np.abs(v))}[act](want)
-    kcpu.affine_act_channels(out, scale, shift, -1 if act is None else ACTIVATIONS[act])
+    kcpu.rows_to_batch(out, out.reshape((1,) + shape), shift, scale=scale,
+                       act=-1 if act is None else ACTIVATIONS[act])
     tol = 1e-6 if dtype == np.float32 else 1e-13
     np.testing.assert_allclose(out, want, rtol=tol, atol=tol)

@@ -30,8 +30,7 @@ from .jit import PARALLEL_MIN, task_count
 __all__ = ["conv_gemm", "conv_gemm_add", "cols_forward", "cols_backward", "rows_forward",
            "rows_backward_data", "im2col",
            "col2im", "rows_to_batch", "batch_to_rows", "channel_sum", "add_channel_bias",
-           "transpose_planes", "im2row", "row2im", "rows_to_nchw", "affine_act_rows",
-           "affine_act_channels", "bn_fold",
+           "transpose_planes", "im2row", "row2im", "rows_to_nchw", "affine_act_rows", "bn_fold",
            "channel_last_pool", "conv_rows_workers", "conv_rows_last"]
 
 _DUMMIES = {}
@@ -266,7 +265,10 @@ def _rows_to_batch(rows, out, dims, scale, shift, mode, act, accumulate, q0, q1)
 
 def rows_to_batch(rows, out, bias=None, accumulate=False, scale=None, act=-1):
     """out (n, F, O) = (or +=) rows (F, n*O) rearranged, plus bias[f] when bias is given; a
-    write may also scale each channel first and apply an activation (code, -1 for none)."""
+    write may also scale each channel first and apply an activation (code, -1 for none).
+    With n == 1 the two layouts are the same, and ``rows`` may be ``out`` itself: each element
+    is read before it is written at the same place (the inference plan's epilogue of a
+    feature-major fully connected output)."""
     if accumulate and (scale is not None or act >= 0):
         raise ValueError("rows_to_batch: scale and activation apply to writes only")
     scale, bias, mode = _epilogue_args(out.dtype, scale, bias)
@@ -775,47 +777,6 @@ def affine_act_rows(out, scale=None, shift=None, act=-1):
         _affine_act_rows_parallel(*args, count, parts)
     else:
         _affine_act_rows(*args, 0, count)
-
-
-@njit(cache=True, nogil=True)
-def _affine_act_channels(out, dims, scale, shift, mode, act, c0, c1):
-    _, M = dims
-    for c in range(c0, c1):
-        base = uint64(c * M)
-        s = scale[c] if mode == 2 else out.dtype.type(1)
-        t = shift[c] if mode >= 1 else out.dtype.type(0)
-        for m in range(uint64(M)):
-            v = out[base + m]
-            if mode == 2:
-                v = v * s
-            if mode >= 1:
-                v = v + t
-            if act == ACT_RELU:
-                v = v if v > 0 else out.dtype.type(0)
-            elif act >= 0:
-                v = activation_value(v, act)
-            out[base + m] = v
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def _affine_act_channels_parallel(out, dims, scale, shift, mode, act, count, parts):
-    for i in prange(parts):
-        _affine_act_channels(out, dims, scale, shift, mode, act, i * count // parts,
-                             (i + 1) * count // parts)
-
-
-def affine_act_channels(out, scale=None, shift=None, act=-1):
-    """In place on out (F, M), one channel per row: out = act(out * scale[f] + shift[f]) (the
-    epilogue of a fully connected layer whose output the inference plan keeps feature-major;
-    the same arithmetic per element as :func:`affine_act_rows`)."""
-    scale, shift, mode = _epilogue_args(out.dtype, scale, shift)
-    count = out.shape[0]
-    args = (out.reshape(-1), out.shape, scale, shift, mode, act)
-    parts = task_count(out.size, count, cost=0.25)
-    if parts > 1:
-        _affine_act_channels_parallel(*args, count, parts)
-    else:
-        _affine_act_channels(*args, 0, count)
 
 
 @njit(cache=True, nogil=True)
