@@ -540,23 +540,21 @@ def main(argv=None):
         rows.append(("%s train samples/s" % name, "%.0f" % entry["lightmod"],
                      "%.0f (torch)" % ref if ref else "n/a",
                      "%.2f" % (entry["lightmod"] / ref) if ref else ""))
-    print("GPU: %s%s" % (results["device"],
-                         " (--tiny: sizes shrunk, numbers meaningless)" if args.tiny else ""))
-    print(format_table(rows))
-    if tdev is None:
-        print("PyTorch reference skipped: %s" % why_no_torch)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
-    return results
+    return _report(results, format_table(rows), tdev, why_no_torch, args)
 
 
 def _conv_main(mx, ctx, tdev, why_no_torch, args, results):
     steps, repeat = (1, 1) if args.tiny else (args.steps, 3)
     results["conv"] = measure_conv(mx, ctx, tdev, args.tiny, steps, repeat)
+    return _report(results, conv_table(results["conv"], tdev is not None), tdev, why_no_torch,
+                   args)
+
+
+def _report(results, table, tdev, why_no_torch, args):
+    """Print the device line and ``table`` (and why PyTorch was skipped), write ``--json``."""
     print("GPU: %s%s" % (results["device"],
                          " (--tiny: sizes shrunk, numbers meaningless)" if args.tiny else ""))
-    print(conv_table(results["conv"], tdev is not None))
+    print(table)
     if tdev is None:
         print("PyTorch reference skipped: %s" % why_no_torch)
     if args.json:
