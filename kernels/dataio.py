@@ -9,6 +9,8 @@ sets so that a data iterator loads only these.
 import numpy as np
 from numba import njit
 
+from . import cache_stamp  # noqa: F401  (stamps the cache entries made below)
+
 __all__ = ["crop_normalize_chw", "crop_copy_chw", "libsvm_count", "libsvm_parse",
            "parse_libsvm_bytes", "LIBSVM_ERRORS"]
 

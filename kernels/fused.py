@@ -27,8 +27,8 @@ gradient in a local, and writes (or adds) the leaves' gradients: one pass, no te
 and ``cuda/fused.py`` in a grid-stride loop. :func:`load_module` turns a generated source into
 a module: written once under the cache directory (``LIGHTMOD_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/lightmod`` or ``~/.cache/lightmod``) so numba's ``cache=True`` keeps the
-compiled code across processes, keyed by a digest of the source and of the shared math files
-(a new bucket length or a new bind compiles nothing; an edit of the math makes new files).
+compiled code across processes, keyed by a digest of the source and of the whole kernels package
+(a new bucket length or a new bind compiles nothing; an edit of any kernel file makes new files).
 """
 import hashlib
 import importlib.util
@@ -36,23 +36,12 @@ import os
 import sys
 import threading
 
-from . import scalar, scalar_nn
+from . import cache_stamp, scalar
 
 __all__ = ["body_lines", "load_module", "spec_arrays", "source_digest"]
 
 _lock = threading.Lock()
 _modules = {}   # source digest -> loaded module (the in-process cache)
-
-
-def _math_digest():
-    h = hashlib.sha256()
-    for mod in (scalar, scalar_nn):
-        with open(mod.__file__, "rb") as f:
-            h.update(f.read())
-    return h.hexdigest()[:16]
-
-
-_MATH_DIGEST = None
 
 
 def spec_arrays(spec):
@@ -154,10 +143,10 @@ def header(spec):
 
 
 def source_digest(source):
-    global _MATH_DIGEST
-    if _MATH_DIGEST is None:
-        _MATH_DIGEST = _math_digest()
-    return hashlib.sha256((_MATH_DIGEST + source).encode()).hexdigest()[:24]
+    """The key of a generated source: a digest of it and of the whole kernels package, whose
+    functions the generated kernels inline (``cache_stamp.py``), so that another version of
+    lightmod sharing the cache folder never loads code compiled against other math."""
+    return hashlib.sha256((cache_stamp.package_digest() + source).encode()).hexdigest()[:24]
 
 
 def _cache_dir():

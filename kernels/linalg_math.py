@@ -12,8 +12,8 @@ a triangular factor through its *lower view* ``L[i, j] = a[i, j]`` (lower) or ``
 (upper), so one algorithm serves both layouts. Unless a docstring says otherwise the output
 matrices are written completely.
 
-NOTE: numba's on-disk cache only tracks the caller's source file; after editing this file,
-delete ``kernels/**/__pycache__/*.nbi`` / ``*.nbc`` so the launchers recompile.
+numba's on-disk cache entries of the launchers that inline this math carry a digest of the whole
+package (``cache_stamp.py``): an edit here makes them recompile.
 """
 import math
 

@@ -9,10 +9,13 @@ attributes, which numba resolves at compile time as it does for any module; the 
 constants stay on the math module itself. A function of the math module may call another one:
 the built copies look each other up among the compiled functions.
 
-numba caches a kernel on disk keyed by the file of the kernel, not of the math it inlines:
-after editing a ``*_math.py`` file delete ``kernels/**/__pycache__/*.nb[ic]``.
+numba alone would key a cached kernel by the file of the kernel, not of the math it inlines;
+``cache_stamp.py`` adds a digest of the whole package, so an edit of a ``*_math.py`` file makes
+the kernels recompile.
 """
 import types
+
+from . import cache_stamp  # noqa: F401  (stamps the cache entries made below)
 
 __all__ = ["compiled"]
 

@@ -18,6 +18,8 @@ import math
 
 from numba import njit
 
+from . import cache_stamp  # noqa: F401  (stamps the cache entries made below)
+
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def clip(x, bound):

@@ -15,14 +15,16 @@ the launcher stores into the output's dtype, which is exact for float16/float32 
 The hottest operators also exist as tiny ``inline='always'`` functions (``relu``, ``add`` ...)
 that the dispatchers call; the CPU launchers give them loops of their own, where they inline
 and vectorise (a dispatch per element is several times slower for cheap math).
-NOTE: numba's on-disk cache only tracks the caller's source file; after editing this file,
-delete ``kernels/**/__pycache__/*.nbi`` / ``*.nbc`` so the launchers recompile.
+numba's on-disk cache entries of the launchers that inline this math carry a digest of the whole
+package (``cache_stamp.py``): an edit here makes them recompile.
 """
 import math
 
 import numpy as np
 from numba import njit  # noqa: F401
 from numba.extending import register_jitable
+
+from . import cache_stamp  # noqa: F401  (stamps the cache entries made below)
 
 # --- unary codes ------------------------------------------------------------------------------
 U_RELU, U_SIGMOID, U_TANH, U_EXP, U_LOG, U_SQRT, U_RSQRT, U_SQUARE, U_ABS, U_NEGATIVE, \

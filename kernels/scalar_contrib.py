@@ -5,6 +5,8 @@ import math
 
 from numba import njit
 
+from . import cache_stamp  # noqa: F401  (stamps the cache entries made below)
+
 # the quantized ranges MXNet 1.9.1's CPU dequantize divides by (half a step beyond the largest
 # code, as its oneDNN path does)
 INT8_RANGE = 127.5

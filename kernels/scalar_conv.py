@@ -8,6 +8,8 @@ import math
 
 from numba import njit
 
+from . import cache_stamp  # noqa: F401  (stamps the cache entries made below)
+
 # Pooling types, as the kernels receive them.
 POOL_MAX, POOL_AVG, POOL_SUM, POOL_LP = 0, 1, 2, 3
 POOL_TYPES = {"max": POOL_MAX, "avg": POOL_AVG, "sum": POOL_SUM, "lp": POOL_LP}

@@ -7,6 +7,7 @@ import math
 
 from numba import njit
 
+from . import cache_stamp  # noqa: F401  (stamps the cache entries made below)
 from .scalar import clip as clip_int
 
 

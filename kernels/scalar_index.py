@@ -6,6 +6,8 @@ The leading extent is never needed (the index itself bounds it).
 """
 from numba import njit
 
+from . import cache_stamp  # noqa: F401  (stamps the cache entries made below)
+
 
 @njit(cache=True, nogil=True)
 def unravel3(i, B, C):

@@ -7,6 +7,7 @@ CPU-compiled function, so array-taking helpers (histogram's search of the bin ed
 """
 from numba import njit
 
+from . import cache_stamp  # noqa: F401  (stamps the cache entries made below)
 from .scalar_tensor import resolve_index
 
 

@@ -10,6 +10,7 @@ import math
 
 from numba import njit
 
+from . import cache_stamp  # noqa: F401  (stamps the cache entries made below)
 from .scalar_tensor import resolve_index
 
 # What the nn family of both kernel sets exports (``kernels/cpu/nn.py``, ``kernels/cuda/nn.py``

@@ -4,6 +4,8 @@ import math
 
 from numba import njit
 
+from . import cache_stamp  # noqa: F401  (stamps the cache entries made below)
+
 # Gradient requests as the numba kernels take them (GradReq.code): 0 null, 1 write, 2 add.
 REQ_NULL = 0
 REQ_WRITE = 1

@@ -14,6 +14,8 @@ import math
 
 from numba import njit
 
+from . import cache_stamp  # noqa: F401  (stamps the cache entries made below)
+
 
 @njit(cache=True, nogil=True)
 def sigmoid(x):

@@ -6,6 +6,8 @@ when it is 1. Element ``n`` of that flat view is at step ``t`` of sequence ``b``
 """
 from numba import njit
 
+from . import cache_stamp  # noqa: F401  (stamps the cache entries made below)
+
 
 @njit(cache=True, nogil=True)
 def step_and_sequence(n, dim1, inner, batch_first):

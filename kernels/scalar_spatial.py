@@ -7,6 +7,8 @@ import math
 
 from numba import njit
 
+from . import cache_stamp  # noqa: F401  (stamps the cache entries made below)
+
 
 @njit(cache=True, nogil=True)
 def linear_source(dst, in_size, out_size, align_corners):

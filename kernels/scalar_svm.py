@@ -1,6 +1,8 @@
 """Per-element math of SVMOutput's gradient, a plain ``@njit`` function both kernel halves call."""
 from numba import njit
 
+from . import cache_stamp  # noqa: F401  (stamps the cache entries made below)
+
 
 @njit(cache=True, nogil=True)
 def svm_grad(score, is_label, margin, reg, linear):

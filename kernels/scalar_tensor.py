@@ -11,6 +11,8 @@ import math
 from numba import njit
 from numba.extending import register_jitable
 
+from . import cache_stamp  # noqa: F401  (stamps the cache entries made below)
+
 # --- reduction kinds (codes passed to k.reduce_axes / k.reduce_axes_backward) -------------------
 R_SUM, R_MEAN, R_PROD, R_MAX, R_MIN, R_NANSUM, R_NANPROD, R_SUMSQ, R_NORM1, R_NORM2, \
     R_NONFINITE = range(11)

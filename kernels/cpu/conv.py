@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 import numpy as np
 from numba import njit, prange, uint64
 
+from .. import cache_stamp  # noqa: F401  (stamps the cache entries made below)
 from .. import threads as _threads
 from ..scalar_nn import ACT_RELU, activation_value
 from .blas import gemm_accumulate, gemm_function

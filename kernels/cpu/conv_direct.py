@@ -41,6 +41,7 @@ import threading
 import numpy as np
 from numba import njit, uint64
 
+from .. import cache_stamp  # noqa: F401  (stamps the cache entries made below)
 from .. import fused as _fused
 from .conv import run_parts
 from .jit import task_count

@@ -30,6 +30,7 @@ block order, so the result has the same bits on every call, serial or threaded.
 import numpy as np
 from numba import njit
 
+from .. import cache_stamp  # noqa: F401  (stamps the cache entries made below)
 from .. import fused as _fused
 from .. import threads as _threads
 from .conv import _valid_range, copy_run, copy_run_strided, fill_run

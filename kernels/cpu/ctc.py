@@ -2,6 +2,7 @@
 ``njit``, the sequences of the batch in parallel (``prange``)."""
 from numba import njit, prange
 
+from .. import cache_stamp  # noqa: F401  (stamps the cache entries made below)
 from .. import ctc_math as M
 from ..math_build import compiled
 from .jit import parallel_loop

@@ -8,6 +8,7 @@ channels never do) and add, after a 'write' request zeroed the destination.
 import numpy as np
 from numba import njit, prange
 
+from .. import cache_stamp  # noqa: F401  (stamps the cache entries made below)
 from .. import detection_math as M
 from .. import scalar_detection as S
 from ..math_build import compiled

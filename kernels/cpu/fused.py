@@ -6,6 +6,7 @@ as the cost weight). Compiled code is cached in-process per spec and on disk by 
 """
 from numba import prange
 
+from .. import cache_stamp  # noqa: F401  (stamps the cache entries made below)
 from .. import fused as _fused
 from .. import threads as _threads
 from .jit import PARALLEL_MIN, parallel_loop

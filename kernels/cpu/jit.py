@@ -13,6 +13,7 @@ import types
 
 from numba import njit
 
+from .. import cache_stamp  # noqa: F401  (stamps the cache entries made below)
 from .. import threads as _threads
 
 __all__ = ["PARALLEL_MIN", "ParallelLoop", "parallel_loop", "task_count"]

@@ -21,6 +21,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from .. import cache_stamp  # noqa: F401  (stamps the cache entries made below)
 from .. import nn_math as NM
 from .. import scalar_nn as S
 from .. import threads as _threads
@@ -162,8 +163,7 @@ def fc_backward(x, w, dy, dx, dw, db, req_x, req_w, req_b, scratch):
 
 
 # ---------------------------------------------------------------------------------------------
-# Activation (relu maps NaN to 0, as MXNet's Activation does; numba's cache of these loops is
-# keyed on this file, so a change of activation_value needs a change here too)
+# Activation (relu maps NaN to 0, as MXNet's Activation does)
 # ---------------------------------------------------------------------------------------------
 @njit(cache=True, nogil=True)
 def _act_fwd(x, out, code, lo, hi):

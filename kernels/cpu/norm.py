@@ -12,6 +12,7 @@ import math
 
 from numba import njit, prange, uint64
 
+from .. import cache_stamp  # noqa: F401  (stamps the cache entries made below)
 from ..scalar_norm import bn_input_grad_coefficients, lrn_window, req_code, store_req  # noqa: F401
 from .jit import parallel_loop
 

@@ -20,6 +20,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from .. import cache_stamp  # noqa: F401  (stamps the cache entries made below)
 from .. import optimizer_math as M
 from ..optimizer_launchers import LAUNCHER_NAMES, OptimizerLaunchers
 from .jit import ParallelLoop

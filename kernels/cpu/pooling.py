@@ -10,6 +10,7 @@ training so the backward pass is a scatter instead of a second search.
 import numpy as np
 from numba import njit, prange, uint64
 
+from .. import cache_stamp  # noqa: F401  (stamps the cache entries made below)
 from ..scalar_conv import (
     PAD_MODES,
     POOL_AVG,

@@ -14,6 +14,7 @@ this direction writes columns [offset, offset + H). Saved gates are (N, 4H): LST
 import numpy as np
 from numba import njit, prange
 
+from .. import cache_stamp  # noqa: F401  (stamps the cache entries made below)
 from .. import rnn_math as M
 from ..math_build import compiled
 from .jit import parallel_loop

@@ -8,6 +8,7 @@ run over flat views, with the view's dims passed alongside.
 """
 from numba import njit, prange
 
+from .. import cache_stamp  # noqa: F401  (stamps the cache entries made below)
 from .. import sequence_math as M
 from ..math_build import compiled
 from .jit import parallel_loop

@@ -9,6 +9,7 @@ request zeroes the destination first.
 """
 from numba import njit, prange
 
+from .. import cache_stamp  # noqa: F401  (stamps the cache entries made below)
 from .. import scalar_spatial as S
 from .. import spatial_math as M
 from ..math_build import compiled

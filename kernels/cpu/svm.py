@@ -1,6 +1,7 @@
 """CPU kernel of SVMOutput's backward (the math is ``kernels/scalar_svm.py``)."""
 from numba import njit, prange
 
+from .. import cache_stamp  # noqa: F401  (stamps the cache entries made below)
 from .. import threads as _threads
 from ..scalar_svm import svm_grad
 

@@ -11,6 +11,7 @@ import numpy as np
 from numba import njit, prange
 from numpy.lib.stride_tricks import as_strided
 
+from .. import cache_stamp  # noqa: F401  (stamps the cache entries made below)
 from ..scalar_lookup import picked_offset
 from ..scalar_tensor import histogram_bin, resolve_index
 from .elemwise import assign, store

@@ -29,6 +29,7 @@ the same kind of convolution (``winograd_weights(..., flip=True)``).
 import numpy as np
 from numba import njit, uint64
 
+from .. import cache_stamp  # noqa: F401  (stamps the cache entries made below)
 from ..scalar_nn import ACT_RELU, activation_value
 from .conv import _epilogue_args, copy_run, fill_run, run_parts
 
