@@ -26,15 +26,19 @@ gradient in a local, and writes (or adds) the leaves' gradients: one pass, no te
 :func:`body_lines` writes the body once; ``cpu/fused.py`` wraps it in a row loop (``prange``)
 and ``cuda/fused.py`` in a grid-stride loop. :func:`load_module` turns a generated source into
 a module: written once under the cache directory (``LIGHTMOD_CACHE_DIR``, else
-``$XDG_CACHE_HOME/lightmod`` or ``~/.cache/lightmod``) so numba's ``cache=True`` keeps the
-compiled code across processes, keyed by a digest of the source and of the whole kernels package
-(a new bucket length or a new bind compiles nothing; an edit of any kernel file makes new files).
+``$XDG_CACHE_HOME/lightmod`` or ``~/.cache/lightmod``), in ``fused/v-<package digest>``, so
+numba's ``cache=True`` keeps the compiled code across processes, keyed by a digest of the source
+and of the whole kernels package (a new bucket length or a new bind compiles nothing; an edit of
+any kernel file, or another version, makes new files; a version's folder unused for 30 days is
+removed).
 """
 import hashlib
 import importlib.util
 import os
+import shutil
 import sys
 import threading
+import time
 
 from . import cache_stamp, scalar
 
@@ -149,12 +153,55 @@ def source_digest(source):
     return hashlib.sha256((cache_stamp.package_digest() + source).encode()).hexdigest()[:24]
 
 
-def _cache_dir():
+# A version's folder unused (its modification time not refreshed by a process loading from it)
+# for this long is removed by the next process that writes generated sources.
+STALE_FOLDER_SECONDS = 30 * 24 * 3600
+_folder = None      # this process's folder, once made (and its siblings pruned)
+
+
+def _cache_root():
     base = os.environ.get("LIGHTMOD_CACHE_DIR")
     if not base:
         base = os.path.join(os.environ.get("XDG_CACHE_HOME") or
                             os.path.join(os.path.expanduser("~"), ".cache"), "lightmod")
     return os.path.join(base, "fused")
+
+
+def _prune(root, keep, now):
+    """Remove the version folders under ``root`` other than ``keep`` that no process has used
+    for STALE_FOLDER_SECONDS (another lightmod still in use refreshes its own on every start).
+    Errors (a folder another process is removing, permissions) are ignored."""
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(root, name)
+        if name == keep or not name.startswith("v-") or not os.path.isdir(path):
+            continue
+        try:
+            if now - os.stat(path).st_mtime > STALE_FOLDER_SECONDS:
+                shutil.rmtree(path, ignore_errors=True)
+        except OSError:
+            continue
+
+
+def _cache_dir():
+    """The folder of this kernels package's generated sources: one per package digest, so
+    that each version of lightmod keeps its own files and a version no longer used is removed
+    after a while. Made, touched (its time marks it as in use) and its stale siblings pruned
+    once per process."""
+    global _folder
+    if _folder is None:
+        root = _cache_root()
+        name = "v-" + cache_stamp.package_digest()[:16]
+        folder = os.path.join(root, name)
+        os.makedirs(folder, exist_ok=True)
+        now = time.time()
+        os.utime(folder, (now, now))
+        _prune(root, name, now)
+        _folder = folder
+    return _folder
 
 
 def load_module(prefix, source):

@@ -152,3 +152,33 @@ def test_generated_sources_are_keyed_by_the_package(monkeypatch):
     assert fused.source_digest(source + "\n") != first
     monkeypatch.setattr(cache_stamp, "package_digest", lambda: "another version")
     assert fused.source_digest(source) != first
+
+
+def test_generated_sources_live_in_a_folder_per_package_version(tmp_path, monkeypatch):
+    monkeypatch.setenv("LIGHTMOD_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(fused, "_folder", None)
+    old = tmp_path / "fused" / "v-0000000000000000"
+    old.mkdir(parents=True)
+    os.utime(old, (1, 1))                               # unused for decades
+    folder = fused._cache_dir()
+    assert folder == str(tmp_path / "fused" / ("v-" + cache_stamp.package_digest()[:16]))
+    assert os.path.isdir(folder) and not old.exists()
+    mod = fused.load_module("probe", "VALUE = 41 + 1\n")
+    assert mod.VALUE == 42 and os.path.dirname(mod.__file__) == folder
+    assert fused._cache_dir() == folder                 # decided once per process
+
+
+def test_pruning_removes_only_stale_version_folders(tmp_path):
+    root = tmp_path
+    now = 10 ** 9
+    stale = fused.STALE_FOLDER_SECONDS
+    for name, age in [("v-stale", stale + 60), ("v-recent", stale - 60), ("v-mine", stale * 3),
+                      ("other", stale * 3)]:
+        (root / name / "__pycache__").mkdir(parents=True)
+        (root / name / "m.py").write_text("x = 1\n")
+        os.utime(root / name, (now - age, now - age))
+    (root / "v-file").write_text("not a folder")
+    os.utime(root / "v-file", (1, 1))
+    fused._prune(str(root), "v-mine", now)
+    assert sorted(os.listdir(root)) == ["other", "v-file", "v-mine", "v-recent"]
+    fused._prune(str(root / "missing"), "v-mine", now)  # no folder: nothing to do
