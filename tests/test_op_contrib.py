@@ -247,3 +247,41 @@ def test_ctc_loss_bad_inputs():
     with pytest.raises(MXNetError, match="data_lengths must have shape"):
         mx.nd.ctc_loss(mx.nd.ones((3, 2, 4)), mx.nd.ones((2, 2)), mx.nd.ones(3),
                        use_data_lengths=True)
+
+
+@pytest.mark.parametrize("lengths, pattern", [
+    (([6.0, 5.0], None), r"data_lengths must lie in \[0, 5\], got 6.0 at sequence 0"),
+    (([5.0, -1.0], None), r"data_lengths must lie in \[0, 5\], got -1.0 at sequence 1"),
+    (([5.0, np.nan], None), r"data_lengths must lie in \[0, 5\], got nan"),
+    ((None, [3.0, 4.0]), r"label_lengths must lie in \[0, 3\], got 4.0 at sequence 1"),
+])
+def test_ctc_loss_lengths_outside_the_arrays_raise(lengths, pattern):
+    """A length past the data or the label would make the recursion read outside its
+    arrays (a crash before): it raises, naming the input and the sequence."""
+    data_lengths, label_lengths = lengths
+    attrs = {}
+    if data_lengths is not None:
+        attrs.update(data_lengths=mx.nd.array(data_lengths), use_data_lengths=True)
+    if label_lengths is not None:
+        attrs.update(label_lengths=mx.nd.array(label_lengths), use_label_lengths=True)
+    with pytest.raises(MXNetError, match=pattern):
+        mx.nd.ctc_loss(mx.nd.ones((5, 2, 4)), mx.nd.array([[1, 2, 1], [2, 1, 1]]), **attrs)
+
+
+def test_ctc_loss_label_classes_outside_the_alphabet_raise():
+    acts = mx.nd.array(RNG.normal(size=(5, 2, 4)), dtype="float64")
+    with pytest.raises(MXNetError, match=r"label holds 9.0, outside the classes \[0, 4\)"):
+        mx.nd.ctc_loss(acts, mx.nd.array([[9, 1], [1, 2]]))
+    with pytest.raises(MXNetError, match=r"label holds -3.0, outside the classes \[-1, 4\)"):
+        mx.nd.ctc_loss(acts, mx.nd.array([[0, 1], [-3, 2]]), blank_label="last")
+    # entries past a sequence's label length are not read, whatever they hold
+    lengths = mx.nd.array([1.0, 2.0])
+    loose = mx.nd.ctc_loss(acts, mx.nd.array([[1, 99], [1, 2]]), label_lengths=lengths,
+                           use_label_lengths=True).asnumpy()
+    clean = mx.nd.ctc_loss(acts, mx.nd.array([[1, 0], [1, 2]]), label_lengths=lengths,
+                           use_label_lengths=True).asnumpy()
+    np.testing.assert_array_equal(loose, clean)
+    # padding of either convention passes
+    last = mx.nd.ctc_loss(acts, mx.nd.array([[0, -1], [1, 2]]), blank_label="last").asnumpy()
+    np.testing.assert_allclose(last[0], _ctc_by_enumeration(acts.asnumpy()[:, 0], [0], 3),
+                               rtol=1e-10)

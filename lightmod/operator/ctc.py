@@ -9,6 +9,8 @@ sequence's frame count and label length. The output is the loss per sequence, -l
 data); the gradient with respect to data is the head gradient of each sequence times
 softmax(data) minus the posterior of each symbol (the label gets none).
 """
+import numpy as np
+
 from .common import data_grad_needed
 from .conv import scratch
 from .registry import Bool, Enum, Operator, register
@@ -72,6 +74,33 @@ class CTCLoss(Operator):
             raise self.error("data must be floating point, got %s", dtype)
         return [dtype] + [t if t is not None else dtype for t in in_types[1:]], [dtype]
 
+    def _check_values(self, p, k, frames, alphabet, label, data_lengths, label_lengths):
+        """A length beyond the data or the label, or a label class outside the alphabet, would
+        make the recursion read outside its arrays: raise instead. Labels count up to their
+        length (label_lengths), else every entry is checked (padding included: 0 with the
+        blank first, -1 with the blank last)."""
+        width = int(label.shape[1])
+        for flag, name, values, top in ((p.use_data_lengths, "data_lengths", data_lengths,
+                                         frames),
+                                        (p.use_label_lengths, "label_lengths", label_lengths,
+                                         width)):
+            if not flag:
+                continue
+            host = np.trunc(np.asarray(k.to_host(values), dtype=np.float64))
+            bad = ~((host >= 0) & (host <= top))
+            if bad.any():
+                raise self.error("%s must lie in [0, %d], got %s at sequence %d", name, top,
+                                 host[bad][0], int(np.argmax(bad)))
+        classes = np.trunc(np.asarray(k.to_host(label), dtype=np.float64))
+        if p.use_label_lengths:
+            ends = np.trunc(np.asarray(k.to_host(label_lengths), dtype=np.float64))
+            classes = classes[np.arange(width)[None, :] < ends[:, None]]
+        low = 0 if p.blank_label == "first" else -1
+        bad = ~((classes >= low) & (classes < alphabet))
+        if bad.any():
+            raise self.error("label holds %s, outside the classes [%d, %d) of data with "
+                             "blank_label='%s'", classes[bad][0], low, alphabet, p.blank_label)
+
     def _run(self, p, k, state, inputs, loss, grad, head, want_grad):
         data, label = inputs[0], inputs[1]
         frames, batch, alphabet = tuple(data.shape)
@@ -79,6 +108,7 @@ class CTCLoss(Operator):
         extra = list(inputs[2:])
         data_lengths = extra.pop(0) if p.use_data_lengths else loss
         label_lengths = extra.pop(0) if p.use_label_lengths else loss
+        self._check_values(p, k, frames, alphabet, label, data_lengths, label_lengths)
         first = p.blank_label == "first"
         k.ctc_loss(data, label, data_lengths, label_lengths, p.use_data_lengths,
                    p.use_label_lengths, 0 if first else alphabet - 1, 0 if first else -1,
