@@ -128,6 +128,25 @@ def test_json_errors():
         mx.sym.load_json(b"{}")
 
 
+@pytest.mark.parametrize("second", [
+    {"op": "relu", "name": "r", "inputs": [[1, 0, 0]]},                      # itself
+    {"op": "relu", "name": "r", "inputs": [[2, 0, 0]]},                      # a later node
+    {"op": "relu", "name": "r", "inputs": [[0, 0, 0]], "control_deps": [1]},
+    {"op": "relu", "name": "r", "inputs": [[0, 0, 0]], "control_deps": [9]},
+])
+def test_json_entries_must_name_earlier_nodes(second):
+    """A graph whose node reads itself or a later node is a cycle (MXNet writes nodes in
+    topological order): loading it raises, instead of a symbol without its arguments."""
+    doc = {"nodes": [{"op": "null", "name": "x", "inputs": []}, second,
+                     {"op": "relu", "name": "s", "inputs": [[1, 0, 0]]}],
+           "arg_nodes": [0], "heads": [[1, 0, 0]]}
+    with pytest.raises(MXNetError, match="refers to a node that is not defined before it"):
+        mx.sym.load_json(json.dumps(doc))
+    good = dict(doc, nodes=[doc["nodes"][0], {"op": "relu", "name": "r",
+                                              "inputs": [[0, 0, 0]]}, doc["nodes"][2]])
+    assert mx.sym.load_json(json.dumps(good)).list_arguments() == ["x"]
+
+
 def test_json_formatting_rules():
     # more than 10 inputs and heads make those arrays multi-line, escaping follows dmlc
     xs = [mx.sym.var("x%d" % i) for i in range(11)]

@@ -171,9 +171,12 @@ def loads(text):
             node_attrs.update({str(k): str(v) for k, v in (item.get(key) or {}).items()})
         op = None if op_name == "null" else registry.get(op_name)
         node = Node(op, name, node_attrs)
-        nodes[i] = node
+        # inputs resolve before the node itself is listed: an entry naming this node or a
+        # later one (a cycle, which no graph MXNet writes has) is refused
         node.inputs = [_entry(e, nodes, "node '%s'" % name) for e in item.get("inputs", [])]
-        node.control_deps = [nodes[int(d)] for d in item.get("control_deps", [])]
+        node.control_deps = [_entry((d, 0), nodes, "control_deps of node '%s'" % name)[0]
+                             for d in item.get("control_deps", [])]
+        nodes[i] = node
         for src, _, v in node.inputs:
             if src.op is None and v > src.version:
                 src.version = v
