@@ -104,12 +104,19 @@ def _install_failure_handlers(MPI):
     atexit.register(abort_if_a_collective_failed)
 
 
+# Seconds a failing rank waits between flushing its output and aborting the job: the
+# launcher forwards each rank's output through its own processes, and the abort kills them;
+# on a busy machine a traceback was cut off after a few lines without this pause.
+ABORT_GRACE_SECONDS = 1.0
+
+
 def _abort(MPI, code):
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):
             pass
+    time.sleep(ABORT_GRACE_SECONDS)
     MPI.COMM_WORLD.Abort(code)
 
 
