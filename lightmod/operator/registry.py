@@ -338,6 +338,9 @@ class Operator:
     # computations (common-subexpression elimination leaves them apart)
     stateful = False
     blocks_gradient = False     # every input gradient is zero (BlockGrad): none flows through
+    # False where MXNet registers no gradient (batch_take, argmax_channel...): binding a graph
+    # that sends a gradient into the operator raises, as in MXNet
+    differentiable = True
     # Extra attribute names accepted without being declared (legacy / cudnn / workspace knobs).
     ignored_params = ()
 

@@ -996,6 +996,10 @@ class Where(_IndexTypes):
 
     def infer_shape(self, p, in_shapes):
         cond, x, y = in_shapes
+        if not cond or not shape_is_known(cond):
+            # as MXNet: nothing is inferred (x and y not even unified) until the condition's
+            # shape is fully known
+            return list(in_shapes), [None]
         try:
             xy = merge_shape(x, y)
         except ValueError:
@@ -1016,6 +1020,8 @@ class Where(_IndexTypes):
     def infer_shape_backward(self, p, in_shapes, out_shapes):
         out = out_shapes[0]
         cond, x, y = in_shapes
+        if not cond or not shape_is_known(cond):
+            return list(in_shapes)
         return [cond, self.merge(x, out, "input 'x' vs the output"),
                 self.merge(y, out, "input 'y' vs the output")]
 
@@ -1358,6 +1364,7 @@ class ArgMaxChannel(_OneInput):
     """``argmax_channel``: the position of the largest value along axis 1 (the first one on
     ties), as float; the output drops that axis. Data needs at least 2 dimensions."""
     name = "argmax_channel"
+    differentiable = False     # MXNet registers no gradient
     params = {}
 
     def out_shape(self, p, s):
@@ -1852,6 +1859,7 @@ class _RowPick(_IndexTypes):
 @register
 class BatchTake(_RowPick):
     name = "batch_take"
+    differentiable = False     # MXNet registers no gradient
     inputs = ("a", "indices")
 
 
@@ -2280,6 +2288,7 @@ class Histogram(_TensorOp):
     or in the bins between the edges given as input ``bins`` (the last bin closed, values
     outside ignored, as numpy's histogram). Outputs the int64 counts and the bin edges."""
     name = "_histogram"
+    differentiable = False     # MXNet registers no gradient
     inputs = ("data",)
     optional_inputs = ("bins",)
     params = {"bin_cnt": OptInt(None, doc="Number of equal bins (None: input 'bins' gives "
