@@ -172,3 +172,12 @@ def test_rnd_is_random():
     mx.random.seed(3)
     b = mx.nd.random.uniform(shape=(4,)).asnumpy()
     np.testing.assert_array_equal(a, b)
+
+
+def test_data_dir_follows_mxnet_home(monkeypatch):
+    monkeypatch.delenv("MXNET_HOME", raising=False)
+    if sys.platform != "win32":
+        assert mx.base.data_dir_default() == os.path.join(os.path.expanduser("~"), ".mxnet")
+    assert mx.base.data_dir() == mx.base.data_dir_default()
+    monkeypatch.setenv("MXNET_HOME", "/tmp/mxnet_data")
+    assert mx.base.data_dir() == "/tmp/mxnet_data"
