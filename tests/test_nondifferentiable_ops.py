@@ -151,3 +151,35 @@ def test_where_bad_condition_shape_still_raises():
         w.infer_shape(cond=(3,), x=(2, 3), y=(2, 3))
     with pytest.raises(MXNetError):
         w.infer_shape(cond=(2, 3), x=(2, 3), y=(2, 4))
+
+
+# ---------------------------------------------------------------------------------------------
+# operators whose gradient is zero: MXNet never reads their head gradient
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("make, shape", [
+    (lambda a: mx.sym.argmax(a, axis=1, keepdims=True), (3, 4)),
+    (lambda a: mx.sym.argmin(a, axis=1), (3, 4)),
+    (lambda a: mx.sym.one_hot(a, depth=3), (4,)),
+    (lambda a: mx.sym.argsort(a), (3, 4)),
+])
+def test_zero_gradient_heads_ignore_the_head_gradient(make, shape):
+    # test_operator.py::test_order passes a (5, 5, 5, 5) head gradient for argmax's
+    # (5, 1, 5, 5) output; MXNet ignores it, as it does a missing one
+    a = mx.sym.Variable("a")
+    for head in ([mx.nd.ones((7, 7))], None):
+        exe = make(a).simple_bind(mx.cpu(), a=shape)
+        exe.arg_dict["a"][:] = np.random.default_rng(1).standard_normal(shape)
+        exe.grad_dict["a"][:] = 5.0
+        exe.forward(is_train=True)
+        exe.backward(head)
+        assert not exe.grad_dict["a"].asnumpy().any()
+
+
+def test_head_gradient_shape_still_checked_where_it_is_read():
+    a = mx.sym.Variable("a")
+    exe = mx.sym.relu(a).simple_bind(mx.cpu(), a=(3, 4))
+    exe.forward(is_train=True)
+    with pytest.raises(MXNetError, match="head gradient 0 has shape"):
+        exe.backward([mx.nd.ones((7, 7))])
+    with pytest.raises(MXNetError, match="head gradient is required"):
+        exe.backward()

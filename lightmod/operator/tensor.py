@@ -958,6 +958,7 @@ class Pick(_AlongAxis):
 @register
 class OneHot(_TensorOp):
     name = "one_hot"
+    head_grad_unused = True   # the gradient is zero: MXNet never reads the head gradient
     inputs = ("indices",)
     params = {"depth": Int(doc="Size of the one-hot dimension"),
               "on_value": Float(1.0, doc="Value at the index"),
@@ -1323,6 +1324,7 @@ class Repeat(_Repeating):
 # argmax, argmin
 # ---------------------------------------------------------------------------------------------
 class _ArgReduce(_OneInput):
+    head_grad_unused = True   # the gradient is zero: MXNet never reads the head gradient
     is_max = True
     params = {"axis": OptInt(None, doc="The axis (None: the flattened input)"),
               "keepdims": Bool(False, doc="Keep the reduced axis as a size-1 dim")}
@@ -1485,6 +1487,7 @@ class Sort(_Sorting):
 @register
 class ArgSort(_Sorting):
     name = "argsort"
+    head_grad_unused = True   # the gradient is zero: MXNet never reads the head gradient
     params = {"axis": OptInt(-1, doc="Axis to sort along (None: the flattened input)"),
               "is_ascend": Bool(True, doc="Ascending order"),
               "dtype": Dtype("float32", doc="Type of the returned indices")}
