@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from .. import engine
 from ..base import MXNetIndexError
 from .common import cleared_data_grad, data_grad_needed, zero_grads
 from .registry import (
@@ -909,9 +910,10 @@ class Take(_AlongAxis):
         a, idx = inputs
         outer, n, inner = self._geometry(p, a.shape)
         if p.mode == "raise" and not k.indices_in_range(idx, n):
-            raise self.error("input 'indices' contains indices out of bound [0, %d) for axis "
-                             "%d of input 'a' of shape %s (mode='raise')", n, p.axis,
-                             tuple(a.shape))
+            # found while computing: as MXNet, reported where the result is read
+            raise engine.DeferredOperatorError(str(self.error(
+                "input 'indices' contains indices out of bound [0, %d) for axis %d of input "
+                "'a' of shape %s (mode='raise')", n, p.axis, tuple(a.shape))))
         k.take_forward(outputs[0], a, idx, outer, n, inner, p.mode == "wrap")
 
     def scatter_kernel(self, k):
