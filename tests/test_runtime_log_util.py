@@ -181,3 +181,32 @@ def test_data_dir_follows_mxnet_home(monkeypatch):
     assert mx.base.data_dir() == mx.base.data_dir_default()
     monkeypatch.setenv("MXNET_HOME", "/tmp/mxnet_data")
     assert mx.base.data_dir() == "/tmp/mxnet_data"
+
+
+def test_context_default_ctx_class_property_is_per_thread():
+    # MXNet's test_thread_local.py::test_context: read and assigned on the class, per thread
+    import threading
+    from lightmod.context import Context
+    seen = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        before = Context.default_ctx
+
+        def other_thread():
+            Context.default_ctx = mx.gpu(11)
+            seen.append(Context.default_ctx)
+        t = threading.Thread(target=other_thread)
+        t.start()
+        t.join()
+        assert seen == [mx.gpu(11)]
+        assert Context.default_ctx == before == mx.current_context()
+        try:
+            Context.default_ctx = mx.cpu(4)
+            assert mx.current_context() == mx.cpu(4) and mx.cpu().default_ctx == mx.cpu(4)
+            with mx.cpu(2):
+                assert Context.default_ctx == mx.cpu(2)
+            assert Context.default_ctx == mx.cpu(4)
+        finally:
+            Context.default_ctx = before
+    with pytest.warns(DeprecationWarning, match="default_ctx is deprecated"):
+        Context.default_ctx
