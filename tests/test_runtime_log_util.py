@@ -186,6 +186,7 @@ def test_data_dir_follows_mxnet_home(monkeypatch):
 def test_context_default_ctx_class_property_is_per_thread():
     # MXNet's test_thread_local.py::test_context: read and assigned on the class, per thread
     import threading
+
     from lightmod.context import Context
     seen = []
     with warnings.catch_warnings():
