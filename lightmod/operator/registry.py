@@ -460,7 +460,7 @@ class Operator:
         raise MXNetError("Operator %s: backward is not defined" % self.name)
 
     def has_backward(self, p):
-        return True
+        return self.differentiable
 
     def pointwise(self, p):
         """How the executor may fuse this operator into an element-wise group, or None: a
