@@ -102,9 +102,12 @@ def digamma(x):
 
     Negative x is reflected (psi(x) = psi(1 - x) - pi / tan(pi x)), x is then raised past 12
     with psi(x) = psi(x + 1) - 1/x, and the asymptotic series in 1/x^2 finishes it (the
-    first term left out, about 0.02 / x^12, is below 3e-15 there). Poles (0, -1, ...) give nan."""
-    if x != x or (x <= 0 and x == ffloor(x)):
+    first term left out, about 0.02 / x^12, is below 3e-15 there). The poles (0, -1, ... and
+    -inf) give +inf, as MXNet 1.9.1's gamma/gammaln gradients do."""
+    if x != x:
         return math.nan
+    if x <= 0 and x == ffloor(x):
+        return math.inf
     total = 0.0
     if x < 0:
         total = -math.pi / math.tan(math.pi * x)
@@ -264,8 +267,10 @@ def unary(code, x):
     elif code == U_ERF:
         return math.erf(x)
     elif code == U_GAMMA:
-        if x <= 0 and x == ffloor(x):
-            return math.nan     # the poles; math.gamma would raise there
+        if x == 0:
+            return math.copysign(math.inf, x)   # +-0 -> +-inf, as MXNet and C's tgamma
+        if x < 0 and x == ffloor(x):
+            return math.nan     # the other poles (and -inf); math.gamma would raise there
         return math.gamma(x)
     elif code == U_GAMMALN:
         if x <= 0 and x == ffloor(x):

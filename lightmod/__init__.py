@@ -2,7 +2,8 @@
 
 ``import lightmod as mx`` gives the MXNet-shaped namespace: nd, sym/symbol, mod/module, io,
 init/initializer, optimizer, kv/kvstore, metric, callback, mon/monitor, model, rnn, test_utils,
-cpu(), gpu(), AttrScope... Importing compiles nothing and never imports numba.cuda.
+cpu(), gpu(), AttrScope, rnd/random, runtime, log, util, error... Importing compiles nothing
+and never imports numba.cuda.
 """
 from ._version import __version__
 from . import base
@@ -10,6 +11,11 @@ from .base import MXNetError
 from . import context
 from .context import Context, cpu, gpu, cpu_pinned, current_context, num_gpus
 from . import random
+from . import random as rnd
+from . import error
+from . import log
+from . import util
+from . import runtime
 # --- submodules (one line per part; keep the order: later parts import earlier ones) ---
 from . import ndarray, ndarray as nd  # noqa: E402
 from .compat import install_as_mxnet

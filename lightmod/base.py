@@ -1,13 +1,16 @@
 """Errors and small helpers shared by every part of lightmod."""
 import ctypes
 import numbers
+import os
+import platform
 import warnings
 
 import numpy as np
 
 __all__ = ["MXNetError", "MXNetIndexError", "NotBoundError", "NotImplementedForSymbol",
            "string_types", "numeric_types", "integer_types", "py_str", "check_state",
-           "mx_real_t", "NDArrayHandle", "SymbolHandle", "mx_uint", "mx_float"]
+           "mx_real_t", "NDArrayHandle", "SymbolHandle", "mx_uint", "mx_float", "data_dir",
+           "data_dir_default"]
 
 string_types = (str,)
 numeric_types = (float, int, np.generic)
@@ -22,6 +25,19 @@ NDArrayHandle = ctypes.c_void_p
 SymbolHandle = ctypes.c_void_p
 mx_uint = ctypes.c_uint
 mx_float = ctypes.c_float
+
+
+def data_dir_default():
+    """Where MXNet keeps downloaded data unless MXNET_HOME says otherwise: %APPDATA%\\mxnet on
+    Windows, ~/.mxnet elsewhere."""
+    if platform.system() == "Windows":
+        return os.path.join(os.environ.get("APPDATA", ""), "mxnet")
+    return os.path.join(os.path.expanduser("~"), ".mxnet")
+
+
+def data_dir():
+    """The data directory: $MXNET_HOME when set, else :func:`data_dir_default`."""
+    return os.environ.get("MXNET_HOME", data_dir_default())
 
 
 class MXNetError(RuntimeError):

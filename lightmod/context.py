@@ -1,13 +1,19 @@
 """Devices: Context, cpu(), gpu(), current_context()."""
 import threading
+import warnings
 
 from .base import MXNetError
 
 __all__ = ["Context", "cpu", "gpu", "cpu_pinned", "current_context", "num_gpus", "gpu_memory_info"]
 
 
+_DEFAULT_CTX_DEPRECATED = ("Context.default_ctx is deprecated: read the default context with "
+                           "mx.current_context(), set it with test_utils.set_default_context "
+                           "or 'with ctx:'")
+
+
 class _ClassProperty:
-    """A read-only property of the class itself (``Context.default_ctx``)."""
+    """A read-only property seen from instances (``ctx.default_ctx``)."""
 
     def __init__(self, getter):
         self._getter = getter
@@ -16,7 +22,22 @@ class _ClassProperty:
         return self._getter(owner)
 
 
-class Context:
+class _ContextMeta(type):
+    """``Context.default_ctx`` read and assigned on the class itself: this thread's default
+    context, as in MXNet (deprecated there, so both warn)."""
+
+    @property
+    def default_ctx(cls):
+        warnings.warn(_DEFAULT_CTX_DEPRECATED, DeprecationWarning, stacklevel=2)
+        return current_context()
+
+    @default_ctx.setter
+    def default_ctx(cls, ctx):
+        warnings.warn(_DEFAULT_CTX_DEPRECATED, DeprecationWarning, stacklevel=2)
+        Context._default_ctx.value = ctx
+
+
+class Context(metaclass=_ContextMeta):
     """A device: ``Context('cpu', 0)``, ``Context('gpu', 1)``.
 
     Several ``cpu(i)`` contexts share host memory but behave as separate replicas: arrays
@@ -24,7 +45,7 @@ class Context:
     """
     devtype2str = {1: "cpu", 2: "gpu", 3: "cpu_pinned", 5: "cpu_shared"}
     devstr2type = {"cpu": 1, "gpu": 2, "cpu_pinned": 3, "cpu_shared": 5}
-    _default = threading.local()
+    _default_ctx = threading.local()   # MXNet's name: test helpers set it directly
 
     def __init__(self, device_type, device_id=0):
         if isinstance(device_type, Context):
@@ -72,11 +93,11 @@ class Context:
         # this): each exit restores what its own entry replaced
         self._old_ctx = current_context()
         self._entered_over.append(self._old_ctx)
-        Context._default.value = self
+        Context._default_ctx.value = self
         return self
 
     def __exit__(self, *exc):
-        Context._default.value = self._entered_over.pop()
+        Context._default_ctx.value = self._entered_over.pop()
 
     @_ClassProperty
     def default_ctx(cls):
@@ -100,7 +121,7 @@ def gpu(device_id=0):
 
 
 def current_context():
-    ctx = getattr(Context._default, "value", None)
+    ctx = getattr(Context._default_ctx, "value", None)
     return ctx if ctx is not None else Context("cpu", 0)
 
 

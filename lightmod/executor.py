@@ -859,9 +859,17 @@ class Executor:
             if any(needs[e] for e in g.node_inputs[nid]):
                 for j in range(g.num_outputs[nid]):
                     needs[g.entry_start[nid] + j] = True
-        # ...and that some gradient reaches: from a head taking a head gradient, or from an
-        # operator making its own (a loss), through operators that pass gradients on (not
-        # BlockGrad). Behind BlockGrad every gradient is zero, so nothing is computed there.
+        reached = self._gradient_reach()
+        if var_req:
+            self._check_differentiable(reached)
+        return [n and r for n, r in zip(needs, reached)], var_req
+
+    def _gradient_reach(self):
+        """Whether some gradient reaches each entry: from a head taking a head gradient, or
+        from an operator making its own (a loss), through operators that pass gradients on
+        (not BlockGrad). Behind BlockGrad every gradient is zero, so nothing is computed
+        there."""
+        g = self._g
         reached = [False] * g.num_entries
         for eid in g.heads:
             nid = g.entry_node[eid]
@@ -875,7 +883,25 @@ class Executor:
                 continue
             for e in g.node_inputs[nid]:
                 reached[e] = True
-        return [n and r for n, r in zip(needs, reached)], var_req
+        return reached
+
+    def _check_differentiable(self, reached):
+        """Raise MXNetError when a gradient reaches an operator that has none.
+
+        As in MXNet, any requested gradient makes the backward graph cover everything a head
+        gradient reaches, whether or not the operator's own inputs need one; only
+        BlockGrad/stop_gradient after the operator (or no gradient at all) avoids it."""
+        g = self._g
+        heads = set(g.heads)    # every head is given a gradient, whatever its operator
+        for nid in g.op_nids:
+            op = g.nodes[nid].op
+            outs = range(g.entry_start[nid], g.entry_start[nid] + g.num_outputs[nid])
+            if not op.differentiable and any(reached[e] or e in heads for e in outs):
+                raise MXNetError(
+                    "Operator %s is non-differentiable (MXNet registers no gradient for it), "
+                    "but a gradient reaches node '%s'. Put stop_gradient (BlockGrad) after it "
+                    "or bind without gradients (grad_req='null')."
+                    % (op.name, g.nodes[nid].name))
 
     def _runs_backward(self, nid, needs):
         """Whether operator ``nid`` has a backward step: an input needs a gradient and one

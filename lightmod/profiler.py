@@ -206,9 +206,18 @@ def dumps(reset=False, format="table", sort_by="total", ascending=False):
         s["max"] = max(s["max"], ms)
     for s in stats.values():
         s["avg"] = s["total"] / s["count"]
-    if format == "json":
-        return json.dumps({"%s/%s" % k: v for k, v in stats.items()})
     rows = sorted(stats.items(), key=lambda kv: kv[1][sort_by], reverse=not ascending)
+    if format == "json":
+        # MXNet's layout: {"Time": {category: {name: {"Count", "Total", "Min", "Max", "Avg"}}},
+        # "Memory": {...}, "Unit": {...}}, each category's entries in the requested order.
+        # lightmod records no memory statistics, so "Memory" is empty.
+        by_category = {}
+        for (cat, name), s in rows:
+            by_category.setdefault(cat, {})[name] = {
+                "Count": s["count"], "Total": s["total"], "Min": s["min"], "Max": s["max"],
+                "Avg": s["avg"]}
+        return json.dumps({"Time": by_category, "Memory": {},
+                           "Unit": {"Time": "ms", "Memory": "kB"}})
     lines = ["Profile Statistics (milliseconds; compile time listed separately)",
              "%-12s %-40s %8s %12s %10s %10s %10s" % ("Category", "Name", "Count", "Total",
                                                      "Min", "Max", "Avg")]

@@ -57,7 +57,7 @@ def default_context():
 
 def set_default_context(ctx):
     """Make ``ctx`` the current (and so the default test) context of this thread."""
-    Context._default.value = ctx
+    Context._default_ctx.value = ctx
 
 
 def default_dtype():

@@ -161,3 +161,24 @@ def test_a_failure_inside_the_inference_plan_is_reported_where_the_output_is_rea
     for arr in clean.arg_dict.values():
         arr[:] = 0.5
     np.testing.assert_allclose(clean.forward(is_train=False)[0].asnumpy(), np.full((4, 2), 1.25))
+
+
+def test_take_out_of_range_in_raise_mode_is_reported_at_the_read():
+    # MXNet 1.9.1 (test_operator.py::test_take): the forward call returns, reading the output
+    # raises
+    data, idx = mx.sym.Variable("a"), mx.sym.Variable("indices")
+    exe = mx.sym.take(data, mx.sym.BlockGrad(idx), mode="raise").simple_bind(
+        mx.cpu(), a=(3, 2), indices=(2,))
+    exe.arg_dict["indices"][:] = mx.nd.array([3, -6])
+    exe.forward(is_train=True)
+    with pytest.raises(MXNetError, match="out of bound"):
+        exe.outputs[0].asnumpy()
+    exe.arg_dict["a"][:] = np.arange(6.0).reshape(3, 2)
+    exe.arg_dict["indices"][:] = mx.nd.array([2, 0])
+    exe.forward(is_train=True)
+    np.testing.assert_array_equal(exe.outputs[0].asnumpy(), [[4, 5], [0, 1]])
+    late = mx.nd.take(mx.nd.ones((3,)), mx.nd.array([5.0]), mode="raise")
+    with pytest.raises(MXNetError, match="out of bound"):
+        late.asnumpy()
+    np.testing.assert_array_equal(
+        mx.nd.take(mx.nd.arange(3), mx.nd.array([2.0, 0.0]), mode="raise").asnumpy(), [2, 0])

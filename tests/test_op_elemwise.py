@@ -162,9 +162,11 @@ def test_new_unary_special_values():
 def test_gamma_poles_and_digamma():
     from lightmod.kernels.scalar import digamma
     with np.errstate(invalid="ignore"):
-        out = oh.forward("gamma", {}, [np.array([0.0, -1.0, -2.0, 5.0])])[0][0]
+        out = oh.forward("gamma", {}, [np.array([0.0, -0.0, -1.0, -2.0, -np.inf, 5.0])])[0][0]
         ln = oh.forward("gammaln", {}, [np.array([0.0, -3.0, 1.0, 30.0])])[0][0]
-    assert np.isnan(out[:3]).all() and out[3] == 24.0
+    # MXNet 1.9.1 (and C's tgamma): gamma(+-0) = +-inf, nan at the negative integers and -inf
+    assert out[0] == np.inf and out[1] == -np.inf
+    assert np.isnan(out[2:5]).all() and out[5] == 24.0
     np.testing.assert_allclose(ln, [np.inf, np.inf, 0.0, math.lgamma(30.0)], rtol=1e-14)
     # psi(1) = -euler_gamma, psi(1/2) = -euler_gamma - 2 log 2, psi(n + 1) = psi(n) + 1 / n
     euler = 0.5772156649015329
@@ -172,7 +174,24 @@ def test_gamma_poles_and_digamma():
     assert abs(digamma(0.5) + euler + 2 * math.log(2)) < 1e-14
     for x in (-2.5, -0.3, 0.7, 3.2, 40.0):
         assert abs(digamma(x + 1) - digamma(x) - 1 / x) < 1e-12, x
-    assert math.isnan(digamma(-2.0)) and math.isnan(digamma(float("nan")))
+    # the poles: +inf, as MXNet's gradients of gamma and gammaln give there
+    assert digamma(-2.0) == digamma(0.0) == digamma(-0.0) == digamma(-math.inf) == math.inf
+    assert math.isnan(digamma(float("nan")))
+
+
+def test_gamma_and_gammaln_gradients_at_the_poles_match_mxnet():
+    # values MXNet 1.9.1 gives (float32): x, gamma'(x), gammaln'(x)
+    x = np.array([0.0, -0.0, -1.0, -2.0, np.inf, -np.inf, np.nan])
+    want_gamma = [np.inf, -np.inf, np.nan, np.nan, np.inf, np.nan, np.nan]
+    want_gammaln = [np.inf, np.inf, np.inf, np.inf, np.inf, np.inf, np.nan]
+    for op, want in (("gamma", want_gamma), ("gammaln", want_gammaln)):
+        v = mx.sym.Variable("x")
+        exe = getattr(mx.sym, op)(v).simple_bind(mx.cpu(), x=x.shape)
+        exe.arg_dict["x"][:] = x
+        exe.forward(is_train=True)
+        exe.backward(mx.nd.ones(x.shape))
+        np.testing.assert_array_equal(exe.grad_dict["x"].asnumpy(), np.array(want, np.float32),
+                                      err_msg=op)
 
 
 def test_unary_dtypes():

@@ -236,8 +236,12 @@ def test_batch_dot(batch, m, k, n, ta, tb):
 
 
 def test_batch_dot_shapes_and_errors():
-    ins, outs = shapes("batch_dot", {}, [(5, 2, 0), (0, 3, 4)])
-    assert ins == [(5, 2, 3), (5, 3, 4)] and outs == [(5, 2, 4)]
+    # MXNet 1.9.1 completes neither input from the other; an unknown contracted dim leaves
+    # the output unknown (test_infer_shape.py::test_batch_dot_partial_shape)
+    ins, outs = shapes("batch_dot", {}, [(5, 2, 0), (5, 3, 4)])
+    assert ins == [(5, 2, 0), (5, 3, 4)] and outs == [None]
+    ins, outs = shapes("batch_dot", {}, [(0, 2, 3), (0, 3, 4)])
+    assert ins == [(0, 2, 3), (0, 3, 4)] and outs == [(0, 2, 4)]
     raises("batch_dot", {}, [(2, 3, 4), (3, 4, 5)], "batch dim", "(2, 3, 4)", "(3, 4, 5)")
     raises("batch_dot", {}, [(2, 3, 4), (2, 5, 5)], "contracted", "(2, 5, 5)")
     raises("batch_dot", {}, [(3, 4), (4, 5)], "(3, 4)", "N >= 3")

@@ -66,8 +66,35 @@ def test_domain_objects_and_aggregate_table():
     counter += 2
     domain.new_marker("epoch").mark()
     stats = json.loads(profiler.dumps(format="json"))
-    assert stats["train:task/step"]["count"] == 3
+    assert stats["Time"]["train:task"]["step"]["Count"] == 3
     assert counter.value == 2
+
+
+def test_aggregate_json_layout_and_order_follow_mxnet():
+    # MXNet 1.9.1 (test_profiler.py::test_aggregate_stats_valid_json_return / _sorting):
+    # {"Time": {category: {name: {Count, Total, Min, Max, Avg}}}, "Memory": {}, "Unit": {}},
+    # each category's entries ordered by sort_by / ascending
+    from collections import OrderedDict
+    profiler.set_state("run")
+    domain = profiler.Domain("work")
+    for name, repeats in (("once", 1), ("thrice", 3), ("twice", 2)):
+        task = domain.new_task(name)
+        for _ in range(repeats):
+            with task:
+                pass
+    profiler.set_state("stop")
+    stats = json.loads(profiler.dumps(format="json"))
+    assert set(stats) == {"Time", "Memory", "Unit"}
+    assert stats["Unit"] == {"Time": "ms", "Memory": "kB"}
+    entry = stats["Time"]["work:task"]["twice"]
+    assert set(entry) == {"Count", "Total", "Min", "Max", "Avg"} and entry["Count"] == 2
+    assert entry["Min"] <= entry["Avg"] <= entry["Max"]
+    assert abs(entry["Total"] - 2 * entry["Avg"]) < 1e-9
+    for ascending in (False, True):
+        ordered = json.loads(profiler.dumps(format="json", sort_by="count", ascending=ascending),
+                             object_pairs_hook=OrderedDict)
+        counts = [e["Count"] for e in ordered["Time"]["work:task"].values()]
+        assert counts == sorted(counts, reverse=not ascending)
 
 
 def test_bad_arguments_are_refused():

@@ -5,6 +5,8 @@ Forward/backward call the kernel set ``k`` (``kernels/cpu/nn.py`` or ``kernels/c
 nothing here imports numba. Arrays are reshaped to the 2-D / 3-D views the kernels expect
 (a free view for numpy arrays and numba device arrays alike).
 """
+import math
+
 import numpy as np
 
 from .common import assign_shape, known, no_head_gradient, prod, zero_grads
@@ -294,6 +296,12 @@ class Dropout(Operator):
         state["dropout_applied"] = applied
         if not applied:
             k.copy(out, x)
+            return
+        if p.p == 1.0:
+            # MXNet scales the kept (here: none) by 1 / (1 - p) = inf, and 0 * inf is nan: the
+            # output and the gradient are nan everywhere (test_operator.py::test_dropout)
+            k.fill(mask, math.nan)
+            k.fill(out, math.nan)
             return
         from .. import rng as _random
         shape = self._mask_shape(p, tuple(x.shape))

@@ -265,11 +265,11 @@ class BatchDot(_Product):
         kb, n = (b[-1], b[-2]) if p.transpose_b else (b[-2], b[-1])
         if ka and kb and ka != kb:
             raise self.shape_error(a, b, p, "contracted dims %d vs %d" % (ka, kb))
-        kk = ka or kb
-        batch = tuple(batch)
-        a = batch + ((kk, m) if p.transpose_a else (m, kk))
-        b = batch + ((n, kk) if p.transpose_b else (kk, n))
-        return [a, b], [batch + (m, n)]
+        # As MXNet: an unknown contracted dim leaves the output unknown, and neither input is
+        # completed from the other (x=(0, 3, 4), y=(0, 0, 5) stay as they are)
+        if not (ka and kb):
+            return [a, b], [None]
+        return [a, b], [tuple(batch) + (m, n)]
 
     def flags(self, p, a, b):
         return p.transpose_a, p.transpose_b
@@ -440,12 +440,14 @@ class _Finiteness(_TensorOp):
 @register
 class AllFinite(_Finiteness):
     name = "all_finite"
+    differentiable = False     # MXNet registers no gradient
     params = {"init_output": Bool(True, doc="Set the output to 1 before checking")}
 
 
 @register
 class MultiAllFinite(_Finiteness):
     name = "multi_all_finite"
+    differentiable = False     # MXNet registers no gradient
     variadic = "num_arrays"
     params = {"num_arrays": Int(1, doc="Number of arrays checked"),
               "init_output": Bool(True, doc="Set the output to 1 before checking")}

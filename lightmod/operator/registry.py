@@ -338,6 +338,9 @@ class Operator:
     # computations (common-subexpression elimination leaves them apart)
     stateful = False
     blocks_gradient = False     # every input gradient is zero (BlockGrad): none flows through
+    # False where MXNet registers no gradient (batch_take, argmax_channel...): binding a graph
+    # that sends a gradient into the operator raises, as in MXNet
+    differentiable = True
     # Extra attribute names accepted without being declared (legacy / cudnn / workspace knobs).
     ignored_params = ()
 
@@ -457,7 +460,7 @@ class Operator:
         raise MXNetError("Operator %s: backward is not defined" % self.name)
 
     def has_backward(self, p):
-        return True
+        return self.differentiable
 
     def pointwise(self, p):
         """How the executor may fuse this operator into an element-wise group, or None: a

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from .. import engine
 from ..base import MXNetIndexError
 from .common import cleared_data_grad, data_grad_needed, zero_grads
 from .registry import (
@@ -909,9 +910,10 @@ class Take(_AlongAxis):
         a, idx = inputs
         outer, n, inner = self._geometry(p, a.shape)
         if p.mode == "raise" and not k.indices_in_range(idx, n):
-            raise self.error("input 'indices' contains indices out of bound [0, %d) for axis "
-                             "%d of input 'a' of shape %s (mode='raise')", n, p.axis,
-                             tuple(a.shape))
+            # found while computing: as MXNet, reported where the result is read
+            raise engine.DeferredOperatorError(str(self.error(
+                "input 'indices' contains indices out of bound [0, %d) for axis %d of input "
+                "'a' of shape %s (mode='raise')", n, p.axis, tuple(a.shape))))
         k.take_forward(outputs[0], a, idx, outer, n, inner, p.mode == "wrap")
 
     def scatter_kernel(self, k):
@@ -958,6 +960,7 @@ class Pick(_AlongAxis):
 @register
 class OneHot(_TensorOp):
     name = "one_hot"
+    head_grad_unused = True   # the gradient is zero: MXNet never reads the head gradient
     inputs = ("indices",)
     params = {"depth": Int(doc="Size of the one-hot dimension"),
               "on_value": Float(1.0, doc="Value at the index"),
@@ -996,6 +999,10 @@ class Where(_IndexTypes):
 
     def infer_shape(self, p, in_shapes):
         cond, x, y = in_shapes
+        if not cond or not shape_is_known(cond):
+            # as MXNet: nothing is inferred (x and y not even unified) until the condition's
+            # shape is fully known
+            return list(in_shapes), [None]
         try:
             xy = merge_shape(x, y)
         except ValueError:
@@ -1016,6 +1023,8 @@ class Where(_IndexTypes):
     def infer_shape_backward(self, p, in_shapes, out_shapes):
         out = out_shapes[0]
         cond, x, y = in_shapes
+        if not cond or not shape_is_known(cond):
+            return list(in_shapes)
         return [cond, self.merge(x, out, "input 'x' vs the output"),
                 self.merge(y, out, "input 'y' vs the output")]
 
@@ -1317,6 +1326,7 @@ class Repeat(_Repeating):
 # argmax, argmin
 # ---------------------------------------------------------------------------------------------
 class _ArgReduce(_OneInput):
+    head_grad_unused = True   # the gradient is zero: MXNet never reads the head gradient
     is_max = True
     params = {"axis": OptInt(None, doc="The axis (None: the flattened input)"),
               "keepdims": Bool(False, doc="Keep the reduced axis as a size-1 dim")}
@@ -1358,6 +1368,7 @@ class ArgMaxChannel(_OneInput):
     """``argmax_channel``: the position of the largest value along axis 1 (the first one on
     ties), as float; the output drops that axis. Data needs at least 2 dimensions."""
     name = "argmax_channel"
+    differentiable = False     # MXNet registers no gradient
     params = {}
 
     def out_shape(self, p, s):
@@ -1478,6 +1489,7 @@ class Sort(_Sorting):
 @register
 class ArgSort(_Sorting):
     name = "argsort"
+    head_grad_unused = True   # the gradient is zero: MXNet never reads the head gradient
     params = {"axis": OptInt(-1, doc="Axis to sort along (None: the flattened input)"),
               "is_ascend": Bool(True, doc="Ascending order"),
               "dtype": Dtype("float32", doc="Type of the returned indices")}
@@ -1852,6 +1864,7 @@ class _RowPick(_IndexTypes):
 @register
 class BatchTake(_RowPick):
     name = "batch_take"
+    differentiable = False     # MXNet registers no gradient
     inputs = ("a", "indices")
 
 
@@ -2280,6 +2293,7 @@ class Histogram(_TensorOp):
     or in the bins between the edges given as input ``bins`` (the last bin closed, values
     outside ignored, as numpy's histogram). Outputs the int64 counts and the bin edges."""
     name = "_histogram"
+    differentiable = False     # MXNet registers no gradient
     inputs = ("data",)
     optional_inputs = ("bins",)
     params = {"bin_cnt": OptInt(None, doc="Number of equal bins (None: input 'bins' gives "
