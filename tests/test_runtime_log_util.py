@@ -77,7 +77,10 @@ def test_log_levels_are_the_logging_levels():
                                logging.DEBUG, logging.NOTSET)
 
 
-def test_get_logger_stderr_format(capsys):
+def test_get_logger_stderr_format(capsys, monkeypatch):
+    # records also reach the root logger's handlers; one that an earlier test left on a
+    # stream now closed would print its own error here
+    monkeypatch.setattr(logging.root, "handlers", [])
     logger = mx.log.get_logger("lightmod_test_log_stderr", level=mx.log.INFO)
     logger.debug("hidden")            # below INFO
     logger.info("hello %d", 7)
