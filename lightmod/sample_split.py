@@ -192,11 +192,21 @@ _PARALLEL_FOLD = 1 << 16     # parameter-gradient elements from which the foldin
 
 class _Workers:
     """Persistent worker threads that each run one task of a region, the caller running the
-    first; one region at a time (a second caller runs its tasks itself, serially)."""
+    first; one region at a time (a second caller runs its tasks itself, serially).
+
+    A posted task is run by whoever takes it from ``_tasks`` first (under ``_claim``): its
+    worker when it wakes, or the caller once its own task is done. So a worker that the OS
+    has not scheduled yet (a busy machine) or that is still waking up costs the region
+    nothing: the caller runs that slice itself. Which thread runs a slice never changes the
+    bits (each slice is computed the same way, the gradients folded in child order). A worker
+    that wakes to an empty slot (its task taken back, or a spare wake-up) goes back to waiting;
+    the slot only holds a task while its region runs, so a late worker can never run a task
+    of a region that has ended."""
 
     def __init__(self, count):
         self.pid = os.getpid()      # a forked process has the object but not the threads
         self._busy = threading.Lock()
+        self._claim = threading.Lock()
         self._start = [threading.Semaphore(0) for _ in range(count)]
         self._done = threading.Semaphore(0)
         self._tasks = [None] * count
@@ -205,46 +215,73 @@ class _Workers:
             threading.Thread(target=self._loop, args=(i,), daemon=True,
                              name="lightmod-split-%d" % (i + 1)).start()
 
+    def _take(self, i):
+        """Task ``i`` if nobody took it yet (it is then the caller's to run), else None."""
+        with self._claim:
+            task, self._tasks[i] = self._tasks[i], None
+        return task
+
+    def _wait_for_post(self, i):
+        """Wait until a task may have been posted for worker ``i``."""
+        self._start[i].acquire()
+
     def _loop(self, i):
         _threads().serial_thread()
         while True:
-            self._start[i].acquire()
+            self._wait_for_post(i)
+            task = self._take(i)
+            if task is None:
+                continue        # the caller took it back
             try:
-                self._tasks[i]()
+                task()
             except BaseException as err:   # handed to the caller
                 self._errors[i] = err
-            self._tasks[i] = None
             self._done.release()
 
     def run(self, tasks):
         """Run ``tasks`` (callables) at once, each with serial kernels; the first on the
-        calling thread. Returns after all finished; re-raises the first error."""
+        calling thread, which then runs every task a worker has not begun. Returns after all
+        finished; re-raises the first error (in task order)."""
         threads = _threads()
         if not self._busy.acquire(blocking=False):
-            threads.enter_serial() if not threads.in_serial() else None
+            entered = not threads.in_serial()    # (nested in a region: already serial)
+            if entered:
+                threads.enter_serial()
             try:
                 for task in tasks:
                     task()
             finally:
-                threads.leave_serial()
+                if entered:
+                    threads.leave_serial()
             return
         try:
             threads.enter_serial()
-            others = tasks[1:]
-            for i, task in enumerate(others):
+            others = len(tasks) - 1
+            for i in range(others):
                 self._errors[i] = None
-                self._tasks[i] = task
+                with self._claim:
+                    self._tasks[i] = tasks[i + 1]
                 self._start[i].release()
             error = None
             try:
                 tasks[0]()
             except BaseException as err:
                 error = err
-            for _ in others:
+            running = 0         # tasks the workers took
+            for i in range(others):
+                task = self._take(i)
+                if task is None:
+                    running += 1
+                    continue
+                self._start[i].acquire(blocking=False)      # its wake-up is not needed now
+                try:
+                    task()
+                except BaseException as err:
+                    self._errors[i] = err
+            for _ in range(running):
                 self._done.acquire()
             threads.leave_serial()
-            error = error or next((e for e in self._errors[:len(others)] if e is not None),
-                                  None)
+            error = error or next((e for e in self._errors[:others] if e is not None), None)
             if error is not None:
                 raise error
         finally:
