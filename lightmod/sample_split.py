@@ -48,6 +48,7 @@ devices, a monitor or the profiler (checked per call) keep the parent's plan.
 """
 import os
 import threading
+import time
 
 import numpy as np
 
@@ -188,6 +189,87 @@ def _separable(g, shapes, stypes, is_train):
 # the worker threads
 # ---------------------------------------------------------------------------------------------
 _PARALLEL_FOLD = 1 << 16     # parameter-gradient elements from which the folding is threaded
+SPIN_SECONDS = 200e-6        # how long a thread polls for the other side before it blocks
+_spin = None                 # the compiled polling loops (numba: only when the pool starts)
+
+
+def _spin_loops():
+    """(wait_for_post, wait_for_finish), two GIL-free polling loops.
+
+    Waking a thread blocked on a semaphore costs ~40-100 us on a virtual machine (a futex
+    wake-up of a halted CPU, then Python's Condition); a region of a small layer lasts a few
+    hundred. So a worker polls a counter for up to ``SPIN_SECONDS`` before it blocks, and the
+    caller polls the workers' counters before it blocks on ``_done``. Each poll is an atomic
+    (acquire) load, which the compiler cannot hoist out of the loop, followed by the CPU's
+    spin-wait hint (x86 ``pause``). Without the GIL the other thread keeps running Python
+    meanwhile. (``sched_yield`` between polls instead hands the core to any other runnable
+    process on a busy machine: the worker then missed 90% of its tasks.)"""
+    global _spin
+    if _spin is None:
+        import platform
+
+        from llvmlite import ir
+        from numba import njit, types
+        from numba.core import cgutils
+        from numba.extending import intrinsic
+
+        pause = platform.machine().lower() in ("x86_64", "amd64")
+
+        @intrinsic
+        def load_acquire(typingctx, arr, i):
+            def codegen(context, builder, sig, args):
+                ary = context.make_array(sig.args[0])(context, builder, args[0])
+                ptr = cgutils.get_item_pointer(context, builder, sig.args[0], ary, [args[1]])
+                return builder.load_atomic(ptr, "acquire", 8)
+            return arr.dtype(arr, i), codegen
+
+        @intrinsic
+        def relax(typingctx):
+            def codegen(context, builder, sig, args):
+                if pause:
+                    hint = cgutils.get_or_insert_function(
+                        builder.module, ir.FunctionType(ir.VoidType(), []),
+                        "llvm.x86.sse2.pause")
+                    builder.call(hint, [])
+                return context.get_dummy_value()
+            return types.void(), codegen
+
+        @njit(cache=True, nogil=True)
+        def wait_for_post(posted, finished, i, finished_gen, seen, spins):
+            # publish the finished task here, with the GIL released: the caller that sees it
+            # takes the GIL without waiting for this thread
+            finished[i] = finished_gen
+            for _ in range(spins):
+                if load_acquire(posted, i) != seen:
+                    return True
+                relax()
+            return load_acquire(posted, i) != seen
+
+        @njit(cache=True, nogil=True)
+        def wait_for_finish(finished, expected, spins):
+            for _ in range(spins + 1):
+                done = True
+                for i in range(expected.size):
+                    if expected[i] >= 0 and load_acquire(finished, i) != expected[i]:
+                        done = False
+                if done:
+                    return True
+                relax()
+            return False
+
+        _spin = wait_for_post, wait_for_finish
+    return _spin
+
+
+def _calibrate_spins(wait_for_post):
+    """Polling iterations that last about ``SPIN_SECONDS``."""
+    posted, finished = np.zeros(1, np.int64), np.zeros(1, np.int64)
+    wait_for_post(posted, finished, 0, 0, 0, 1)     # load the compiled loop
+    trial = 4096
+    start = time.perf_counter()
+    wait_for_post(posted, finished, 0, 0, 0, trial)
+    each = max((time.perf_counter() - start) / trial, 1e-8)
+    return int(min(max(SPIN_SECONDS / each, 1), 1 << 20))
 
 
 class _Workers:
@@ -201,7 +283,13 @@ class _Workers:
     bits (each slice is computed the same way, the gradients folded in child order). A worker
     that wakes to an empty slot (its task taken back, or a spare wake-up) goes back to waiting;
     the slot only holds a task while its region runs, so a late worker can never run a task
-    of a region that has ended."""
+    of a region that has ended.
+
+    Hand-off: posting a task bumps the worker's counter in ``_posted`` (which a worker polls
+    for a while after each task, see ``_spin_loops``) and releases its semaphore (where it
+    blocks after that); a worker that ran the task of post ``g`` releases ``_done`` and then
+    sets ``_finished[i] = g`` (which the caller polls before it blocks on ``_done``). The
+    semaphores decide, the counters only save the wake-ups."""
 
     def __init__(self, count):
         self.pid = os.getpid()      # a forked process has the object but not the threads
@@ -209,33 +297,48 @@ class _Workers:
         self._claim = threading.Lock()
         self._start = [threading.Semaphore(0) for _ in range(count)]
         self._done = threading.Semaphore(0)
-        self._tasks = [None] * count
+        self._tasks = [None] * count    # (post number, task) while posted and not taken
         self._errors = [None] * count
+        self._posted = np.zeros(count, np.int64)
+        self._finished = np.zeros(count, np.int64)
+        self._expected = np.full(count, -1, np.int64)
+        self._wait_for_post, self._wait_for_finish = _spin_loops()
+        self.spins = _calibrate_spins(self._wait_for_post)
         for i in range(count):
             threading.Thread(target=self._loop, args=(i,), daemon=True,
                              name="lightmod-split-%d" % (i + 1)).start()
 
     def _take(self, i):
-        """Task ``i`` if nobody took it yet (it is then the caller's to run), else None."""
+        """(post number, task) of worker ``i`` if nobody took it yet, else None."""
         with self._claim:
-            task, self._tasks[i] = self._tasks[i], None
-        return task
+            posted, self._tasks[i] = self._tasks[i], None
+        return posted
 
-    def _wait_for_post(self, i):
-        """Wait until a task may have been posted for worker ``i``."""
-        self._start[i].acquire()
+    def _post(self, i, task):
+        gen = int(self._posted[i]) + 1
+        with self._claim:
+            self._tasks[i] = (gen, task)
+        self._start[i].release()
+        self._posted[i] = gen       # after the release: a worker that sees it finds the token
 
     def _loop(self, i):
         _threads().serial_thread()
+        seen = finished = 0
         while True:
-            self._wait_for_post(i)
-            task = self._take(i)
-            if task is None:
-                continue        # the caller took it back
+            if self._wait_for_post(self._posted, self._finished, i, finished, seen, self.spins):
+                self._start[i].acquire(blocking=False)     # the token of the post it saw
+            else:
+                self._start[i].acquire()
+            seen = int(self._posted[i])
+            posted = self._take(i)
+            if posted is None:
+                continue        # the caller took it back (or a spare token)
+            gen, task = posted
             try:
                 task()
             except BaseException as err:   # handed to the caller
                 self._errors[i] = err
+            finished = gen
             self._done.release()
 
     def run(self, tasks):
@@ -259,27 +362,30 @@ class _Workers:
             others = len(tasks) - 1
             for i in range(others):
                 self._errors[i] = None
-                with self._claim:
-                    self._tasks[i] = tasks[i + 1]
-                self._start[i].release()
+                self._post(i, tasks[i + 1])
             error = None
             try:
                 tasks[0]()
             except BaseException as err:
                 error = err
+            expected = self._expected
+            expected[:] = -1
             running = 0         # tasks the workers took
             for i in range(others):
-                task = self._take(i)
-                if task is None:
+                posted = self._take(i)
+                if posted is None:
+                    expected[i] = self._posted[i]
                     running += 1
                     continue
                 self._start[i].acquire(blocking=False)      # its wake-up is not needed now
                 try:
-                    task()
+                    posted[1]()
                 except BaseException as err:
                     self._errors[i] = err
-            for _ in range(running):
-                self._done.acquire()
+            if running:
+                self._wait_for_finish(self._finished, expected, self.spins)
+                for _ in range(running):
+                    self._done.acquire()
             threads.leave_serial()
             error = error or next((e for e in self._errors[:others] if e is not None), None)
             if error is not None:

@@ -35,6 +35,17 @@ def late_workers(monkeypatch):
     return delay
 
 
+@pytest.fixture(params=["poll", "block"])
+def make_workers(request):
+    """``_Workers`` whose threads poll for posts and finishes for a long time (~20 ms) or
+    block at once (a single poll), so both hand-offs are exercised."""
+    def make(count):
+        workers = sample_split._Workers(count)
+        workers.spins = workers.spins * 100 if request.param == "poll" else 1
+        return workers
+    return make
+
+
 def _recording_tasks(count, log, region):
     """Tasks that record (task, region seen while running, thread name) into ``log``."""
     def task(k):
@@ -55,8 +66,8 @@ def _run_regions(workers, count, regions, region, log):
 
 
 @pytest.mark.parametrize("count", [2, 3])
-def test_caller_runs_what_late_workers_did_not_begin(late_workers, count):
-    workers = sample_split._Workers(count - 1)
+def test_caller_runs_what_late_workers_did_not_begin(late_workers, make_workers, count):
+    workers = make_workers(count - 1)
     log, region = [], [None]
     _run_regions(workers, count, 5, region, log)
     # every task ran once, in its own region, on the calling thread
@@ -67,8 +78,8 @@ def test_caller_runs_what_late_workers_did_not_begin(late_workers, count):
     assert len(log) == 5 * count and all(r is not None for _, r, _ in log)
 
 
-def test_prompt_worker_runs_its_task():
-    workers = sample_split._Workers(1)
+def test_prompt_worker_runs_its_task(make_workers):
+    workers = make_workers(1)
     ran = []
     for _ in range(20):
         event = threading.Event()
@@ -83,11 +94,11 @@ def test_prompt_worker_runs_its_task():
     assert set(ran) == {WORKER_PREFIX + "1"}
 
 
-def test_late_worker_never_runs_a_task_outside_its_region(late_workers):
+def test_late_worker_never_runs_a_task_outside_its_region(late_workers, make_workers):
     """Workers slow by random amounts around the regions' length: the caller takes some tasks,
     the workers others (one woken in an earlier region may take the current region's task);
     each task runs exactly once and while its own region runs."""
-    workers = sample_split._Workers(2)
+    workers = make_workers(2)
     rng = np.random.RandomState(0)
     log, region = [], [None]
 
@@ -114,9 +125,9 @@ def test_late_worker_never_runs_a_task_outside_its_region(late_workers):
 
 @pytest.mark.parametrize("late", [False, True])
 @pytest.mark.parametrize("failing", [0, 1, 2])
-def test_errors_propagate(late_workers, late, failing):
+def test_errors_propagate(late_workers, make_workers, late, failing):
     late_workers[0] = 0.02 if late else 0
-    workers = sample_split._Workers(2)
+    workers = make_workers(2)
     ran = []
 
     def task(k):
@@ -147,6 +158,23 @@ def test_nested_region_runs_serially_and_stays_serial():
     workers.run([outer, lambda: None])
     assert seen == [threading.current_thread().name] * 2 + [True]
     assert not threads.in_serial()
+
+
+def test_idle_workers_do_not_hold_a_core():
+    """Polling is bounded: between regions the workers block and burn no CPU."""
+    workers = sample_split._Workers(2)
+    workers.run([lambda: None] * 3)
+    time.sleep(max(0.1, 20 * sample_split.SPIN_SECONDS))     # (and the other tests' polls)
+    start = time.process_time()
+    time.sleep(0.3)
+    assert time.process_time() - start < 0.03
+
+
+def test_polls_are_bounded_in_time():
+    workers = sample_split._Workers(1)
+    started = time.perf_counter()
+    workers._wait_for_post(workers._posted, workers._finished, 0, 0, 0, workers.spins)
+    assert time.perf_counter() - started < 0.05 + 20 * sample_split.SPIN_SECONDS
 
 
 def _train_step(exe, seed):
