@@ -23,9 +23,11 @@ never on the machine's load):
   the per-child parameter gradients; a buffer of the parent that shares memory with another
   one (a recycled forward-only plan) is not sliced, the child plans its own.
 
-A forward or backward then runs child ``i`` on thread ``i`` (the caller runs child 0) with
-numba's thread count 1 in every participating thread, OpenBLAS at one thread for the duration,
-and ``refresh()`` / ``task_count`` answering 1 there, so no operator starts threads of its own.
+A forward or backward then runs child ``i`` on thread ``i`` (the caller runs child 0, and
+then any child whose worker has not begun yet: a worker that the OS keeps waiting on a busy
+machine delays nothing) with numba's thread count 1 in every participating thread, OpenBLAS at
+one thread for the duration, and ``refresh()`` / ``task_count`` answering 1 there, so no
+operator starts threads of its own. Which thread runs a child never changes the bits.
 
 What splits
 -----------
