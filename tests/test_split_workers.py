@@ -2,6 +2,7 @@
 every task a worker has not begun, so a late worker costs nothing and changes no bits; a worker
 that wakes late finds its task taken and never runs a task outside its region; errors of any
 task reach the caller; the split's results do not depend on which thread ran which slice."""
+import os
 import threading
 import time
 
@@ -38,10 +39,14 @@ def late_workers(monkeypatch):
 @pytest.fixture(params=["poll", "block"])
 def make_workers(request):
     """``_Workers`` whose threads poll for posts and finishes for a long time (~20 ms) or
-    block at once (a single poll), so both hand-offs are exercised."""
+    block at once, so both hand-offs are exercised."""
     def make(count):
         workers = sample_split._Workers(count)
-        workers.spins = workers.spins * 100 if request.param == "poll" else 1
+        if request.param == "poll":
+            workers.post_polls, workers.finish_polls = (
+                workers.post_polls * 100 + 1000, workers.finish_polls * 100 + 1000)
+        else:
+            workers.post_polls = workers.finish_polls = 0
         return workers
     return make
 
@@ -160,21 +165,29 @@ def test_nested_region_runs_serially_and_stays_serial():
     assert not threads.in_serial()
 
 
+def _cpu_seconds(thread):
+    with open("/proc/self/task/%d/stat" % thread.native_id) as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")   # utime + stime
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs Linux's /proc")
 def test_idle_workers_do_not_hold_a_core():
     """Polling is bounded: between regions the workers block and burn no CPU."""
     workers = sample_split._Workers(2)
     workers.run([lambda: None] * 3)
-    time.sleep(max(0.1, 20 * sample_split.SPIN_SECONDS))     # (and the other tests' polls)
-    start = time.process_time()
-    time.sleep(0.3)
-    assert time.process_time() - start < 0.03
+    time.sleep(max(0.05, 20 * sample_split.POST_POLL_SECONDS))
+    before = [_cpu_seconds(t) for t in workers.threads]
+    time.sleep(0.5)
+    after = [_cpu_seconds(t) for t in workers.threads]
+    assert all(b - a <= 0.02 for a, b in zip(before, after)), (before, after)
 
 
 def test_polls_are_bounded_in_time():
     workers = sample_split._Workers(1)
     started = time.perf_counter()
-    workers._wait_for_post(workers._posted, workers._finished, 0, 0, 0, workers.spins)
-    assert time.perf_counter() - started < 0.05 + 20 * sample_split.SPIN_SECONDS
+    workers._wait_for_post(workers._posted, workers._finished, 0, 0, 0, workers.post_polls)
+    assert time.perf_counter() - started < 0.05 + 20 * sample_split.POST_POLL_SECONDS
 
 
 def _train_step(exe, seed):
