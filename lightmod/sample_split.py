@@ -50,7 +50,6 @@ devices, a monitor or the profiler (checked per call) keep the parent's plan.
 """
 import os
 import threading
-import time
 
 import numpy as np
 
@@ -193,83 +192,22 @@ def _separable(g, shapes, stypes, is_train):
 _PARALLEL_FOLD = 1 << 16     # parameter-gradient elements from which the folding is threaded
 POST_POLL_SECONDS = 200e-6   # how long a worker polls for its next task before it blocks
 FINISH_POLL_SECONDS = 200e-6  # how long the caller polls for the workers' finish
-_polls = None                 # (wait_for_post, wait_for_finish) once compiled (numba: when a pool starts)
 
 
 def _poll_loops():
-    """(wait_for_post, wait_for_finish), two GIL-free polling loops.
+    """(wait_for_post, wait_for_finish): lightmod/split_poll.py's GIL-free polls, or where
+    they do not apply, a single look each."""
+    from . import split_poll
+    if split_poll.available():
+        return split_poll.wait_for_post, split_poll.wait_for_finish
 
-    Waking a thread blocked on a semaphore costs ~40-100 us on this kind of virtual machine (a
-    futex wake-up of a halted virtual CPU, then Python's Condition); a region of a small layer
-    lasts a few hundred. So a worker polls its counter in ``_posted`` for up to
-    ``POST_POLL_SECONDS`` after each task before it blocks, and the caller polls the workers'
-    counters in ``_finished`` for up to ``FINISH_POLL_SECONDS`` before it blocks on ``_done``
-    (lenet.conv1's split forward: 429 -> 386-390 us, its data gradient 473 -> 406-413 us).
+    def wait_for_post(posted, finished, i, finished_gen, seen, poll_ns):
+        finished[i] = finished_gen
+        return posted[i] != seen
 
-    Each poll is an atomic (acquire) load, which the compiler cannot hoist out of the loop,
-    then ``sched_yield``: on a busy core the other runnable threads go first, so polling never
-    keeps a core from them (with the CPU's ``pause`` hint instead, a polling worker took the
-    core from the caller on a loaded machine: +100 us a region); a poll is bounded, so nothing
-    spins between regions. Without the GIL the other thread keeps running Python meanwhile."""
-    global _polls
-    if _polls is None:
-        from numba import njit, types
-        from numba.core import cgutils
-        from numba.extending import intrinsic
-
-        sched_yield = types.ExternalFunction("sched_yield", types.int32())
-
-        @intrinsic
-        def load_acquire(typingctx, arr, i):
-            def codegen(context, builder, sig, args):
-                ary = context.make_array(sig.args[0])(context, builder, args[0])
-                ptr = cgutils.get_item_pointer(context, builder, sig.args[0], ary, [args[1]])
-                return builder.load_atomic(ptr, "acquire", 8)
-            return arr.dtype(arr, i), codegen
-
-        @njit(cache=True, nogil=True)
-        def wait_for_post(posted, finished, i, finished_gen, seen, polls):
-            # publish the finished task here, with the GIL released: the caller that sees it
-            # takes the GIL without waiting for this thread to block
-            finished[i] = finished_gen
-            for _ in range(polls):
-                if load_acquire(posted, i) != seen:
-                    return True
-                sched_yield()
-            return load_acquire(posted, i) != seen
-
-        @njit(cache=True, nogil=True)
-        def wait_for_finish(finished, expected, polls):
-            for _ in range(polls + 1):
-                done = True
-                for i in range(expected.size):
-                    if expected[i] >= 0 and load_acquire(finished, i) != expected[i]:
-                        done = False
-                if done:
-                    return True
-                sched_yield()
-            return False
-
-        _polls = wait_for_post, wait_for_finish
-    return _polls
-
-
-def _calibrate_polls(wait_for_post, wait_for_finish):
-    """Polling iterations of each loop that last about ``POST_POLL_SECONDS`` and
-    ``FINISH_POLL_SECONDS``."""
-    posted, finished = np.zeros(1, np.int64), np.zeros(1, np.int64)
-    never = np.ones(1, np.int64)
-
-    def each(poll, trial):
-        poll(1)     # load the compiled loop
-        start = time.perf_counter()
-        poll(trial)
-        return max((time.perf_counter() - start) / trial, 1e-8)
-
-    post = each(lambda n: wait_for_post(posted, finished, 0, 0, 0, n), 4096)
-    finish = each(lambda n: wait_for_finish(finished, never, n), 256)
-    return (int(min(POST_POLL_SECONDS / post, 1 << 20)),
-            int(min(FINISH_POLL_SECONDS / finish, 1 << 20)))
+    def wait_for_finish(finished, expected, poll_ns):
+        return bool(np.all((expected < 0) | (finished == expected)))
+    return wait_for_post, wait_for_finish
 
 
 class _Workers:
@@ -286,7 +224,7 @@ class _Workers:
     of a region that has ended.
 
     Hand-off: posting a task bumps the worker's counter in ``_posted`` (which a worker polls
-    for a while after each task, see ``_poll_loops``) and releases its semaphore (where it
+    for a while after each task, see lightmod/split_poll.py) and releases its semaphore (where it
     blocks after that); a worker that ran the task of post ``g`` releases ``_done`` and then
     sets ``_finished[i] = g`` (which the caller polls before it blocks on ``_done``). The
     semaphores decide, the counters only save the wake-ups."""
@@ -303,8 +241,8 @@ class _Workers:
         self._finished = np.zeros(count, np.int64)
         self._expected = np.full(count, -1, np.int64)
         self._wait_for_post, self._wait_for_finish = _poll_loops()
-        self.post_polls, self.finish_polls = _calibrate_polls(self._wait_for_post,
-                                                              self._wait_for_finish)
+        self.post_poll_ns = int(POST_POLL_SECONDS * 1e9)
+        self.finish_poll_ns = int(FINISH_POLL_SECONDS * 1e9)
         self.threads = [threading.Thread(target=self._loop, args=(i,), daemon=True,
                                          name="lightmod-split-%d" % (i + 1))
                         for i in range(count)]
@@ -329,7 +267,7 @@ class _Workers:
         seen = finished = 0
         while True:
             if self._wait_for_post(self._posted, self._finished, i, finished, seen,
-                                   self.post_polls):
+                                   self.post_poll_ns):
                 self._start[i].acquire(blocking=False)     # the token of the post it saw
             else:
                 self._start[i].acquire()
@@ -387,7 +325,7 @@ class _Workers:
                 except BaseException as err:
                     self._errors[i] = err
             if running:
-                self._wait_for_finish(self._finished, expected, self.finish_polls)
+                self._wait_for_finish(self._finished, expected, self.finish_poll_ns)
                 for _ in range(running):
                     self._done.acquire()
             threads.leave_serial()

@@ -42,11 +42,8 @@ def make_workers(request):
     block at once, so both hand-offs are exercised."""
     def make(count):
         workers = sample_split._Workers(count)
-        if request.param == "poll":
-            workers.post_polls, workers.finish_polls = (
-                workers.post_polls * 100 + 1000, workers.finish_polls * 100 + 1000)
-        else:
-            workers.post_polls = workers.finish_polls = 0
+        poll_ns = 20_000_000 if request.param == "poll" else 0
+        workers.post_poll_ns = workers.finish_poll_ns = poll_ns
         return workers
     return make
 
@@ -183,11 +180,30 @@ def test_idle_workers_do_not_hold_a_core():
     assert all(b - a <= 0.02 for a, b in zip(before, after)), (before, after)
 
 
-def test_polls_are_bounded_in_time():
+@pytest.mark.parametrize("poll_ns", [0, 200_000, 20_000_000])
+def test_polls_end_at_their_deadline(poll_ns):
     workers = sample_split._Workers(1)
+    posted, finished = np.zeros(2, np.int64), np.zeros(2, np.int64)
     started = time.perf_counter()
-    workers._wait_for_post(workers._posted, workers._finished, 0, 0, 0, workers.post_polls)
-    assert time.perf_counter() - started < 0.05 + 20 * sample_split.POST_POLL_SECONDS
+    assert not workers._wait_for_post(posted, finished, 1, 7, 0, poll_ns)
+    assert not workers._wait_for_finish(finished, np.array([-1, 8]), poll_ns)
+    elapsed = time.perf_counter() - started
+    assert finished[1] == 7
+    assert 2 * poll_ns * 1e-9 <= elapsed < 2 * poll_ns * 1e-9 + 0.1
+    posted[1] = 1
+    assert workers._wait_for_post(posted, finished, 1, 7, 0, 10 ** 12)     # no wait
+    assert workers._wait_for_finish(finished, np.array([-1, 7]), 10 ** 12)
+
+
+def test_polls_see_another_threads_store():
+    workers = sample_split._Workers(1)
+    posted, finished = np.zeros(1, np.int64), np.zeros(1, np.int64)
+    timer = threading.Timer(0.05, lambda: posted.__setitem__(0, 3))
+    timer.start()
+    started = time.perf_counter()
+    assert workers._wait_for_post(posted, finished, 0, 0, 0, 5 * 10 ** 9)
+    assert time.perf_counter() - started < 2
+    timer.join()
 
 
 def _train_step(exe, seed):
