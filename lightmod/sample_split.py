@@ -23,9 +23,11 @@ never on the machine's load):
   the per-child parameter gradients; a buffer of the parent that shares memory with another
   one (a recycled forward-only plan) is not sliced, the child plans its own.
 
-A forward or backward then runs child ``i`` on thread ``i`` (the caller runs child 0) with
-numba's thread count 1 in every participating thread, OpenBLAS at one thread for the duration,
-and ``refresh()`` / ``task_count`` answering 1 there, so no operator starts threads of its own.
+A forward or backward then runs child ``i`` on thread ``i`` (the caller runs child 0, and
+then any child whose worker has not begun yet: a worker that the OS keeps waiting on a busy
+machine delays nothing) with numba's thread count 1 in every participating thread, OpenBLAS at
+one thread for the duration, and ``refresh()`` / ``task_count`` answering 1 there, so no
+operator starts threads of its own. Which thread runs a child never changes the bits.
 
 What splits
 -----------
@@ -188,63 +190,146 @@ def _separable(g, shapes, stypes, is_train):
 # the worker threads
 # ---------------------------------------------------------------------------------------------
 _PARALLEL_FOLD = 1 << 16     # parameter-gradient elements from which the folding is threaded
+POST_POLL_SECONDS = 200e-6   # how long a worker polls for its next task before it blocks
+FINISH_POLL_SECONDS = 200e-6  # how long the caller polls for the workers' finish
+
+
+def _poll_loops():
+    """(wait_for_post, wait_for_finish): lightmod/split_poll.py's GIL-free polls, or where
+    they do not apply, a single look each."""
+    from . import split_poll
+    if split_poll.available():
+        return split_poll.wait_for_post, split_poll.wait_for_finish
+
+    def wait_for_post(posted, finished, i, finished_gen, seen, poll_ns):
+        finished[i] = finished_gen
+        return posted[i] != seen
+
+    def wait_for_finish(finished, expected, poll_ns):
+        return bool(np.all((expected < 0) | (finished == expected)))
+    return wait_for_post, wait_for_finish
 
 
 class _Workers:
     """Persistent worker threads that each run one task of a region, the caller running the
-    first; one region at a time (a second caller runs its tasks itself, serially)."""
+    first; one region at a time (a second caller runs its tasks itself, serially).
+
+    A posted task is run by whoever takes it from ``_tasks`` first (under ``_claim``): its
+    worker when it wakes, or the caller once its own task is done. So a worker that the OS
+    has not scheduled yet (a busy machine) or that is still waking up costs the region
+    nothing: the caller runs that slice itself. Which thread runs a slice never changes the
+    bits (each slice is computed the same way, the gradients folded in child order). A worker
+    that wakes to an empty slot (its task taken back, or a spare wake-up) goes back to waiting;
+    the slot only holds a task while its region runs, so a late worker can never run a task
+    of a region that has ended.
+
+    Hand-off: posting a task bumps the worker's counter in ``_posted`` (which a worker polls
+    for a while after each task, see lightmod/split_poll.py) and releases its semaphore (where it
+    blocks after that); a worker that ran the task of post ``g`` releases ``_done`` and then
+    sets ``_finished[i] = g`` (which the caller polls before it blocks on ``_done``). The
+    semaphores decide, the counters only save the wake-ups."""
 
     def __init__(self, count):
         self.pid = os.getpid()      # a forked process has the object but not the threads
         self._busy = threading.Lock()
+        self._claim = threading.Lock()
         self._start = [threading.Semaphore(0) for _ in range(count)]
         self._done = threading.Semaphore(0)
-        self._tasks = [None] * count
+        self._tasks = [None] * count    # (post number, task) while posted and not taken
         self._errors = [None] * count
-        for i in range(count):
-            threading.Thread(target=self._loop, args=(i,), daemon=True,
-                             name="lightmod-split-%d" % (i + 1)).start()
+        self._posted = np.zeros(count, np.int64)
+        self._finished = np.zeros(count, np.int64)
+        self._expected = np.full(count, -1, np.int64)
+        self._wait_for_post, self._wait_for_finish = _poll_loops()
+        self.post_poll_ns = int(POST_POLL_SECONDS * 1e9)
+        self.finish_poll_ns = int(FINISH_POLL_SECONDS * 1e9)
+        self.threads = [threading.Thread(target=self._loop, args=(i,), daemon=True,
+                                         name="lightmod-split-%d" % (i + 1))
+                        for i in range(count)]
+        for thread in self.threads:
+            thread.start()
+
+    def _take(self, i):
+        """(post number, task) of worker ``i`` if nobody took it yet, else None."""
+        with self._claim:
+            posted, self._tasks[i] = self._tasks[i], None
+        return posted
+
+    def _post(self, i, task):
+        gen = int(self._posted[i]) + 1
+        with self._claim:
+            self._tasks[i] = (gen, task)
+        self._start[i].release()
+        self._posted[i] = gen       # after the release: a worker that sees it finds the token
 
     def _loop(self, i):
         _threads().serial_thread()
+        seen = finished = 0
         while True:
-            self._start[i].acquire()
+            if self._wait_for_post(self._posted, self._finished, i, finished, seen,
+                                   self.post_poll_ns):
+                self._start[i].acquire(blocking=False)     # the token of the post it saw
+            else:
+                self._start[i].acquire()
+            seen = int(self._posted[i])
+            posted = self._take(i)
+            if posted is None:
+                continue        # the caller took it back (or a spare token)
+            gen, task = posted
             try:
-                self._tasks[i]()
+                task()
             except BaseException as err:   # handed to the caller
                 self._errors[i] = err
-            self._tasks[i] = None
+            finished = gen
             self._done.release()
 
     def run(self, tasks):
         """Run ``tasks`` (callables) at once, each with serial kernels; the first on the
-        calling thread. Returns after all finished; re-raises the first error."""
+        calling thread, which then runs every task a worker has not begun. Returns after all
+        finished; re-raises the first error (in task order)."""
         threads = _threads()
         if not self._busy.acquire(blocking=False):
-            threads.enter_serial() if not threads.in_serial() else None
+            entered = not threads.in_serial()    # (nested in a region: already serial)
+            if entered:
+                threads.enter_serial()
             try:
                 for task in tasks:
                     task()
             finally:
-                threads.leave_serial()
+                if entered:
+                    threads.leave_serial()
             return
         try:
             threads.enter_serial()
-            others = tasks[1:]
-            for i, task in enumerate(others):
+            others = len(tasks) - 1
+            for i in range(others):
                 self._errors[i] = None
-                self._tasks[i] = task
-                self._start[i].release()
+                self._post(i, tasks[i + 1])
             error = None
             try:
                 tasks[0]()
             except BaseException as err:
                 error = err
-            for _ in others:
-                self._done.acquire()
+            expected = self._expected
+            expected[:] = -1
+            running = 0         # tasks the workers took
+            for i in range(others):
+                posted = self._take(i)
+                if posted is None:
+                    expected[i] = self._posted[i]
+                    running += 1
+                    continue
+                self._start[i].acquire(blocking=False)      # its wake-up is not needed now
+                try:
+                    posted[1]()
+                except BaseException as err:
+                    self._errors[i] = err
+            if running:
+                self._wait_for_finish(self._finished, expected, self.finish_poll_ns)
+                for _ in range(running):
+                    self._done.acquire()
             threads.leave_serial()
-            error = error or next((e for e in self._errors[:len(others)] if e is not None),
-                                  None)
+            error = error or next((e for e in self._errors[:others] if e is not None), None)
             if error is not None:
                 raise error
         finally:
