@@ -21,6 +21,7 @@ import sys
 import time
 
 import numpy as np
+from bench_inference import _loadavg
 
 BURN = "while True:\n    pass\n"
 
@@ -55,13 +56,6 @@ def run_worker(backend, model, steps):
         times.append(time.perf_counter() - t0)
     ms = np.array(times) * 1e3
     return {"median": float(np.median(ms)), "p90": float(np.percentile(ms, 90))}
-
-
-def _loadavg():
-    try:
-        return os.getloadavg()[0]
-    except OSError:
-        return float("nan")
 
 
 def main():
