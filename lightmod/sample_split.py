@@ -195,17 +195,17 @@ FINISH_POLL_SECONDS = 200e-6  # how long the caller polls for the workers' finis
 
 
 def _poll_loops():
-    """(wait_for_post, wait_for_finish): lightmod/split_poll.py's GIL-free polls, or where
+    """(wait_for_post, wait_for_finish): kernels/cpu/split_poll.py's GIL-free polls, or where
     they do not apply, a single look each."""
-    from . import split_poll
+    from .kernels.cpu import split_poll
     if split_poll.available():
         return split_poll.wait_for_post, split_poll.wait_for_finish
 
-    def wait_for_post(posted, finished, i, finished_gen, seen, poll_ns):
+    def wait_for_post(posted, finished, i, finished_gen, seen, poll_ns, timespec):
         finished[i] = finished_gen
         return posted[i] != seen
 
-    def wait_for_finish(finished, expected, poll_ns):
+    def wait_for_finish(finished, expected, poll_ns, timespec):
         return bool(np.all((expected < 0) | (finished == expected)))
     return wait_for_post, wait_for_finish
 
@@ -224,7 +224,7 @@ class _Workers:
     of a region that has ended.
 
     Hand-off: posting a task bumps the worker's counter in ``_posted`` (which a worker polls
-    for a while after each task, see lightmod/split_poll.py) and releases its semaphore (where it
+    for a while after each task, see kernels/cpu/split_poll.py) and releases its semaphore (where it
     blocks after that); a worker that ran the task of post ``g`` releases ``_done`` and then
     sets ``_finished[i] = g`` (which the caller polls before it blocks on ``_done``). The
     semaphores decide, the counters only save the wake-ups."""
@@ -240,6 +240,8 @@ class _Workers:
         self._posted = np.zeros(count, np.int64)
         self._finished = np.zeros(count, np.int64)
         self._expected = np.full(count, -1, np.int64)
+        self._clock = np.zeros((count + 1, 2), np.int64)   # polls' clock scratch: a row per
+        #                                                    worker, the last the caller's
         self._wait_for_post, self._wait_for_finish = _poll_loops()
         self.post_poll_ns = int(POST_POLL_SECONDS * 1e9)
         self.finish_poll_ns = int(FINISH_POLL_SECONDS * 1e9)
@@ -267,7 +269,7 @@ class _Workers:
         seen = finished = 0
         while True:
             if self._wait_for_post(self._posted, self._finished, i, finished, seen,
-                                   self.post_poll_ns):
+                                   self.post_poll_ns, self._clock[i]):
                 self._start[i].acquire(blocking=False)     # the token of the post it saw
             else:
                 self._start[i].acquire()
@@ -325,7 +327,8 @@ class _Workers:
                 except BaseException as err:
                     self._errors[i] = err
             if running:
-                self._wait_for_finish(self._finished, expected, self.finish_poll_ns)
+                self._wait_for_finish(self._finished, expected, self.finish_poll_ns,
+                                      self._clock[-1])
                 for _ in range(running):
                     self._done.acquire()
             threads.leave_serial()

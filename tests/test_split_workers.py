@@ -180,19 +180,24 @@ def test_idle_workers_do_not_hold_a_core():
     assert all(b - a <= 0.02 for a, b in zip(before, after)), (before, after)
 
 
+CLOCK = np.zeros(2, np.int64)     # the polls' clock scratch
+
+
 @pytest.mark.parametrize("poll_ns", [0, 200_000, 20_000_000])
 def test_polls_end_at_their_deadline(poll_ns):
     workers = sample_split._Workers(1)
     posted, finished = np.zeros(2, np.int64), np.zeros(2, np.int64)
+    workers._wait_for_post(posted, finished, 1, 7, 0, 0, CLOCK)     # compiled (or loaded)
+    workers._wait_for_finish(finished, np.array([-1, 8]), 0, CLOCK)  # before the timing
     started = time.perf_counter()
-    assert not workers._wait_for_post(posted, finished, 1, 7, 0, poll_ns)
-    assert not workers._wait_for_finish(finished, np.array([-1, 8]), poll_ns)
+    assert not workers._wait_for_post(posted, finished, 1, 7, 0, poll_ns, CLOCK)
+    assert not workers._wait_for_finish(finished, np.array([-1, 8]), poll_ns, CLOCK)
     elapsed = time.perf_counter() - started
     assert finished[1] == 7
     assert 2 * poll_ns * 1e-9 <= elapsed < 2 * poll_ns * 1e-9 + 0.1
     posted[1] = 1
-    assert workers._wait_for_post(posted, finished, 1, 7, 0, 10 ** 12)     # no wait
-    assert workers._wait_for_finish(finished, np.array([-1, 7]), 10 ** 12)
+    assert workers._wait_for_post(posted, finished, 1, 7, 0, 10 ** 12, CLOCK)     # no wait
+    assert workers._wait_for_finish(finished, np.array([-1, 7]), 10 ** 12, CLOCK)
 
 
 def test_polls_see_another_threads_store():
@@ -201,7 +206,7 @@ def test_polls_see_another_threads_store():
     timer = threading.Timer(0.05, lambda: posted.__setitem__(0, 3))
     timer.start()
     started = time.perf_counter()
-    assert workers._wait_for_post(posted, finished, 0, 0, 0, 5 * 10 ** 9)
+    assert workers._wait_for_post(posted, finished, 0, 0, 0, 5 * 10 ** 9, CLOCK)
     assert time.perf_counter() - started < 2
     timer.join()
 

@@ -15,13 +15,16 @@ blocks on their semaphore.
 
 Linux only (``sched_yield``, ``clock_gettime``); :func:`available` says whether it applies.
 Imported on the first split bind (it compiles, or loads from numba's cache, the two loops).
+Each poll reads the clock into a caller-owned 2-element ``timespec`` scratch, so a region
+allocates nothing.
 """
 import sys
 
-import numpy as np
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+from .. import cache_stamp  # noqa: F401  (stamps the cache entries made below)
 
 __all__ = ["available", "wait_for_post", "wait_for_finish"]
 
@@ -61,12 +64,11 @@ def _now_ns(timespec):
 
 
 @njit(cache=True, nogil=True)
-def wait_for_post(posted, finished, i, finished_gen, seen, poll_ns):
+def wait_for_post(posted, finished, i, finished_gen, seen, poll_ns, timespec):
     """Set ``finished[i] = finished_gen``, then poll until ``posted[i] != seen`` (True) or
     for ``poll_ns`` nanoseconds (False). Called without the GIL: a caller that sees the
     finished count takes the GIL without waiting for this thread."""
     finished[i] = finished_gen
-    timespec = np.empty(2, np.int64)
     deadline = _now_ns(timespec) + poll_ns
     while _load_acquire(posted, i) == seen:
         if _now_ns(timespec) >= deadline:
@@ -76,10 +78,9 @@ def wait_for_post(posted, finished, i, finished_gen, seen, poll_ns):
 
 
 @njit(cache=True, nogil=True)
-def wait_for_finish(finished, expected, poll_ns):
+def wait_for_finish(finished, expected, poll_ns, timespec):
     """Poll until ``finished[i] == expected[i]`` wherever ``expected[i] >= 0`` (True) or for
     ``poll_ns`` nanoseconds (False)."""
-    timespec = np.empty(2, np.int64)
     deadline = _now_ns(timespec) + poll_ns
     while True:
         done = True
