@@ -7,6 +7,8 @@ The script is written exactly as it would be for MXNet 1.x (swap the import for 
 import argparse
 import logging
 
+import numpy as np
+
 import lightmod as mx
 from lightmod.data import load_digits
 
@@ -29,6 +31,7 @@ def main():
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     mx.random.seed(42)
+    np.random.seed(42)      # NDArrayIter shuffles with numpy's generator, as MXNet's does
 
     x_train, y_train = load_digits("train", flat=True)
     x_val, y_val = load_digits("val", flat=True)

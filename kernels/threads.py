@@ -1,4 +1,5 @@
-"""How many threads lightmod's CPU kernels use: numba's ``prange`` loops and the OpenBLAS behind
+"""How many threads lightmod's CPU kernels use: numba's ``prange`` loops, the matrix products
+that kernels/cpu/gemm.py cuts into parts for lightmod's own threads, and the OpenBLAS behind
 ``np.matmul``.
 
 The default: one count, fixed once per process
@@ -12,9 +13,11 @@ The first kernel call fixes the count from, in this order:
 
 never more than numba's pool (``NUMBA_NUM_THREADS``). numba uses that count in every thread
 that runs kernels (numba keeps the count per calling thread, so it is applied in each);
-numpy's bundled OpenBLAS gets ``min(count, its own count at the first look)``, so
-``OPENBLAS_NUM_THREADS=1`` stays respected. ``lightmod info`` shows the count and where it
-came from; :func:`describe` returns the same.
+matrix products are cut into at most ``min(count, OpenBLAS's own count at the first look)``
+parts (:func:`product_threads`), and numpy's bundled OpenBLAS gets that count too, so
+``OPENBLAS_NUM_THREADS=1`` stays respected. While the parts of a product run, OpenBLAS is held
+at one thread (:func:`hold_blas_single`). ``lightmod info`` shows the count and where it came
+from; :func:`describe` returns the same.
 
 Why fixed: results must not depend on what else the machine does. OpenBLAS splits a product
 between its threads by blocks of the result, and with some core types (``OPENBLAS_CORETYPE=
@@ -54,7 +57,8 @@ import threading
 import time
 
 __all__ = ["refresh", "current", "cap", "describe", "blas_threads", "set_blas_threads",
-           "serial_thread", "enter_serial", "leave_serial", "in_serial", "REFRESH_SECONDS"]
+           "serial_thread", "enter_serial", "leave_serial", "in_serial", "hold_blas_single",
+           "release_blas_single", "product_threads", "REFRESH_SECONDS"]
 
 REFRESH_SECONDS = 1.0
 
@@ -68,6 +72,7 @@ _last = None            # (wall, own cpu, busy seconds or None) at the last look
 _cpus = None            # CPUs this process may run on
 _blas = None            # (set, get) ctypes functions of numpy's OpenBLAS, or False
 _blas_applied = None    # the BLAS count we set last
+_blas_holds = 0         # callers that need OpenBLAS at one thread now (hold_blas_single)
 _local = threading.local()      # the numba count applied in this thread
 _lock = threading.Lock()
 
@@ -244,6 +249,11 @@ def _init():
     _cap = count        # last: other threads take a set _cap as "all of it is set"
 
 
+def _blas_target(n):
+    """OpenBLAS's count for a policy count ``n``: one while anybody holds it there."""
+    return 1 if _blas_holds else min(n, _blas_cap)
+
+
 def _apply(n):
     """Make numba (in this thread) and OpenBLAS use ``n`` threads."""
     global _blas_applied
@@ -251,8 +261,8 @@ def _apply(n):
         import numba
         numba.set_num_threads(n)
         _local.numba = n
-    if _blas_cap is not None and _blas_applied != min(n, _blas_cap):
-        _blas_applied = min(n, _blas_cap)
+    if _blas_cap is not None and _blas_applied != _blas_target(n):
+        _blas_applied = _blas_target(n)
         set_blas_threads(_blas_applied)
 
 
@@ -278,9 +288,17 @@ def refresh():
                     _threads = 1
                 _next_look = now + REFRESH_SECONDS
     if getattr(_local, "numba", None) != _threads or (
-            _blas_cap is not None and _blas_applied != min(_threads, _blas_cap)):
+            _blas_cap is not None and _blas_applied != _blas_target(_threads)):
         _apply(_threads)
     return _threads
+
+
+def product_threads():
+    """How many threads a matrix product may use now: :func:`refresh`'s count, at most
+    OpenBLAS's own count at the first look (``OPENBLAS_NUM_THREADS=1`` keeps products on
+    one thread)."""
+    n = refresh()
+    return n if _blas_cap is None else min(n, _blas_cap)
 
 
 def current():
@@ -322,17 +340,42 @@ def enter_serial():
     """Start a region where the calling thread and the worker threads each run serial
     kernels at once: the calling thread becomes serial and OpenBLAS (a process-wide count)
     uses one thread until :func:`leave_serial`."""
-    global _blas_applied
     serial_thread()
-    if _blas_cap is not None and _blas_applied != 1:
-        _blas_applied = 1
-        set_blas_threads(1)
+    hold_blas_single()
 
 
 def leave_serial():
     """End the region: the calling thread and OpenBLAS use the policy's count again."""
     _local.serial = False
+    release_blas_single()
     _apply(_threads)
+
+
+def hold_blas_single():
+    """Keep OpenBLAS (a process-wide count) at one thread until the matching
+    :func:`release_blas_single`. Holds nest and may come from several threads at once: the
+    count goes back to the policy's only when the last one is released. Products cut into
+    parts run each part on one OpenBLAS thread this way (kernels/cpu/gemm.py), and
+    OpenBLAS's bits depend on its count."""
+    global _blas_holds, _blas_applied
+    if _cap is None:
+        refresh()
+    with _lock:
+        _blas_holds += 1
+        if _blas_cap is not None and _blas_applied != 1:
+            _blas_applied = 1
+            set_blas_threads(1)
+
+
+def release_blas_single():
+    """Release one :func:`hold_blas_single`."""
+    global _blas_holds, _blas_applied
+    with _lock:
+        _blas_holds -= 1
+        if _blas_holds == 0 and _blas_cap is not None and \
+                _blas_applied != min(_threads, _blas_cap):
+            _blas_applied = min(_threads, _blas_cap)
+            set_blas_threads(_blas_applied)
 
 
 def in_serial():

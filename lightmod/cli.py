@@ -92,6 +92,10 @@ def _info(args):
               % (layer, policy["threads"], "load-following: bits may vary from run to run"
                  if policy["policy"] == "load" else "fixed for the process", policy["source"],
                  "" if blas is None else "; OpenBLAS %d threads" % blas))
+        from lightmod.kernels.cpu import gemm
+        print("products   %s" % ("up to %d parts each, on lightmod's own threads"
+                                 % threads.product_threads() if gemm.available() else
+                                 "numpy's OpenBLAS threads (no product team on this platform)"))
     except ImportError:
         print("numba      not installed")
     from lightmod.kernels import cuda_support

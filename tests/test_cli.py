@@ -40,6 +40,7 @@ def test_info_reports_versions(capsys):
     assert cli.main(["info"]) == 0
     out = capsys.readouterr().out
     assert lightmod.__version__ in out and "numba" in out and "cuda" in out
+    assert "products   " in out
 
 
 def test_demo_trains_saves_and_plots(tmp_path, capsys):

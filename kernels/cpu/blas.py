@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import threads as _threads
 
-__all__ = ["gemm_accumulate", "gemm_function"]
+__all__ = ["gemm_accumulate", "gemm_function", "gemm_address", "operand_layout"]
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 # (function name suffixes of numpy's OpenBLAS builds, integer type of their dimensions)
@@ -61,7 +61,7 @@ def _load():
     return found
 
 
-def _operand(x):
+def operand_layout(x):
     """(transpose flag, leading dimension) of a 2-d operand CBLAS reads in place, or None."""
     item = x.itemsize
     rows, cols = x.shape
@@ -86,7 +86,7 @@ def gemm_accumulate(a, b, out):
     fn = _gemm.get(out.dtype)
     if fn is None or a.dtype != out.dtype or b.dtype != out.dtype or out.size == 0:
         return False
-    op_a, op_b, op_out = _operand(a), _operand(b), _operand(out)
+    op_a, op_b, op_out = operand_layout(a), operand_layout(b), operand_layout(out)
     if op_a is None or op_b is None or op_out is None or op_out[0] != _NO_TRANS:
         return False
     m, k = a.shape
@@ -123,3 +123,16 @@ def gemm_function(dtype):
         found = prototype(ctypes.cast(fn, ctypes.c_void_p).value)
     _compiled_gemm[dtype] = found
     return found
+
+
+def gemm_address(dtype):
+    """The address of numpy's OpenBLAS ``cblas_?gemm`` of ``dtype`` when its dimensions are
+    64-bit integers (the builds numpy's wheels bundle), for compiled code that calls it
+    through a pointer (kernels/cpu/gemm.py); None otherwise."""
+    global _gemm
+    if _gemm is None:
+        _gemm = _load()
+    fn = _gemm.get(np.dtype(dtype))
+    if fn is None or fn.dim_type is not ctypes.c_int64:
+        return None
+    return ctypes.cast(fn, ctypes.c_void_p).value

@@ -1,7 +1,8 @@
 """CPU kernels of the nn and loss operators (FullyConnected, activations, softmax family,
 Dropout, Embedding, loss heads).
 
-Matrix products go to BLAS through ``np.matmul(..., out=)``; numba does the rest. Element-wise
+Matrix products go to BLAS, cut into parts for lightmod's own threads (kernels/cpu/gemm.py);
+numba does the rest. Element-wise
 kernels are written once as a ``_range`` function over [lo, hi) and launched either directly
 (small arrays, or when the thread policy of ``kernels/threads.py`` says one thread) or through
 a ``_par`` wrapper that splits the range over the threads with ``prange``. A ``_range``
@@ -27,6 +28,7 @@ from .. import scalar_nn as S
 from .. import threads as _threads
 from ..math_build import compiled
 from ..scalar_nn import ACTIVATIONS, LEAKY_TYPES, REGRESSION_KINDS
+from . import gemm
 from .blas import gemm_accumulate
 from .fused import add_row_bias
 from .jit import parallel_loop, task_count
@@ -64,7 +66,13 @@ def _launch_rows(serial, parallel, rows, work, *args):
 # ---------------------------------------------------------------------------------------------
 # FullyConnected: out = x w^T + b ; dx = dy w ; dw = dy^T x ; db = sum_rows dy
 # ---------------------------------------------------------------------------------------------
-def _matmul_into(a, b, out, accumulate, scratch, key):
+def _matmul_into(a, b, out, accumulate, scratch, key, trans_a=False, trans_b=False):
+    """out = op(a) @ op(b) (+= with ``accumulate``): on lightmod's threads (kernels/cpu/gemm.py)
+    where it can, else through numpy."""
+    if gemm.product(a, b, out, trans_a, trans_b, accumulate):
+        return
+    a = a.T if trans_a else a
+    b = b.T if trans_b else b
     if not accumulate:
         np.matmul(a, b, out=out)
         return
@@ -130,12 +138,12 @@ def fc_forward(x, w, b, out, scratch):
         t = scratch.get("fc_t")
         if t is None or t.shape != (h, n) or t.dtype != out.dtype:
             t = scratch["fc_t"] = np.empty((h, n), out.dtype)
-        np.matmul(w, x.T, out=t)
+        _matmul_into(w, x, t, False, scratch, None, trans_b=True)
         has_bias = b is not None
         _transpose_rows_bias(out.size, t, b.reshape(-1) if has_bias else _no_bias(out.dtype),
                              out, has_bias)
         return
-    np.matmul(x, w.T, out=out)
+    _matmul_into(x, w, out, False, scratch, None, trans_b=True)
     if b is not None:
         add_row_bias(out, b.reshape(-1))
 
@@ -157,7 +165,7 @@ def fc_backward(x, w, dy, dx, dw, db, req_x, req_w, req_b, scratch):
     if req_x != "null":
         _matmul_into(dy, w, dx, req_x == "add", scratch, "fc_dx")
     if req_w != "null":
-        _matmul_into(dy.T, x, dw, req_w == "add", scratch, "fc_dw")
+        _matmul_into(dy, x, dw, req_w == "add", scratch, "fc_dw", trans_a=True)
     if req_b != "null":
         _column_sums(dy, db.reshape(-1), req_b == "add")
 

@@ -13,6 +13,7 @@ from numba import prange
 
 from .. import scalar_tensor as S
 from ..scalar import strided_offset
+from . import gemm
 from .elemwise import assign
 from .jit import ParallelLoop
 
@@ -156,9 +157,16 @@ def arg_reduce(out, data, outer, n, inner, is_max):
 def matmul_batched(c, a, b, transpose_a, transpose_b, req="write"):
     """c[i] (req) op(a[i]) @ op(b[i]) for 3-d arrays (batch first); op transposes when asked.
 
-    BLAS through numpy: transposed operands are passed as transposed views, not copies.
+    On lightmod's threads (kernels/cpu/gemm.py) where it can: one matrix cut into parts, or
+    a batch a matrix a part. Otherwise BLAS through numpy, transposed operands passed as
+    transposed views, not copies.
     """
     if req == "null":
+        return
+    if c.shape[0] == 1:
+        if gemm.product(a[0], b[0], c[0], transpose_a, transpose_b, req == "add"):
+            return
+    elif gemm.product_batched(a, b, c, transpose_a, transpose_b, req == "add"):
         return
     A = a.transpose(0, 2, 1) if transpose_a else a
     B = b.transpose(0, 2, 1) if transpose_b else b

@@ -17,6 +17,7 @@ from numba import njit, prange
 from .. import cache_stamp  # noqa: F401  (stamps the cache entries made below)
 from .. import rnn_math as M
 from ..math_build import compiled
+from . import gemm
 from .jit import parallel_loop
 
 __all__ = ["rnn_gemm", "rnn_column_sum", "rnn_lstm_step", "rnn_lstm_step_backward",
@@ -34,10 +35,13 @@ K = compiled(M, njit(cache=True, inline="always"))
 # matrix products and bias sums
 # ---------------------------------------------------------------------------------------------
 def rnn_gemm(a, b, out, trans_a=False, trans_b=False, accumulate=False, scratch=None):
-    """out = op(a) @ op(b) (or out += ...); op transposes when trans_* is set.
+    """out = op(a) @ op(b) (or out += ...); op transposes when trans_* is set. On lightmod's
+    threads (kernels/cpu/gemm.py) where it can, else through numpy.
 
-    ``scratch`` (a dict) keeps the temporary an accumulating product needs between calls.
+    ``scratch`` (a dict) keeps the temporary an accumulating numpy product needs between calls.
     """
+    if gemm.product(a, b, out, trans_a, trans_b, accumulate):
+        return
     a = a.T if trans_a else a
     b = b.T if trans_b else b
     if not accumulate:
