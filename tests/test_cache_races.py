@@ -176,21 +176,21 @@ def test_a_store_that_fails_does_not_fail_the_call(tmp_path):
 
 
 def test_the_entry_cache_serves_the_package_and_generated_modules_only():
+    from numba import njit
     from numba.core import dispatcher
+    from numba.core.caching import IndexDataCacheFile
+
     from lightmod.kernels.cpu import conv_direct
     assert dispatcher.FunctionCache is cache_stamp.EntryFunctionCache
     assert isinstance(conv_direct.place._cache._cache_file, cache_stamp.EntryCacheFile)
     mod = fused.load_module("entry_probe", "from numba import njit\n"
                                            "@njit(cache=_CACHE)\ndef one():\n    return 1\n")
     assert isinstance(mod.one._cache._cache_file, cache_stamp.EntryCacheFile)
-    from numba.core.caching import IndexDataCacheFile
-    from numba import njit
 
     def other():
         return 2
-    cached_elsewhere = njit(cache=True)(other)       # a function of this test file: numba's own
-    cache_file = cached_elsewhere._cache._cache_file
-    assert type(cache_file) is IndexDataCacheFile
+    # a function of this test file keeps numba's own cache file
+    assert type(njit(cache=True)(other)._cache._cache_file) is IndexDataCacheFile
 
 
 def test_a_generated_source_cut_short_is_rewritten(tmp_path, monkeypatch):
