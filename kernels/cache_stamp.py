@@ -25,14 +25,15 @@ index, both pick ``.1.nbc`` and each writes its own index: one signature is lost
 left behind can name the data file of the other signature, so the next process loads a kernel
 compiled for other types (a typing error, an unboxing error, or the wrong machine code run on
 the arrays). An index written for a new stamp also names data files still holding the old
-stamp's code until each is rewritten. For the kernels of a registered root and the generated
-modules of a registered folder (``kernels/fused.py``) the locator therefore also swaps in
+stamp's code until each is rewritten. numba's dispatchers therefore build their caches from
+:class:`EntryFunctionCache` (installed with the locator), which for the kernels of a
+registered root and the generated modules of a registered folder (``kernels/fused.py``) uses
 :class:`EntryCacheFile`: one data file per entry, named by its signature and target, holding
 the stamp and the full key next to the code; written whole under a temporary name and renamed;
 loaded only when stamp and key match (anything else, or a file that does not read, is a miss:
 numba compiles and rewrites it). No index is shared, so no write can lose or misdirect another.
 Storing an entry that fails (numba's serialization, a full disk) only skips the disk copy: the
-compiled kernel is already in use.
+compiled kernel is already in use. Every other function keeps numba's cache unchanged.
 """
 import hashlib
 import logging
@@ -49,7 +50,7 @@ _ROOT = os.path.dirname(os.path.abspath(__file__))
 _roots = {}             # root folder (absolute, with a trailing separator) -> digest or None
 _generated = set()      # folders of generated modules (absolute, trailing separator)
 _lock = threading.Lock()
-_stamped_classes = {}   # numba locator class -> its subclass with the package stamp
+_stamped_classes = {}   # (kind, numba locator class) -> its subclass for our functions
 _installed = False
 
 
@@ -277,7 +278,8 @@ def register_generated_folder(folder):
 
 
 def installed():
-    """Whether the package stamp is active (numba's locator list accepted it)."""
+    """Whether the package stamp and the entry cache are active (numba's locator list and
+    dispatcher accepted them)."""
     return _installed
 
 

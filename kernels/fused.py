@@ -25,12 +25,14 @@ gradient in a local, and writes (or adds) the leaves' gradients: one pass, no te
 
 :func:`body_lines` writes the body once; ``cpu/fused.py`` wraps it in a row loop (``prange``)
 and ``cuda/fused.py`` in a grid-stride loop. :func:`load_module` turns a generated source into
-a module: written once under the cache directory (``LIGHTMOD_CACHE_DIR``, else
+a module: written (whole, under a temporary name then renamed: processes may make the same
+module at once) under the cache directory (``LIGHTMOD_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/lightmod`` or ``~/.cache/lightmod``), in ``fused/v-<package digest>``, so
 numba's ``cache=True`` keeps the compiled code across processes, keyed by a digest of the source
 and of the whole kernels package (a new bucket length or a new bind compiles nothing; an edit of
 any kernel file, or another version, makes new files; a version's folder unused for 30 days is
-removed).
+removed). The folder is registered with ``cache_stamp`` so that its kernels use the entry cache
+that processes can share.
 """
 import hashlib
 import importlib.util
