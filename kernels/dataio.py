@@ -61,7 +61,11 @@ LIBSVM_ERRORS = {
     2: "a feature index is not a non-negative integer",
     3: "a feature has no ':' between index and value",
     4: "a feature value is not a number",
+    5: "a feature index is too large (more than 18 digits)",
 }
+# digits of a feature index: 18 fit an int64 whatever they are (19 may wrap around negative,
+# and a wrapped index would write into another row of the batch)
+LIBSVM_MAX_INDEX_DIGITS = 18
 
 
 @njit(cache=True, nogil=True)
@@ -163,11 +167,16 @@ def libsvm_parse(buf, labels, indptr, indices, values):
                     break
                 index = 0
                 ndig = 0
+                seen = False
                 while pos < stop and 48 <= buf[pos] <= 57:
+                    if index != 0 or buf[pos] != 48:    # leading zeros do not count
+                        if ndig == LIBSVM_MAX_INDEX_DIGITS:
+                            return 5, line
+                        ndig += 1
                     index = index * 10 + (buf[pos] - 48)
                     pos += 1
-                    ndig += 1
-                if ndig == 0:
+                    seen = True
+                if not seen:
                     return 2, line
                 if pos >= stop or buf[pos] != 58:
                     return 3, line

@@ -25,18 +25,21 @@ gradient in a local, and writes (or adds) the leaves' gradients: one pass, no te
 
 :func:`body_lines` writes the body once; ``cpu/fused.py`` wraps it in a row loop (``prange``)
 and ``cuda/fused.py`` in a grid-stride loop. :func:`load_module` turns a generated source into
-a module: written once under the cache directory (``LIGHTMOD_CACHE_DIR``, else
+a module: written (whole, under a temporary name then renamed: processes may make the same
+module at once) under the cache directory (``LIGHTMOD_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/lightmod`` or ``~/.cache/lightmod``), in ``fused/v-<package digest>``, so
 numba's ``cache=True`` keeps the compiled code across processes, keyed by a digest of the source
 and of the whole kernels package (a new bucket length or a new bind compiles nothing; an edit of
 any kernel file, or another version, makes new files; a version's folder unused for 30 days is
-removed).
+removed). The folder is registered with ``cache_stamp`` so that its kernels use the entry cache
+that processes can share.
 """
 import hashlib
 import importlib.util
 import os
 import shutil
 import sys
+import tempfile
 import threading
 import time
 
@@ -200,8 +203,34 @@ def _cache_dir():
         now = time.time()
         os.utime(folder, (now, now))
         _prune(root, name, now)
+        cache_stamp.register_generated_folder(folder)
         _folder = folder
     return _folder
+
+
+def _write_source(path, source):
+    """Make ``path`` hold ``source``. Several processes may make the same module at once: each
+    writes a temporary file of its own and renames it into place, so an importer reads a whole
+    file, never one being written. A file already there with other contents (cut short by a
+    crash or a full disk) is replaced the same way."""
+    try:
+        with open(path) as f:
+            if f.read() == source:
+                return
+    except FileNotFoundError:
+        pass
+    folder, name = os.path.split(path)
+    fd, tmp = tempfile.mkstemp(prefix="." + name + ".", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(source)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def load_module(prefix, source):
@@ -219,12 +248,8 @@ def load_module(prefix, source):
             folder = _cache_dir()
             os.makedirs(folder, exist_ok=True)
             path = os.path.join(folder, name + ".py")
-            if not os.path.exists(path):
-                tmp = "%s.%d.tmp" % (path, os.getpid())
-                with open(tmp, "w") as f:
-                    f.write(source)
-                os.replace(tmp, path)
-        except OSError:
+            _write_source(path, source)
+        except (OSError, UnicodeDecodeError):
             path = None
         if path is not None:
             spec = importlib.util.spec_from_file_location(name, path)

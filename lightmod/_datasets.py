@@ -16,9 +16,11 @@ import logging
 import os
 import shutil
 import struct
+import tempfile
 import time
 import urllib.error
 import urllib.request
+import uuid
 import zipfile
 
 import numpy as np
@@ -88,7 +90,13 @@ def download(url, fname=None, dirname=None, overwrite=False, retries=5):
         return fname
     local = _find_local(os.path.basename(fname))
     if local is not None and os.path.abspath(local) != os.path.abspath(fname):
-        shutil.copyfile(local, fname)
+        partial = _partial_name(fname)
+        try:
+            shutil.copyfile(local, partial)
+            os.replace(partial, fname)
+        finally:
+            if os.path.exists(partial):
+                os.remove(partial)
         _LOG.info("copied %s from %s", fname, local)
         return fname
     last_error = None
@@ -106,10 +114,17 @@ def download(url, fname=None, dirname=None, overwrite=False, retries=5):
                      % (url, last_error, _where_to_put(fname)))
 
 
+def _partial_name(fname):
+    """A temporary name next to ``fname`` that no other process uses: processes fetching or
+    copying the same file at once (test workers, several jobs) must not write into one
+    another's file, and the final rename puts a whole file in place."""
+    return "%s.%s.part" % (fname, uuid.uuid4().hex[:16])
+
+
 def _fetch(url, fname):
-    partial = fname + ".part"
+    partial = _partial_name(fname)
     try:
-        with urllib.request.urlopen(url, timeout=30) as response, open(partial, "wb") as out:
+        with urllib.request.urlopen(url, timeout=30) as response, open(partial, "xb") as out:
             status = getattr(response, "status", 200)
             if status is not None and status != 200:
                 raise OSError("HTTP status %s" % status)
@@ -155,16 +170,22 @@ def get_mnist_pkl():
 
 def _place_from_local(name, folder):
     """Copy ``name`` (or decompress ``name.gz``) from a LIGHTMOD_DATA folder into ``folder``."""
+    target = os.path.join(folder, name)
     local = _find_local(name)
-    if local is not None:
-        shutil.copyfile(local, os.path.join(folder, name))
-        return True
-    local = _find_local(name + ".gz")
-    if local is not None:
-        with gzip.open(local, "rb") as src, open(os.path.join(folder, name), "wb") as dst:
+    opener = open
+    if local is None:
+        local, opener = _find_local(name + ".gz"), gzip.open
+        if local is None:
+            return False
+    partial = _partial_name(target)
+    try:
+        with opener(local, "rb") as src, open(partial, "xb") as dst:
             shutil.copyfileobj(src, dst)
-        return True
-    return False
+        os.replace(partial, target)
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
+    return True
 
 
 def _place_archive(folder, names, url):
@@ -172,11 +193,22 @@ def _place_archive(folder, names, url):
     missing = [n for n in missing if not _place_from_local(n, folder)]
     if missing:
         archive = download(url, dirname="data")
+        # unpacked in a folder of this process's own, then each file renamed into place: a
+        # process finding a file there finds it whole
+        scratch = tempfile.mkdtemp(prefix=".unpack.", dir="data")
         try:
             with zipfile.ZipFile(archive) as zf:
-                zf.extractall("data")
+                zf.extractall(scratch)
+            for where, _, files in os.walk(scratch):
+                for name in files:
+                    path = os.path.join(where, name)
+                    target = os.path.join("data", os.path.relpath(path, scratch))
+                    os.makedirs(os.path.dirname(target), exist_ok=True)
+                    os.replace(path, target)
         except zipfile.BadZipFile as exc:
             raise MXNetError("%s is not a zip archive (%s): remove it and retry" % (archive, exc)) from None
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def get_mnist_ubyte():

@@ -197,12 +197,18 @@ def _csr_from_parts(data, indices, indptr, shape, dtype, ctx):
         rows = np.repeat(np.arange(shape[0]), np.diff(indptr))
         np.add.at(dense, (rows, indices), data.astype(dtype))
     else:
-        # malformed parts (check_format reports them): place the entries that have a place
+        # malformed parts (check_format reports them): row r takes the entries of
+        # indptr[r]:indptr[r + 1] that exist (clipped to [0, nnz)) and whose column lies in
+        # the shape; nothing is read or written outside the arrays
         nnz = len(indices)
-        for r in range(shape[0]):
-            for j in range(max(0, indptr[r]), min(nnz, indptr[r + 1])):
-                if 0 <= indices[j] < shape[1]:
-                    dense[r, indices[j]] += data[j]
+        starts = np.clip(indptr[:-1], 0, nnz)
+        counts = np.maximum(np.clip(indptr[1:], 0, nnz) - starts, 0)
+        rows = np.repeat(np.arange(shape[0]), counts)
+        entries = np.arange(int(counts.sum())) + np.repeat(starts - (np.cumsum(counts) - counts),
+                                                           counts)
+        cols = indices[entries]
+        placed = (cols >= 0) & (cols < shape[1])
+        np.add.at(dense, (rows[placed], cols[placed]), data[entries[placed]].astype(dtype))
     return _from_parts(dense, "csr", ctx, problem)
 
 
