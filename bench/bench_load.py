@@ -9,8 +9,9 @@ Users train on laptops and shared machines where other programs take cores. This
 bench_inference.py) in fresh subprocesses, lightmod under each thread policy of ``--policies``
 (``fixed``: the default, a thread count fixed per process, results the same bits whatever the
 load; ``load``: the count follows the load, bits may vary) and MXNet alternately. It prints the
-median and 90th percentile step time of each and the ratio of medians against MXNet, and the
-same without burners first, for scale. The machine's load average is printed before and after.
+median, 90th percentile and mean step time of each (the mean is what a training run's length
+follows) and the ratio of medians against MXNet, and the same without burners first, for
+scale. The machine's load average is printed before and after.
 """
 import argparse
 import json
@@ -55,7 +56,8 @@ def run_worker(backend, model, steps):
         step()
         times.append(time.perf_counter() - t0)
     ms = np.array(times) * 1e3
-    return {"median": float(np.median(ms)), "p90": float(np.percentile(ms, 90))}
+    return {"median": float(np.median(ms)), "p90": float(np.percentile(ms, 90)),
+            "mean": float(np.mean(ms))}
 
 
 def main():
@@ -98,16 +100,18 @@ def main():
                     runs[name].append(spawn(python, backend, model, policy))
             results[model] = runs
         print("\n%s (load average %.1f)" % (label, _loadavg()))
-        print("%-8s %-16s %12s %12s %14s" % ("model", "side", "median ms", "p90 ms",
-                                             "mxnet/side"))
+        print("%-8s %-16s %12s %12s %12s %14s" % ("model", "side", "median ms", "p90 ms",
+                                                  "mean ms", "mxnet/side"))
         for model, runs in results.items():
             ref = statistics.median(r["median"] for r in runs.get("mxnet", [])) \
                 if "mxnet" in runs else None
             for name, rs in runs.items():
                 median = statistics.median(r["median"] for r in rs)
                 p90 = statistics.median(r["p90"] for r in rs)
+                mean = statistics.median(r["mean"] for r in rs)
                 ratio = "%.2fx" % (ref / median) if ref else "-"
-                print("%-8s %-16s %12.2f %12.2f %14s" % (model, name, median, p90, ratio))
+                print("%-8s %-16s %12.2f %12.2f %12.2f %14s" % (model, name, median, p90, mean,
+                                                             ratio))
 
     measure("quiet: no burners")
     burners = [subprocess.Popen([sys.executable, "-c", BURN]) for _ in range(args.burners)]
