@@ -192,22 +192,24 @@ def _separable(g, shapes, stypes, is_train):
 _PARALLEL_FOLD = 1 << 16     # parameter-gradient elements from which the folding is threaded
 POST_POLL_SECONDS = 200e-6   # how long a worker polls for its next task before it blocks
 FINISH_POLL_SECONDS = 200e-6  # how long the caller polls for the workers' finish
+GIL_POLL_SECONDS = 200e-6    # how long a worker that saw its post polls for the GIL to be free
 
 
 def _poll_loops():
-    """(wait_for_post, wait_for_finish): kernels/cpu/split_poll.py's GIL-free polls, or where
-    they do not apply, a single look each."""
+    """(wait_for_post, wait_for_finish, GIL flag address): kernels/cpu/split_poll.py's GIL-free
+    polls, or where they do not apply, a single look each (and no GIL flag)."""
     from .kernels.cpu import split_poll
     if split_poll.available():
-        return split_poll.wait_for_post, split_poll.wait_for_finish
+        return split_poll.wait_for_post, split_poll.wait_for_finish, split_poll.gil_word_address()
 
-    def wait_for_post(posted, finished, i, finished_gen, seen, poll_ns, timespec):
+    def wait_for_post(posted, finished, i, finished_gen, seen, poll_ns, timespec, gil_word,
+                      gil_poll_ns):
         finished[i] = finished_gen
         return posted[i] != seen
 
     def wait_for_finish(finished, expected, poll_ns, timespec):
         return bool(np.all((expected < 0) | (finished == expected)))
-    return wait_for_post, wait_for_finish
+    return wait_for_post, wait_for_finish, 0
 
 
 class _Workers:
@@ -227,7 +229,9 @@ class _Workers:
     for a while after each task, see kernels/cpu/split_poll.py) and releases its semaphore (where it
     blocks after that); a worker that ran the task of post ``g`` releases ``_done`` and then
     sets ``_finished[i] = g`` (which the caller polls before it blocks on ``_done``). The
-    semaphores decide, the counters only save the wake-ups."""
+    semaphores decide, the counters only save the wake-ups. A worker that saw its post also
+    polls (within the same GIL-free call) until the GIL is free, which the caller holds until
+    its own task enters its first kernel: taking a held GIL would sleep, another wake-up."""
 
     def __init__(self, count):
         self.pid = os.getpid()      # a forked process has the object but not the threads
@@ -242,9 +246,10 @@ class _Workers:
         self._expected = np.full(count, -1, np.int64)
         self._clock = np.zeros((count + 1, 2), np.int64)   # polls' clock scratch: a row per
         #                                                    worker, the last the caller's
-        self._wait_for_post, self._wait_for_finish = _poll_loops()
+        self._wait_for_post, self._wait_for_finish, self.gil_word = _poll_loops()
         self.post_poll_ns = int(POST_POLL_SECONDS * 1e9)
         self.finish_poll_ns = int(FINISH_POLL_SECONDS * 1e9)
+        self.gil_poll_ns = int(GIL_POLL_SECONDS * 1e9)
         self.threads = [threading.Thread(target=self._loop, args=(i,), daemon=True,
                                          name="lightmod-split-%d" % (i + 1))
                         for i in range(count)]
@@ -269,7 +274,8 @@ class _Workers:
         seen = finished = 0
         while True:
             if self._wait_for_post(self._posted, self._finished, i, finished, seen,
-                                   self.post_poll_ns, self._clock[i]):
+                                   self.post_poll_ns, self._clock[i], self.gil_word,
+                                   self.gil_poll_ns):
                 self._start[i].acquire(blocking=False)     # the token of the post it saw
             else:
                 self._start[i].acquire()

@@ -2,7 +2,9 @@
 every task a worker has not begun, so a late worker costs nothing and changes no bits; a worker
 that wakes late finds its task taken and never runs a task outside its region; errors of any
 task reach the caller; the split's results do not depend on which thread ran which slice."""
+import ctypes
 import os
+import sys
 import threading
 import time
 
@@ -13,6 +15,7 @@ from test_sample_split import _assert_same, _bind, _fill, _lenet_like, _state
 import lightmod as mx
 from lightmod import sample_split
 from lightmod.kernels import threads
+from lightmod.kernels.cpu import split_poll
 
 WORKER_PREFIX = "lightmod-split-"
 
@@ -187,16 +190,16 @@ CLOCK = np.zeros(2, np.int64)     # the polls' clock scratch
 def test_polls_end_at_their_deadline(poll_ns):
     workers = sample_split._Workers(1)
     posted, finished = np.zeros(2, np.int64), np.zeros(2, np.int64)
-    workers._wait_for_post(posted, finished, 1, 7, 0, 0, CLOCK)     # compiled (or loaded)
+    workers._wait_for_post(posted, finished, 1, 7, 0, 0, CLOCK, 0, 0)  # compiled (or loaded)
     workers._wait_for_finish(finished, np.array([-1, 8]), 0, CLOCK)  # before the timing
     started = time.perf_counter()
-    assert not workers._wait_for_post(posted, finished, 1, 7, 0, poll_ns, CLOCK)
+    assert not workers._wait_for_post(posted, finished, 1, 7, 0, poll_ns, CLOCK, 0, 0)
     assert not workers._wait_for_finish(finished, np.array([-1, 8]), poll_ns, CLOCK)
     elapsed = time.perf_counter() - started
     assert finished[1] == 7
     assert 2 * poll_ns * 1e-9 <= elapsed < 2 * poll_ns * 1e-9 + 0.1
     posted[1] = 1
-    assert workers._wait_for_post(posted, finished, 1, 7, 0, 10 ** 12, CLOCK)     # no wait
+    assert workers._wait_for_post(posted, finished, 1, 7, 0, 10 ** 12, CLOCK, 0, 0)  # no wait
     assert workers._wait_for_finish(finished, np.array([-1, 7]), 10 ** 12, CLOCK)
 
 
@@ -206,9 +209,56 @@ def test_polls_see_another_threads_store():
     timer = threading.Timer(0.05, lambda: posted.__setitem__(0, 3))
     timer.start()
     started = time.perf_counter()
-    assert workers._wait_for_post(posted, finished, 0, 0, 0, 5 * 10 ** 9, CLOCK)
+    assert workers._wait_for_post(posted, finished, 0, 0, 0, 5 * 10 ** 9, CLOCK, 0, 0)
     assert time.perf_counter() - started < 2
     timer.join()
+
+
+needs_split_poll = pytest.mark.skipif(not split_poll.available(), reason="Linux's polls only")
+
+
+@needs_split_poll
+@pytest.mark.parametrize("gil_poll_ns", [0, 200_000, 20_000_000])
+def test_the_gil_poll_after_a_post_ends_when_the_flag_clears_or_at_its_deadline(gil_poll_ns):
+    posted, finished = np.ones(1, np.int64), np.zeros(1, np.int64)
+    flag = np.ones(1, np.int32)         # stands in for the GIL's flag: held
+    address = flag.ctypes.data
+    wait = split_poll.wait_for_post
+    wait(posted, finished, 0, 0, 0, 0, CLOCK, address, 0)     # compiled (or loaded)
+    started = time.perf_counter()
+    assert wait(posted, finished, 0, 0, 0, 10 ** 12, CLOCK, address, gil_poll_ns)
+    elapsed = time.perf_counter() - started
+    assert gil_poll_ns * 1e-9 <= elapsed < gil_poll_ns * 1e-9 + 0.1
+    # a flag another thread clears ends the poll early
+    timer = threading.Timer(0.05, lambda: flag.__setitem__(0, 0))
+    timer.start()
+    started = time.perf_counter()
+    assert wait(posted, finished, 0, 0, 0, 10 ** 12, CLOCK, address, 5 * 10 ** 9)
+    assert time.perf_counter() - started < 2
+    timer.join()
+    # no post: the GIL flag is not looked at
+    assert not wait(posted, finished, 0, 0, 1, 0, CLOCK, address, 10 ** 12)
+
+
+@needs_split_poll
+@pytest.mark.skipif(sys.implementation.name != "cpython" or sys.version_info[:2] != (3, 11),
+                    reason="the GIL's layout checked here is CPython 3.11's")
+def test_the_gil_flag_reads_held_and_free():
+    word = split_poll.gil_word_address()
+    assert word != 0
+    assert ctypes.c_int32.from_address(word).value == 1       # this thread holds the GIL
+    assert split_poll._read_int32(word) == 0                  # released by the compiled call
+    assert sample_split._Workers(1).gil_word == word
+
+
+def test_a_missing_gil_flag_turns_the_gil_poll_off(monkeypatch):
+    monkeypatch.setattr(split_poll, "_gil_word", None)
+    monkeypatch.setattr(split_poll, "_find_gil_word", lambda: 0)
+    assert split_poll.gil_word_address() == 0
+    workers = sample_split._Workers(1)
+    assert workers.gil_word == 0
+    log, region = [], [None]
+    _run_regions(workers, 2, 20, region, log)
 
 
 def _train_step(exe, seed):
