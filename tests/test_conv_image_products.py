@@ -22,7 +22,7 @@ def _geometry(kernel, stride, pad, osize):
     return (1, kernel, kernel, 1, stride, stride, 0, pad, pad, 1, 1, 1, 1, osize, osize)
 
 
-def _forward(x, w, g, chunk, scale, shift, act, per_image):
+def _forward(x, w, g, chunk, scale, shift, act, per_image, col_out=None):
     n, c = x.shape[:2]
     f = w.shape[0]
     ck = c * g[1] * g[2]
@@ -34,6 +34,8 @@ def _forward(x, w, g, chunk, scale, shift, act, per_image):
         m.setattr(kconv, "IMAGE_PRODUCT_MIN_POSITIONS", 0 if per_image else 1 << 40)
         assert kconv.cols_forward(x.reshape((n, c, 1) + x.shape[2:]), w.reshape(f, ck), col,
                                   res, y, g, chunk, scale, shift, act)
+    if col_out is not None:
+        col_out.append(col)
     return y
 
 
@@ -54,6 +56,7 @@ def test_image_products_match_the_chunked_ones(n, c, f, size, kernel, stride, pa
     shift = None if epilogue == "none" else rng.standard_normal(f).astype(dtype)
     scale = rng.standard_normal(f).astype(dtype) if epilogue == "affine" else None
     g = _geometry(kernel, stride, pad, osize)
+    chunk = min(chunk, max(1, n - 1))     # (a batch of one chunk keeps the chunked product)
     chunked = _forward(x, w, g, chunk, scale, shift, act, per_image=False)
     direct = _forward(x, w, g, chunk, scale, shift, act, per_image=True)
     close = 1e-5 if dtype == np.float32 else 1e-12
@@ -87,3 +90,17 @@ def test_the_benchmarked_layers_take_the_image_products_with_the_chunked_bits(la
     g = _geometry(kernel, 1, pad, osize)
     np.testing.assert_array_equal(_forward(x, w, g, 2, None, b, -1, per_image=True),
                                   _forward(x, w, g, 2, None, b, -1, per_image=False))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_a_batch_of_one_chunk_leaves_its_columns(n):
+    """The operator's backward reuses the forward's column matrix when the batch is one chunk
+    (state['col_ready']): the image products must leave it there too."""
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal((n, 2, 20, 20)).astype(np.float32)
+    w = rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
+    g = _geometry(3, 1, 1, 20)
+    cols, expected = [], np.empty((2 * 9, n * 400), np.float32)
+    _forward(x, w, g, n, None, None, -1, per_image=True, col_out=cols)
+    kconv.im2col(x.reshape(n, 2, 1, 20, 20), expected, g)
+    np.testing.assert_array_equal(cols[0], expected.reshape(-1))

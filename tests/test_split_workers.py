@@ -61,9 +61,11 @@ def _recording_tasks(count, log, region):
 
 
 def _run_regions(workers, count, regions, region, log):
+    """Run ``regions`` regions of ``count`` recording tasks, every other one with the GIL
+    polls (the forwards' regions)."""
     for r in range(regions):
         region[0] = r
-        workers.run(_recording_tasks(count, log, region))
+        workers.run(_recording_tasks(count, log, region), gil_poll=r % 2 == 1)
         region[0] = None        # no region runs: a task running now would record None
         done = [entry for entry in log if entry[1] == r]
         assert sorted(k for k, _, _ in done) == list(range(count))
@@ -86,7 +88,7 @@ def test_caller_runs_what_late_workers_did_not_begin(late_workers, make_workers,
 def test_prompt_worker_runs_its_task(make_workers):
     workers = make_workers(1)
     ran = []
-    for _ in range(20):
+    for r in range(20):
         event = threading.Event()
 
         def caller_task(event=event):
@@ -95,7 +97,7 @@ def test_prompt_worker_runs_its_task(make_workers):
         def worker_task(event=event):
             ran.append(threading.current_thread().name)
             event.set()
-        workers.run([caller_task, worker_task])
+        workers.run([caller_task, worker_task], gil_poll=r % 2 == 1)
     assert set(ran) == {WORKER_PREFIX + "1"}
 
 
@@ -116,7 +118,7 @@ def test_late_worker_never_runs_a_task_outside_its_region(late_workers, make_wor
     for r in range(60):
         late_workers[0] = rng.choice([0.0, 0.0005, 0.002, 0.004])
         region[0] = r
-        workers.run([task(k, r) for k in range(3)])
+        workers.run([task(k, r) for k in range(3)], gil_poll=r % 2 == 1)
         region[0] = None
         assert sorted(k for k, _, r2, _ in log if r2 == r) == [0, 1, 2]
     late_workers[0] = 0
@@ -184,22 +186,23 @@ def test_idle_workers_do_not_hold_a_core():
 
 
 CLOCK = np.zeros(2, np.int64)     # the polls' clock scratch
+NO_GIL_POLLS = np.zeros(2, np.int64)
 
 
 @pytest.mark.parametrize("poll_ns", [0, 200_000, 20_000_000])
 def test_polls_end_at_their_deadline(poll_ns):
     workers = sample_split._Workers(1)
     posted, finished = np.zeros(2, np.int64), np.zeros(2, np.int64)
-    workers._wait_for_post(posted, finished, 1, 7, 0, 0, CLOCK, 0, 0)  # compiled (or loaded)
+    workers._wait_for_post(posted, finished, 1, 7, 0, 0, CLOCK, 0, NO_GIL_POLLS)  # compiled (or loaded)
     workers._wait_for_finish(finished, np.array([-1, 8]), 0, CLOCK)  # before the timing
     started = time.perf_counter()
-    assert not workers._wait_for_post(posted, finished, 1, 7, 0, poll_ns, CLOCK, 0, 0)
+    assert not workers._wait_for_post(posted, finished, 1, 7, 0, poll_ns, CLOCK, 0, NO_GIL_POLLS)
     assert not workers._wait_for_finish(finished, np.array([-1, 8]), poll_ns, CLOCK)
     elapsed = time.perf_counter() - started
     assert finished[1] == 7
     assert 2 * poll_ns * 1e-9 <= elapsed < 2 * poll_ns * 1e-9 + 0.1
     posted[1] = 1
-    assert workers._wait_for_post(posted, finished, 1, 7, 0, 10 ** 12, CLOCK, 0, 0)  # no wait
+    assert workers._wait_for_post(posted, finished, 1, 7, 0, 10 ** 12, CLOCK, 0, NO_GIL_POLLS)  # no wait
     assert workers._wait_for_finish(finished, np.array([-1, 7]), 10 ** 12, CLOCK)
 
 
@@ -209,7 +212,7 @@ def test_polls_see_another_threads_store():
     timer = threading.Timer(0.05, lambda: posted.__setitem__(0, 3))
     timer.start()
     started = time.perf_counter()
-    assert workers._wait_for_post(posted, finished, 0, 0, 0, 5 * 10 ** 9, CLOCK, 0, 0)
+    assert workers._wait_for_post(posted, finished, 0, 0, 0, 5 * 10 ** 9, CLOCK, 0, NO_GIL_POLLS)
     assert time.perf_counter() - started < 2
     timer.join()
 
@@ -224,20 +227,22 @@ def test_the_gil_poll_after_a_post_ends_when_the_flag_clears_or_at_its_deadline(
     flag = np.ones(1, np.int32)         # stands in for the GIL's flag: held
     address = flag.ctypes.data
     wait = split_poll.wait_for_post
-    wait(posted, finished, 0, 0, 0, 0, CLOCK, address, 0)     # compiled (or loaded)
+    polls = np.array([gil_poll_ns])
+    wait(posted, finished, 0, 0, 0, 0, CLOCK, address, NO_GIL_POLLS)  # compiled (or loaded)
     started = time.perf_counter()
-    assert wait(posted, finished, 0, 0, 0, 10 ** 12, CLOCK, address, gil_poll_ns)
+    assert wait(posted, finished, 0, 0, 0, 10 ** 12, CLOCK, address, polls)
     elapsed = time.perf_counter() - started
     assert gil_poll_ns * 1e-9 <= elapsed < gil_poll_ns * 1e-9 + 0.1
     # a flag another thread clears ends the poll early
     timer = threading.Timer(0.05, lambda: flag.__setitem__(0, 0))
     timer.start()
     started = time.perf_counter()
-    assert wait(posted, finished, 0, 0, 0, 10 ** 12, CLOCK, address, 5 * 10 ** 9)
+    assert wait(posted, finished, 0, 0, 0, 10 ** 12, CLOCK, address, np.array([5 * 10 ** 9]))
     assert time.perf_counter() - started < 2
     timer.join()
     # no post: the GIL flag is not looked at
-    assert not wait(posted, finished, 0, 0, 1, 0, CLOCK, address, 10 ** 12)
+    flag[0] = 1
+    assert not wait(posted, finished, 0, 0, 1, 0, CLOCK, address, np.array([10 ** 12]))
 
 
 @needs_split_poll
@@ -259,6 +264,19 @@ def test_a_missing_gil_flag_turns_the_gil_poll_off(monkeypatch):
     assert workers.gil_word == 0
     log, region = [], [None]
     _run_regions(workers, 2, 20, region, log)
+
+
+def test_forward_regions_poll_the_gil_and_backward_ones_do_not(monkeypatch):
+    polls = []
+    post = sample_split._Workers._post
+    monkeypatch.setattr(sample_split._Workers, "_post",
+                        lambda self, i, task, ns: polls.append(ns) or post(self, i, task, ns))
+    exe = _bind(_lenet_like(), {"data": (6, 2, 12, 12)}, "write", True, 2)
+    _fill(exe, 1, 2)
+    exe.forward(is_train=True)
+    forward = list(polls)
+    exe.backward(mx.nd.ones(exe.outputs[0].shape))
+    assert forward == [sample_split._workers.gil_poll_ns] and polls[1:] == [0]
 
 
 def _train_step(exe, seed):

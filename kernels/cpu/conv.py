@@ -417,14 +417,19 @@ def _compiled_gemm_for(dtype, *arrays):
 def cols_forward(x, w2, col, res, y, g, chunk, scale=None, shift=None, act=-1):
     """y (n, F, O) = act(w2 (F, C*K) @ columns(x (n, C, D, H, W)) * scale[f] + shift[f]),
     ``chunk`` images per product (one image per product, straight into y, from
-    IMAGE_PRODUCT_MIN_POSITIONS output positions), in one call on the calling thread: col and
-    res are scratch of at least C*K*chunk*O and F*chunk*O elements. False (nothing done) where numpy's BLAS
-    cannot be called from compiled code."""
+    IMAGE_PRODUCT_MIN_POSITIONS output positions unless the batch is one chunk of several
+    images), in one call on the calling thread: col and res are scratch of at least
+    C*K*chunk*O and F*chunk*O elements; a batch of one chunk leaves its column matrix in col.
+    False (nothing done) where numpy's BLAS cannot be called from compiled code."""
     gemm = _compiled_gemm_for(y.dtype, x, w2, col, res, y)
     if gemm is None:
         return False
     scale, shift, mode = _epilogue_args(y.dtype, scale, shift)
-    per_image = g[12] * g[13] * g[14] >= IMAGE_PRODUCT_MIN_POSITIONS
+    # (a batch that is one chunk keeps the chunked product: the operator's backward may reuse
+    # the column matrix of the whole batch, which the image products do not leave in col)
+    n = x.shape[0]
+    per_image = (g[12] * g[13] * g[14] >= IMAGE_PRODUCT_MIN_POSITIONS
+                 and (chunk < n or n == 1))
     _cols_forward(gemm, x.reshape(-1), x.shape, w2, col.reshape(-1), res.reshape(-1),
                   y.reshape(-1), g, chunk, scale, shift, mode, act, per_image)
     return True

@@ -84,12 +84,13 @@ def _now_ns(timespec):
 
 @njit(cache=True, nogil=True)
 def wait_for_post(posted, finished, i, finished_gen, seen, poll_ns, timespec, gil_word,
-                  gil_poll_ns):
+                  gil_polls):
     """Set ``finished[i] = finished_gen``, then poll until ``posted[i] != seen`` (True) or
     for ``poll_ns`` nanoseconds (False). Called without the GIL: a caller that sees the
     finished count takes the GIL without waiting for this thread. After a post, with
     ``gil_word`` (gil_word_address(); 0 for none): poll until the GIL is free, for at most
-    ``gil_poll_ns`` nanoseconds, so that taking it on return does not sleep."""
+    ``gil_polls[i]`` nanoseconds (which the poster sets before it posts), so that taking the
+    GIL on return does not sleep."""
     finished[i] = finished_gen
     deadline = _now_ns(timespec) + poll_ns
     while _load_acquire(posted, i) == seen:
@@ -97,7 +98,7 @@ def wait_for_post(posted, finished, i, finished_gen, seen, poll_ns, timespec, gi
             return False
         _sched_yield()
     if gil_word != 0:
-        deadline = _now_ns(timespec) + gil_poll_ns
+        deadline = _now_ns(timespec) + gil_polls[i]
         while _load_int32_acquire(gil_word) != 0 and _now_ns(timespec) < deadline:
             _sched_yield()
     return True
