@@ -148,6 +148,10 @@ def run_worker(backend, nets, iters, conv):
         out["nets"][net] = time_network(mx, build, batch, iters)
     if conv:
         out["sgemm_gflops"] = sgemm_gflops()
+        # OpenBLAS's threads spin for ~0.1 s after a threaded product (measured: 110 ms of a
+        # core) before they sleep; the first layer timed in that window (LeNet's conv1
+        # forward) shared a core with them (60 GFLOP/s, 105 after this pause)
+        time.sleep(0.5)
         for layer in CONV_LAYERS:
             name, res = time_conv_layer(mx, layer, iters)
             out["conv"][name] = res

@@ -192,22 +192,24 @@ def _separable(g, shapes, stypes, is_train):
 _PARALLEL_FOLD = 1 << 16     # parameter-gradient elements from which the folding is threaded
 POST_POLL_SECONDS = 200e-6   # how long a worker polls for its next task before it blocks
 FINISH_POLL_SECONDS = 200e-6  # how long the caller polls for the workers' finish
+GIL_POLL_SECONDS = 200e-6    # how long a worker that saw a forward's post polls for the GIL
 
 
 def _poll_loops():
-    """(wait_for_post, wait_for_finish): kernels/cpu/split_poll.py's GIL-free polls, or where
-    they do not apply, a single look each."""
+    """(wait_for_post, wait_for_finish, GIL flag address): kernels/cpu/split_poll.py's GIL-free
+    polls, or where they do not apply, a single look each (and no GIL flag)."""
     from .kernels.cpu import split_poll
     if split_poll.available():
-        return split_poll.wait_for_post, split_poll.wait_for_finish
+        return split_poll.wait_for_post, split_poll.wait_for_finish, split_poll.gil_word_address()
 
-    def wait_for_post(posted, finished, i, finished_gen, seen, poll_ns, timespec):
+    def wait_for_post(posted, finished, i, finished_gen, seen, poll_ns, timespec, gil_word,
+                      gil_polls):
         finished[i] = finished_gen
         return posted[i] != seen
 
     def wait_for_finish(finished, expected, poll_ns, timespec):
         return bool(np.all((expected < 0) | (finished == expected)))
-    return wait_for_post, wait_for_finish
+    return wait_for_post, wait_for_finish, 0
 
 
 class _Workers:
@@ -227,7 +229,15 @@ class _Workers:
     for a while after each task, see kernels/cpu/split_poll.py) and releases its semaphore (where it
     blocks after that); a worker that ran the task of post ``g`` releases ``_done`` and then
     sets ``_finished[i] = g`` (which the caller polls before it blocks on ``_done``). The
-    semaphores decide, the counters only save the wake-ups."""
+    semaphores decide, the counters only save the wake-ups.
+
+    In a region run with ``gil_poll`` (the forwards), a worker that saw its post also polls
+    (within the same GIL-free call) until the GIL is free, which the caller holds until its own
+    task enters its first kernel: taking a held GIL sleeps, one more wake-up (LeNet's conv1,
+    batch 64: the worker began its slice ~50 us into the region, ~25 us with the poll). Not in
+    backward: there the caller first copies its head-gradient slice, numpy releases the GIL
+    for the copy, and a worker that takes it then keeps the caller waiting on its return
+    (conv1's data gradient +15 us)."""
 
     def __init__(self, count):
         self.pid = os.getpid()      # a forked process has the object but not the threads
@@ -240,11 +250,13 @@ class _Workers:
         self._posted = np.zeros(count, np.int64)
         self._finished = np.zeros(count, np.int64)
         self._expected = np.full(count, -1, np.int64)
+        self._gil_polls = np.zeros(count, np.int64)    # per post: how long to poll the GIL
         self._clock = np.zeros((count + 1, 2), np.int64)   # polls' clock scratch: a row per
         #                                                    worker, the last the caller's
-        self._wait_for_post, self._wait_for_finish = _poll_loops()
+        self._wait_for_post, self._wait_for_finish, self.gil_word = _poll_loops()
         self.post_poll_ns = int(POST_POLL_SECONDS * 1e9)
         self.finish_poll_ns = int(FINISH_POLL_SECONDS * 1e9)
+        self.gil_poll_ns = int(GIL_POLL_SECONDS * 1e9)     # (for regions run with gil_poll)
         self.threads = [threading.Thread(target=self._loop, args=(i,), daemon=True,
                                          name="lightmod-split-%d" % (i + 1))
                         for i in range(count)]
@@ -257,10 +269,11 @@ class _Workers:
             posted, self._tasks[i] = self._tasks[i], None
         return posted
 
-    def _post(self, i, task):
+    def _post(self, i, task, gil_poll_ns):
         gen = int(self._posted[i]) + 1
         with self._claim:
             self._tasks[i] = (gen, task)
+        self._gil_polls[i] = gil_poll_ns
         self._start[i].release()
         self._posted[i] = gen       # after the release: a worker that sees it finds the token
 
@@ -269,7 +282,8 @@ class _Workers:
         seen = finished = 0
         while True:
             if self._wait_for_post(self._posted, self._finished, i, finished, seen,
-                                   self.post_poll_ns, self._clock[i]):
+                                   self.post_poll_ns, self._clock[i], self.gil_word,
+                                   self._gil_polls):
                 self._start[i].acquire(blocking=False)     # the token of the post it saw
             else:
                 self._start[i].acquire()
@@ -285,10 +299,11 @@ class _Workers:
             finished = gen
             self._done.release()
 
-    def run(self, tasks):
+    def run(self, tasks, gil_poll=False):
         """Run ``tasks`` (callables) at once, each with serial kernels; the first on the
         calling thread, which then runs every task a worker has not begun. Returns after all
-        finished; re-raises the first error (in task order)."""
+        finished; re-raises the first error (in task order). ``gil_poll``: the workers poll
+        for the GIL before they take it (see the class doc)."""
         threads = _threads()
         if not self._busy.acquire(blocking=False):
             entered = not threads.in_serial()    # (nested in a region: already serial)
@@ -304,9 +319,10 @@ class _Workers:
         try:
             threads.enter_serial()
             others = len(tasks) - 1
+            gil_poll_ns = self.gil_poll_ns if gil_poll else 0
             for i in range(others):
                 self._errors[i] = None
-                self._post(i, tasks[i + 1])
+                self._post(i, tasks[i + 1], gil_poll_ns)
             error = None
             try:
                 tasks[0]()
@@ -515,7 +531,7 @@ class SampleSplit:
         if is_train and not self.trains:
             return False
         self._is_train = bool(is_train)
-        _pool(len(self.children) - 1).run(self._tasks_fwd)
+        _pool(len(self.children) - 1).run(self._tasks_fwd, gil_poll=True)
         failed = [c for c in self.children if c._failure is not None]
         if failed:
             for child in failed:

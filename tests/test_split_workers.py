@@ -2,7 +2,9 @@
 every task a worker has not begun, so a late worker costs nothing and changes no bits; a worker
 that wakes late finds its task taken and never runs a task outside its region; errors of any
 task reach the caller; the split's results do not depend on which thread ran which slice."""
+import ctypes
 import os
+import sys
 import threading
 import time
 
@@ -13,6 +15,7 @@ from test_sample_split import _assert_same, _bind, _fill, _lenet_like, _state
 import lightmod as mx
 from lightmod import sample_split
 from lightmod.kernels import threads
+from lightmod.kernels.cpu import split_poll
 
 WORKER_PREFIX = "lightmod-split-"
 
@@ -58,9 +61,11 @@ def _recording_tasks(count, log, region):
 
 
 def _run_regions(workers, count, regions, region, log):
+    """Run ``regions`` regions of ``count`` recording tasks, every other one with the GIL
+    polls (the forwards' regions)."""
     for r in range(regions):
         region[0] = r
-        workers.run(_recording_tasks(count, log, region))
+        workers.run(_recording_tasks(count, log, region), gil_poll=r % 2 == 1)
         region[0] = None        # no region runs: a task running now would record None
         done = [entry for entry in log if entry[1] == r]
         assert sorted(k for k, _, _ in done) == list(range(count))
@@ -83,7 +88,7 @@ def test_caller_runs_what_late_workers_did_not_begin(late_workers, make_workers,
 def test_prompt_worker_runs_its_task(make_workers):
     workers = make_workers(1)
     ran = []
-    for _ in range(20):
+    for r in range(20):
         event = threading.Event()
 
         def caller_task(event=event):
@@ -92,7 +97,7 @@ def test_prompt_worker_runs_its_task(make_workers):
         def worker_task(event=event):
             ran.append(threading.current_thread().name)
             event.set()
-        workers.run([caller_task, worker_task])
+        workers.run([caller_task, worker_task], gil_poll=r % 2 == 1)
     assert set(ran) == {WORKER_PREFIX + "1"}
 
 
@@ -113,7 +118,7 @@ def test_late_worker_never_runs_a_task_outside_its_region(late_workers, make_wor
     for r in range(60):
         late_workers[0] = rng.choice([0.0, 0.0005, 0.002, 0.004])
         region[0] = r
-        workers.run([task(k, r) for k in range(3)])
+        workers.run([task(k, r) for k in range(3)], gil_poll=r % 2 == 1)
         region[0] = None
         assert sorted(k for k, _, r2, _ in log if r2 == r) == [0, 1, 2]
     late_workers[0] = 0
@@ -181,22 +186,23 @@ def test_idle_workers_do_not_hold_a_core():
 
 
 CLOCK = np.zeros(2, np.int64)     # the polls' clock scratch
+NO_GIL_POLLS = np.zeros(2, np.int64)
 
 
 @pytest.mark.parametrize("poll_ns", [0, 200_000, 20_000_000])
 def test_polls_end_at_their_deadline(poll_ns):
     workers = sample_split._Workers(1)
     posted, finished = np.zeros(2, np.int64), np.zeros(2, np.int64)
-    workers._wait_for_post(posted, finished, 1, 7, 0, 0, CLOCK)     # compiled (or loaded)
+    workers._wait_for_post(posted, finished, 1, 7, 0, 0, CLOCK, 0, NO_GIL_POLLS)  # compiled (or loaded)
     workers._wait_for_finish(finished, np.array([-1, 8]), 0, CLOCK)  # before the timing
     started = time.perf_counter()
-    assert not workers._wait_for_post(posted, finished, 1, 7, 0, poll_ns, CLOCK)
+    assert not workers._wait_for_post(posted, finished, 1, 7, 0, poll_ns, CLOCK, 0, NO_GIL_POLLS)
     assert not workers._wait_for_finish(finished, np.array([-1, 8]), poll_ns, CLOCK)
     elapsed = time.perf_counter() - started
     assert finished[1] == 7
     assert 2 * poll_ns * 1e-9 <= elapsed < 2 * poll_ns * 1e-9 + 0.1
     posted[1] = 1
-    assert workers._wait_for_post(posted, finished, 1, 7, 0, 10 ** 12, CLOCK)     # no wait
+    assert workers._wait_for_post(posted, finished, 1, 7, 0, 10 ** 12, CLOCK, 0, NO_GIL_POLLS)  # no wait
     assert workers._wait_for_finish(finished, np.array([-1, 7]), 10 ** 12, CLOCK)
 
 
@@ -206,9 +212,71 @@ def test_polls_see_another_threads_store():
     timer = threading.Timer(0.05, lambda: posted.__setitem__(0, 3))
     timer.start()
     started = time.perf_counter()
-    assert workers._wait_for_post(posted, finished, 0, 0, 0, 5 * 10 ** 9, CLOCK)
+    assert workers._wait_for_post(posted, finished, 0, 0, 0, 5 * 10 ** 9, CLOCK, 0, NO_GIL_POLLS)
     assert time.perf_counter() - started < 2
     timer.join()
+
+
+needs_split_poll = pytest.mark.skipif(not split_poll.available(), reason="Linux's polls only")
+
+
+@needs_split_poll
+@pytest.mark.parametrize("gil_poll_ns", [0, 200_000, 20_000_000])
+def test_the_gil_poll_after_a_post_ends_when_the_flag_clears_or_at_its_deadline(gil_poll_ns):
+    posted, finished = np.ones(1, np.int64), np.zeros(1, np.int64)
+    flag = np.ones(1, np.int32)         # stands in for the GIL's flag: held
+    address = flag.ctypes.data
+    wait = split_poll.wait_for_post
+    polls = np.array([gil_poll_ns])
+    wait(posted, finished, 0, 0, 0, 0, CLOCK, address, NO_GIL_POLLS)  # compiled (or loaded)
+    started = time.perf_counter()
+    assert wait(posted, finished, 0, 0, 0, 10 ** 12, CLOCK, address, polls)
+    elapsed = time.perf_counter() - started
+    assert gil_poll_ns * 1e-9 <= elapsed < gil_poll_ns * 1e-9 + 0.1
+    # a flag another thread clears ends the poll early
+    timer = threading.Timer(0.05, lambda: flag.__setitem__(0, 0))
+    timer.start()
+    started = time.perf_counter()
+    assert wait(posted, finished, 0, 0, 0, 10 ** 12, CLOCK, address, np.array([5 * 10 ** 9]))
+    assert time.perf_counter() - started < 2
+    timer.join()
+    # no post: the GIL flag is not looked at
+    flag[0] = 1
+    assert not wait(posted, finished, 0, 0, 1, 0, CLOCK, address, np.array([10 ** 12]))
+
+
+@needs_split_poll
+@pytest.mark.skipif(sys.implementation.name != "cpython" or sys.version_info[:2] != (3, 11),
+                    reason="the GIL's layout checked here is CPython 3.11's")
+def test_the_gil_flag_reads_held_and_free():
+    word = split_poll.gil_word_address()
+    assert word != 0
+    assert ctypes.c_int32.from_address(word).value == 1       # this thread holds the GIL
+    assert split_poll._read_int32(word) == 0                  # released by the compiled call
+    assert sample_split._Workers(1).gil_word == word
+
+
+def test_a_missing_gil_flag_turns_the_gil_poll_off(monkeypatch):
+    monkeypatch.setattr(split_poll, "_gil_word", None)
+    monkeypatch.setattr(split_poll, "_find_gil_word", lambda: 0)
+    assert split_poll.gil_word_address() == 0
+    workers = sample_split._Workers(1)
+    assert workers.gil_word == 0
+    log, region = [], [None]
+    _run_regions(workers, 2, 20, region, log)
+
+
+def test_forward_regions_poll_the_gil_and_backward_ones_do_not(monkeypatch):
+    polls = []
+    post = sample_split._Workers._post
+    monkeypatch.setattr(sample_split._Workers, "_post",
+                        lambda self, i, task, ns: polls.append(ns) or post(self, i, task, ns))
+    exe = _bind(_lenet_like(), {"data": (6, 2, 12, 12)}, "write", True, 2)
+    _fill(exe, 1, 2)
+    exe.forward(is_train=True)
+    forward = list(polls)
+    exe.backward(mx.nd.ones(exe.outputs[0].shape))
+    assert forward == [sample_split._workers.gil_poll_ns] and polls[1:] == [0]
 
 
 def _train_step(exe, seed):
