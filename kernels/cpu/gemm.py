@@ -350,6 +350,16 @@ def available():
     return _available
 
 
+def _takes(a, b, out, ndim):
+    """Whether the team can take these arrays: C-contiguous, ``ndim``-d, one float dtype,
+    on a platform with a team."""
+    dtype = out.dtype
+    return (a.dtype == dtype and b.dtype == dtype and (dtype == np.float32 or dtype == np.float64)
+            and a.ndim == ndim and b.ndim == ndim and out.ndim == ndim and a.flags.c_contiguous
+            and b.flags.c_contiguous and out.flags.c_contiguous
+            and (_available if _available is not None else available()))
+
+
 def product(a, b, out, trans_a=False, trans_b=False, accumulate=False):
     """``out = op(a) @ op(b)`` (``+=`` with ``accumulate``), ``op`` transposing where asked,
     for C-contiguous 2-d float32/float64 arrays of one dtype (a transposed operand is passed
@@ -359,11 +369,7 @@ def product(a, b, out, trans_a=False, trans_b=False, accumulate=False):
     or one thread), another dtype or layout, or no team on this platform. The caller then
     makes it through numpy, whose OpenBLAS runs it on one thread below about 2^20
     multiply-adds (and, in any case, at the fixed count of ``kernels/threads.py``)."""
-    dtype = out.dtype
-    if not (a.dtype == dtype and b.dtype == dtype and (dtype == np.float32 or dtype == np.float64)
-            and a.ndim == 2 and b.ndim == 2 and out.ndim == 2 and a.flags.c_contiguous
-            and b.flags.c_contiguous and out.flags.c_contiguous
-            and (_available if _available is not None else available())):
+    if not _takes(a, b, out, 2):
         return False
     m, n = out.shape
     k = a.shape[0] if trans_a else a.shape[1]
@@ -385,11 +391,7 @@ def product_batched(a, b, out, trans_a=False, trans_b=False, accumulate=False):
     the team does not take it (the batch holds fewer matrices than there are threads, the
     whole is below :data:`TEAM_MIN_MACS`, another dtype or layout); the caller then uses
     numpy."""
-    dtype = out.dtype
-    if not (a.dtype == dtype and b.dtype == dtype and (dtype == np.float32 or dtype == np.float64)
-            and a.ndim == 3 and b.ndim == 3 and out.ndim == 3 and a.flags.c_contiguous
-            and b.flags.c_contiguous and out.flags.c_contiguous
-            and (_available if _available is not None else available())):
+    if not _takes(a, b, out, 3):
         return False
     batch, m, n = out.shape
     k = a.shape[1] if trans_a else a.shape[2]
