@@ -339,15 +339,19 @@ def serial_thread():
 def enter_serial():
     """Start a region where the calling thread and the worker threads each run serial
     kernels at once: the calling thread becomes serial and OpenBLAS (a process-wide count)
-    uses one thread until :func:`leave_serial`."""
+    uses one thread until :func:`leave_serial` (one hold per thread, however often called)."""
     serial_thread()
-    hold_blas_single()
+    if not getattr(_local, "serial_hold", False):
+        hold_blas_single()
+        _local.serial_hold = True
 
 
 def leave_serial():
     """End the region: the calling thread and OpenBLAS use the policy's count again."""
     _local.serial = False
-    release_blas_single()
+    if getattr(_local, "serial_hold", False):
+        _local.serial_hold = False
+        release_blas_single()
     _apply(_threads)
 
 
@@ -371,7 +375,7 @@ def release_blas_single():
     """Release one :func:`hold_blas_single`."""
     global _blas_holds, _blas_applied
     with _lock:
-        _blas_holds -= 1
+        _blas_holds = max(0, _blas_holds - 1)
         if _blas_holds == 0 and _blas_cap is not None and \
                 _blas_applied != min(_threads, _blas_cap):
             _blas_applied = min(_threads, _blas_cap)

@@ -191,6 +191,30 @@ def test_openblas_runs_one_thread_during_parts_and_the_policy_count_after():
     assert threads.refresh() == policy
 
 
+def test_serial_regions_hold_openblas_once_per_thread():
+    """enter_serial holds OpenBLAS at one thread once per thread, leave_serial releases that
+    hold only: a thread made serial without a region (serial_thread, then leave_serial), or a
+    region entered twice, leaves the count balanced."""
+    if threads.blas_threads() is None:
+        pytest.skip("numpy's BLAS is not OpenBLAS")
+    threads.refresh()
+    policy_blas = threads.blas_threads()
+    threads.serial_thread()
+    threads.leave_serial()                  # no region was entered: nothing to release
+    threads.enter_serial()
+    threads.enter_serial()
+    assert threads.blas_threads() == 1
+    threads.leave_serial()
+    assert threads.blas_threads() == policy_blas
+    threads.hold_blas_single()
+    assert threads.blas_threads() == 1
+    threads.release_blas_single()
+    threads.release_blas_single()           # one too many: ignored, never below zero
+    threads.hold_blas_single()
+    threads.release_blas_single()
+    assert threads.blas_threads() == policy_blas
+
+
 _CHILD = r"""
 import os, sys, time, numpy as np
 from lightmod.kernels.cpu import gemm

@@ -25,6 +25,7 @@ from numba import njit, prange, uint64
 from .. import cache_stamp  # noqa: F401  (stamps the cache entries made below)
 from .. import threads as _threads
 from ..scalar_nn import ACT_RELU, activation_value
+from . import gemm
 from .blas import gemm_accumulate, gemm_function
 from .jit import PARALLEL_MIN, task_count
 
@@ -47,13 +48,18 @@ def _dummy(dtype):
 
 
 def conv_gemm(a, b, out, trans_a=False, trans_b=False):
-    """out = op(a) @ op(b) through BLAS (op transposes when asked); out must be C-contiguous."""
-    np.matmul(a.T if trans_a else a, b.T if trans_b else b, out=out)
+    """out = op(a) @ op(b) (op transposes when asked); out must be C-contiguous. In parts on
+    lightmod's threads (kernels/cpu/gemm.py) where they take it, else through numpy's BLAS."""
+    if not gemm.product(a, b, out, trans_a, trans_b):
+        np.matmul(a.T if trans_a else a, b.T if trans_b else b, out=out)
 
 
 def conv_gemm_add(a, b, out, trans_a=False, trans_b=False):
-    """out += op(a) @ op(b): one GEMM with beta = 1 where BLAS takes the layout (a weight
-    gradient summed over the chunks of a batch), else a product and an add."""
+    """out += op(a) @ op(b): on lightmod's threads where they take it, else one GEMM with
+    beta = 1 where BLAS takes the layout (a weight gradient summed over the chunks of a batch),
+    else a product and an add."""
+    if gemm.product(a, b, out, trans_a, trans_b, accumulate=True):
+        return
     a = a.T if trans_a else a
     b = b.T if trans_b else b
     if not gemm_accumulate(a, b, out):
