@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import threads as _threads
 
-__all__ = ["gemm_accumulate", "gemm_function", "gemm_address", "operand_layout"]
+__all__ = ["gemm_accumulate", "gemm_function", "gemm_address"]
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 # (function name suffixes of numpy's OpenBLAS builds, integer type of their dimensions)
@@ -61,7 +61,7 @@ def _load():
     return found
 
 
-def operand_layout(x):
+def _operand(x):
     """(transpose flag, leading dimension) of a 2-d operand CBLAS reads in place, or None."""
     item = x.itemsize
     rows, cols = x.shape
@@ -86,7 +86,7 @@ def gemm_accumulate(a, b, out):
     fn = _gemm.get(out.dtype)
     if fn is None or a.dtype != out.dtype or b.dtype != out.dtype or out.size == 0:
         return False
-    op_a, op_b, op_out = operand_layout(a), operand_layout(b), operand_layout(out)
+    op_a, op_b, op_out = _operand(a), _operand(b), _operand(out)
     if op_a is None or op_b is None or op_out is None or op_out[0] != _NO_TRANS:
         return False
     m, k = a.shape

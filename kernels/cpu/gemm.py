@@ -54,8 +54,7 @@ from .. import threads as _threads
 from . import atomics as _atomic
 from .blas import gemm_address
 
-__all__ = ["product", "product_batched", "matmul", "plan", "available", "TEAM_MIN_MACS",
-           "POLL_SECONDS"]
+__all__ = ["product", "product_batched", "plan", "available", "TEAM_MIN_MACS", "POLL_SECONDS"]
 
 TEAM_MIN_MACS = 1 << 20     # below: one part, left to numpy (OpenBLAS runs it on one thread)
 POLL_SECONDS = 200e-6       # how long an idle worker polls before it sleeps
@@ -426,16 +425,6 @@ def _execute(compiled, *args):
             compiled(ctrl, coef, sems, 0, sgemm, dgemm, *args)
     finally:
         _threads.release_blas_single()
-
-
-def matmul(a, b, out, accumulate=False):
-    """``out = a @ b`` (``+=`` with ``accumulate``) for 2-d arrays that are C-contiguous or
-    transposes of C-contiguous arrays; False (nothing done) when :func:`product` cannot take
-    them."""
-    trans_a = not a.flags.c_contiguous and a.T.flags.c_contiguous
-    trans_b = not b.flags.c_contiguous and b.T.flags.c_contiguous
-    return product(a.T if trans_a else a, b.T if trans_b else b, out, trans_a, trans_b,
-                   accumulate)
 
 
 @atexit.register
