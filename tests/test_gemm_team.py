@@ -101,7 +101,8 @@ def test_plan_is_a_function_of_shape_and_count():
 
 def _serial(a, b, out, trans_a, trans_b, beta, parts, axis):
     """Every part in order on this thread (no team): the reference for the bits."""
-    ctrl, coef, sems = np.zeros(64, np.int64), np.zeros(2), np.zeros(4, np.int64)
+    ctrl, coef, sems = np.zeros(gemm._SLEEP + 8, np.int64), np.zeros(gemm._COEF_WORDS), \
+        np.zeros(gemm._SEM_WORDS, np.int64)
     s, d = gemm._functions()
     gemm._product(ctrl, coef, sems, 0, s, d, a, b, out, trans_a, trans_b, beta, parts, axis)
 
@@ -243,7 +244,7 @@ def test_a_worker_that_never_runs_delays_nothing():
     b = rng.standard_normal((300, 320)).astype(np.float32)
     expected = np.empty((256, 320), np.float32)
     _serial(a, b, expected, False, False, 0.0, 4, 1)
-    ctrl, coef = np.zeros(gemm._SLEEP + 8 * 3, np.int64), np.zeros(2)
+    ctrl, coef = np.zeros(gemm._SLEEP + 8 * 3, np.int64), np.zeros(gemm._COEF_WORDS)
     sems = np.zeros(gemm._SEM_WORDS * 3, np.int64)
     out = np.empty_like(expected)
     start = time.perf_counter()
@@ -325,3 +326,129 @@ def test_back_to_back_products_of_other_part_counts_keep_their_bits():
             gemm._product(team.ctrl, team.coef, team.sems, team.workers, *functions, a, b,
                           out, False, False, 0.0, parts, axis)
             np.testing.assert_array_equal(out, expected[parts, axis])
+
+
+# --- pairs of independent products (gemm.product_pair) ---------------------------------------
+def _fc_gradients(rng, batch, hidden, inputs, dtype):
+    """A FullyConnected layer's backward operands: (dy, w, x) and zeroed dx, dw."""
+    dy = rng.standard_normal((batch, hidden)).astype(dtype)
+    w = rng.standard_normal((hidden, inputs)).astype(dtype)
+    x = rng.standard_normal((batch, inputs)).astype(dtype)
+    return dy, w, x
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(128, 512, 784), (32, 800, 200), (64, 10, 3000)])
+@pytest.mark.parametrize("accumulate", [(False, False), (True, False), (False, True)])
+def test_pair_matches_reference_and_each_product_alone(dtype, shape, accumulate):
+    if threads.product_threads() < 2:
+        pytest.skip("one thread: pairs are left to the caller")
+    rng = np.random.RandomState(sum(shape))
+    batch, hidden, inputs = shape
+    dy, w, x = _fc_gradients(rng, batch, hidden, inputs, dtype)
+    dx0 = rng.standard_normal((batch, inputs)).astype(dtype)
+    dw0 = rng.standard_normal((hidden, inputs)).astype(dtype)
+    dx, dw = dx0.copy(), dw0.copy()
+    acc_x, acc_w = accumulate
+    assert gemm.product_pair((dy, w, dx, False, False, acc_x), (dy, x, dw, True, False, acc_w))
+    tol = 2e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(dx, _reference(dy, w, False, False) + (dx0 if acc_x else 0),
+                               rtol=tol, atol=tol * 60)
+    np.testing.assert_allclose(dw, _reference(dy, x, True, False) + (dw0 if acc_w else 0),
+                               rtol=tol, atol=tol * 60)
+    # the bits: each product's own parts (half the threads each), computed alone
+    plans = gemm.pair_plan((batch, inputs, hidden), (hidden, inputs, batch),
+                           threads.product_threads())
+    alone_x, alone_w = dx0.copy(), dw0.copy()
+    _serial(dy, w, alone_x, False, False, 1.0 if acc_x else 0.0, *plans[0])
+    _serial(dy, x, alone_w, True, False, 1.0 if acc_w else 0.0, *plans[1])
+    np.testing.assert_array_equal(dx, alone_x)
+    np.testing.assert_array_equal(dw, alone_w)
+
+
+def test_pair_plan_halves_the_threads():
+    assert gemm.pair_plan((128, 784, 512), (512, 784, 128), 1) is None
+    assert gemm.pair_plan((8, 8, 8), (8, 8, 8), 2) is None                  # too small
+    assert gemm.pair_plan((128, 784, 512), (512, 784, 128), 2) == ((1, 0), (1, 0))
+    assert gemm.pair_plan((128, 784, 512), (512, 784, 128), 3) == ((1, 0), (1, 0))
+    assert gemm.pair_plan((128, 784, 512), (512, 784, 128), 4) == ((2, 1), (2, 1))
+    assert gemm.pair_plan((784, 128, 512), (128, 784, 512), 8) == ((4, 0), (4, 1))
+    # two products below the threshold each, above it together: one part each
+    assert gemm.pair_plan((64, 64, 160), (64, 64, 160), 2) == ((1, 0), (1, 0))
+
+
+def test_pairs_the_team_does_not_take_are_left_to_the_caller():
+    rng = np.random.RandomState(8)
+    dy, w, x = _fc_gradients(rng, 128, 512, 784, np.float32)
+    dx = np.zeros((128, 784), np.float32)
+    dw = np.zeros((512, 784), np.float32)
+    assert not gemm.product_pair((dy, w, dx, False, False, False),
+                                 (dy.astype(np.float64), x.astype(np.float64),
+                                  dw.astype(np.float64), True, False, False))   # two dtypes
+    assert not gemm.product_pair((dy, w, dx, False, False, False),
+                                 (dy, x[:, ::2], dw[:, ::2], True, False, False))  # strided
+    # an output that is the other product's input, or that overlaps the other output
+    assert not gemm.product_pair((dy, w, dx, False, False, False),
+                                 (dy, dx, dw, True, False, False))
+    assert not gemm.product_pair((dy, w, dw[:128], False, False, False),
+                                 (dy, x, dw, True, False, False))
+    small = np.ones((8, 8), np.float32)
+    assert not gemm.product_pair((small, small, np.zeros((8, 8), np.float32), False, False,
+                                  False), (small, small, np.zeros((8, 8), np.float32), False,
+                                           False, False))
+    assert not dx.any() and not dw.any()
+    with pytest.raises(ValueError, match=r"product_pair: shapes \(128, 512\) @ \(784, 128\)"):
+        gemm.product_pair((dy, w, dx, False, False, False), (dy, x.T.copy(), dw, False, False,
+                                                              False))
+
+
+def test_pair_with_one_thread_is_left_to_the_caller():
+    code = ("import numpy as np\nfrom lightmod.kernels.cpu import gemm\n"
+            "a = np.ones((128, 784), np.float32); b = np.ones((784, 512), np.float32)\n"
+            "o1 = np.zeros((128, 512), np.float32); o2 = np.zeros((128, 512), np.float32)\n"
+            "print(gemm.product_pair((a, b, o1, False, False, False),"
+            " (a, b, o2, False, False, False)), o1.any())\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env={**__import__("os").environ,
+                                            "LIGHTMOD_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "False"]
+
+
+def test_pairs_and_products_back_to_back_keep_their_bits():
+    """Pairs published between single products and with a worker that may still be looking
+    at the previous job: every result has the bits of its parts computed alone, and a pair
+    whose worker never runs is computed by the caller alone."""
+    if threads.cap() < 2:
+        pytest.skip("one thread: there is no team")
+    rng = np.random.RandomState(9)
+    dy, w, x = _fc_gradients(rng, 96, 160, 200, np.float32)
+    expected_x, expected_w = np.empty((96, 200), np.float32), np.empty((160, 200), np.float32)
+    _serial(dy, w, expected_x, False, False, 0.0, 1, 0)
+    _serial(dy, x, expected_w, True, False, 0.0, 2, 1)
+    single = np.empty((96, 200), np.float32)
+    _serial(dy, w, single, False, False, 0.0, 3, 0)
+    team = gemm._get_team()
+    functions = gemm._functions()
+    with team.busy:
+        for i in range(400):
+            dx, dw = np.empty_like(expected_x), np.empty_like(expected_w)
+            if i % 3 == 2:
+                gemm._product(team.ctrl, team.coef, team.sems, team.workers, *functions, dy,
+                              w, dx, False, False, 0.0, 3, 0)
+                np.testing.assert_array_equal(dx, single)
+                continue
+            gemm._product_pair(team.ctrl, team.coef, team.sems, team.workers, *functions,
+                               dy, w, dx, False, False, 0.0, 1, 0,
+                               dy, x, dw, True, False, 0.0, 2, 1)
+            np.testing.assert_array_equal(dx, expected_x)
+            np.testing.assert_array_equal(dw, expected_w)
+    # a team whose worker never started: the caller claims all three parts
+    ctrl, coef = np.zeros(gemm._SLEEP + 8 * 2, np.int64), np.zeros(gemm._COEF_WORDS)
+    sems = np.zeros(gemm._SEM_WORDS * 2, np.int64)
+    dx, dw = np.empty_like(expected_x), np.empty_like(expected_w)
+    gemm._product_pair(ctrl, coef, sems, 2, *functions, dy, w, dx, False, False, 0.0, 1, 0,
+                       dy, x, dw, True, False, 0.0, 2, 1)
+    np.testing.assert_array_equal(dx, expected_x)
+    np.testing.assert_array_equal(dw, expected_w)
+    assert ctrl[gemm._DONE] == 3

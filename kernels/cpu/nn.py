@@ -162,9 +162,12 @@ def _no_bias(dtype):
 def fc_backward(x, w, dy, dx, dw, db, req_x, req_w, req_b, scratch):
     """Gradients of fc_forward; a gradient whose req is 'null' may be None."""
     _threads.refresh()
-    if req_x != "null":
+    # the two products have the same multiply-adds: one thread each (gemm.product_pair)
+    paired = req_x != "null" and req_w != "null" and gemm.product_pair(
+        (dy, w, dx, False, False, req_x == "add"), (dy, x, dw, True, False, req_w == "add"))
+    if req_x != "null" and not paired:
         _matmul_into(dy, w, dx, req_x == "add", scratch, "fc_dx")
-    if req_w != "null":
+    if req_w != "null" and not paired:
         _matmul_into(dy, x, dw, req_w == "add", scratch, "fc_dw", trans_a=True)
     if req_b != "null":
         _column_sums(dy, db.reshape(-1), req_b == "add")
