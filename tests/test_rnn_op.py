@@ -360,33 +360,3 @@ def test_reverse_errors():
         op.parse({})
     with pytest.raises(MXNetError, match="out of range"):
         op.infer_shape(op.parse({"axis": "3"}), [(2, 3)])
-
-
-@pytest.mark.parametrize("bidirectional", [False, True])
-def test_parameter_and_input_gradients_as_a_pair_match_one_after_the_other(monkeypatch,
-                                                                         bidirectional):
-    """Shapes large enough for kernels/cpu/gemm.py's product_pair: W_x's gradient and the
-    input's gradient computed at once (one thread each) equal the same products made one
-    after the other (the float64 run: within rounding; the first layer's input gradient of a
-    bidirectional stack accumulates over both directions)."""
-    from lightmod.kernels import threads
-    from lightmod.kernels.cpu import gemm
-    if threads.product_threads() < 2 or not gemm.available():
-        pytest.skip("one thread: pairs are left to the caller")
-    rng = np.random.default_rng(11)
-    mode, attrs = "lstm", attrs_of("lstm", 2, bidirectional, 64)
-    ins = make_inputs(rng, mode, 2, bidirectional, seq=12, batch=16, width=96, hidden=64)
-    heads = [rng.standard_normal((12, 16, 128 if bidirectional else 64)), None, None]
-    taken = []
-    real_pair = gemm.product_pair
-
-    def spy(first, second):
-        taken.append(real_pair(first, second))
-        return taken[-1]
-    monkeypatch.setattr(gemm, "product_pair", spy)
-    paired = oh.backward("RNN", attrs, ins, heads)
-    assert taken and all(taken)         # every layer and direction made its pair
-    monkeypatch.setattr(gemm, "product_pair", lambda first, second: False)
-    one_by_one = oh.backward("RNN", attrs, ins, heads)
-    for a, b in zip(paired, one_by_one):
-        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)

@@ -20,7 +20,7 @@ from ..math_build import compiled
 from . import gemm
 from .jit import parallel_loop
 
-__all__ = ["rnn_gemm", "rnn_gemm_pair", "rnn_column_sum", "rnn_lstm_step", "rnn_lstm_step_backward",
+__all__ = ["rnn_gemm", "rnn_column_sum", "rnn_lstm_step", "rnn_lstm_step_backward",
            "rnn_gru_step", "rnn_gru_step_backward", "rnn_vanilla_step",
            "rnn_vanilla_step_backward", "reverse_axes"]
 
@@ -54,15 +54,6 @@ def rnn_gemm(a, b, out, trans_a=False, trans_b=False, accumulate=False, scratch=
             scratch[("rnn_gemm", out.shape, out.dtype)] = tmp
     np.matmul(a, b, out=tmp)
     out += tmp
-
-
-def rnn_gemm_pair(first, second, scratch=None):
-    """Two independent products, each ``(a, b, out, trans_a, trans_b, accumulate)`` as for
-    :func:`rnn_gemm`: one thread each at once where the team takes them
-    (kernels/cpu/gemm.py ``product_pair``), else one after the other."""
-    if not gemm.product_pair(first, second):
-        rnn_gemm(*first, scratch=scratch)
-        rnn_gemm(*second, scratch=scratch)
 
 
 def rnn_column_sum(src, dst):

@@ -14,7 +14,7 @@ from ..math_build import compiled
 from .memory import flat, launch_config
 from .nn import _column_sums_k, _gemm
 
-__all__ = ["rnn_gemm", "rnn_gemm_pair", "rnn_column_sum", "rnn_lstm_step", "rnn_lstm_step_backward",
+__all__ = ["rnn_gemm", "rnn_column_sum", "rnn_lstm_step", "rnn_lstm_step_backward",
            "rnn_gru_step", "rnn_gru_step_backward", "rnn_vanilla_step",
            "rnn_vanilla_step_backward", "reverse_axes"]
 
@@ -25,13 +25,6 @@ def rnn_gemm(a, b, out, trans_a=False, trans_b=False, accumulate=False, scratch=
     """out = op(a) @ op(b) (or out += ...); ``scratch`` is unused (the GEMM accumulates in
     place)."""
     _gemm(a, b, out, trans_a, trans_b, accumulate)
-
-
-def rnn_gemm_pair(first, second, scratch=None):
-    """Two independent products, each ``(a, b, out, trans_a, trans_b, accumulate)`` as for
-    :func:`rnn_gemm`, one after the other on the device's stream."""
-    rnn_gemm(*first, scratch=scratch)
-    rnn_gemm(*second, scratch=scratch)
 
 
 def rnn_column_sum(src, dst):

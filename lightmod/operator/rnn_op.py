@@ -371,16 +371,9 @@ class RNN(Operator):
                 k.copy(grads["dhx"][idx], dh)
                 if lstm:
                     k.copy(grads["dcx"][idx], dc)
-                # parameter gradients: one product over all steps each; W_x's beside the
-                # input's gradient (the same multiply-adds: a pair, one thread each)
-                dwx_product = (dgx.reshape(rows, gh), layer_in.reshape(rows, c_in), dwx, True,
-                               False, False)
-                if need_dx:
-                    k.rnn_gemm_pair(dwx_product, (dgx.reshape(rows, gh), wx,
-                                                  dx.reshape(rows, c_in), False, False, d > 0),
-                                    scratch=state)
-                else:
-                    k.rnn_gemm(*dwx_product)
+                # parameter gradients: one product over all steps each
+                k.rnn_gemm(dgx.reshape(rows, gh), layer_in.reshape(rows, c_in), dwx,
+                           trans_a=True)
                 # W_h meets h_prev: h of the previous step, hx at the first step
                 if seq > 1:
                     later = slice(1, seq) if d == 0 else slice(0, seq - 1)
@@ -391,6 +384,9 @@ class RNN(Operator):
                            scratch=state)
                 k.rnn_column_sum(dgx.reshape(rows, gh), dbx)
                 k.rnn_column_sum(dgh.reshape(rows, gh), dbh)
+                if need_dx:
+                    k.rnn_gemm(dgx.reshape(rows, gh), wx, dx.reshape(rows, c_in),
+                               accumulate=d > 0, scratch=state)
             if layer > 0:
                 if dropout:
                     k.dropout_backward(bufs["masks"][layer - 1], dx, grads["dy"][layer - 1])
