@@ -303,6 +303,13 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         return args.func(args)
+    except BrokenPipeError:
+        if args.command == "run":
+            raise
+        # the reader went away (``lightmod info | head``): stop quietly, as a shell tool does,
+        # with nothing left to flush into the closed pipe at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except (CliError, MXNetError, OSError, ValueError) as err:
         if args.command == "run" and not isinstance(err, CliError):
             raise       # the script's own error: its traceback is what its author needs

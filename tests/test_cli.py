@@ -27,9 +27,10 @@ def test_install_as_mxnet_aliases_submodules():
     assert "mxnet" not in sys.modules
 
 
-def test_run_executes_an_unmodified_mxnet_script(tmp_path):
+@pytest.mark.parametrize("module", ["lightmod.cli", "lightmod"])
+def test_run_executes_an_unmodified_mxnet_script(tmp_path, module):
     script = os.path.join(HERE, "fixtures", "legacy_mxnet_script.py")
-    proc = subprocess.run([sys.executable, "-m", "lightmod.cli", "run", script, "--flag", "x"],
+    proc = subprocess.run([sys.executable, "-m", module, "run", script, "--flag", "x"],
                           capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "legacy script accuracy" in proc.stdout
@@ -138,3 +139,16 @@ def test_plot_x_axis_counts_epochs_like_the_log():
     line = fig.axes[0].lines[0]
     assert list(line.get_xdata()) == [0, 1, 2]
     assert "Epoch[N]" in fig.axes[0].get_xlabel()
+
+
+def test_a_closed_pipe_ends_quietly():
+    """``lightmod info | head -1``: the command stops without an error message once the
+    reader has gone."""
+    proc = subprocess.Popen([sys.executable, "-m", "lightmod", "info"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()                 # the reader goes away after one line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) in (0, 1)
+    assert first.startswith(b"lightmod")
+    assert "error" not in err and "Traceback" not in err, err
