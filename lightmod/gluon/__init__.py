@@ -1,17 +1,18 @@
-"""``mx.gluon``: only ``mx.gluon.utils`` (``split_data``, ``split_and_load``,
-``clip_global_norm``), the helpers Module programs borrow from Gluon.
+"""``mx.gluon``: only what Module programs borrow from Gluon: ``mx.gluon.utils``
+(``split_data``, ``split_and_load``, ``clip_global_norm``) and ``mx.gluon.loss`` (the loss
+functions, on Symbols or NDArrays).
 
 lightmod reimplements MXNet's Module API, not Gluon: any other Gluon name (``gluon.nn``,
-``gluon.Trainer``, ``gluon.loss``...) raises an MXNetError that says so.
+``gluon.Trainer``...) raises an MXNetError that says so.
 """
 from ..base import MXNetError
-from . import utils
+from . import loss, utils
 
-__all__ = ["utils"]
+__all__ = ["loss", "utils"]
 
 
 def __getattr__(name):
     if name.startswith("_"):
         raise AttributeError(name)
     raise MXNetError("mx.gluon.%s is not supported: lightmod implements MXNet's Module API, and of "
-                     "Gluon only mx.gluon.utils (split_data, split_and_load, clip_global_norm)" % name)
+                     "Gluon only mx.gluon.utils and mx.gluon.loss" % name)
