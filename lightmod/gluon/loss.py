@@ -194,21 +194,18 @@ class HingeLoss(Loss):
         super().__init__(weight, batch_axis, **kwargs)
         self._margin = margin
 
+    def _element_loss(self, F, pred, label):
+        return F.relu(self._margin - pred * _like(F, label, pred))
+
     def hybrid_forward(self, F, pred, label, sample_weight=None):
-        loss = F.relu(self._margin - pred * _like(F, label, pred))
-        return self._weighted_mean(F, loss, sample_weight)
+        return self._weighted_mean(F, self._element_loss(F, pred, label), sample_weight)
 
 
-class SquaredHingeLoss(Loss):
+class SquaredHingeLoss(HingeLoss):
     """``max(0, margin - pred * label)^2`` for labels in {-1, 1}."""
 
-    def __init__(self, margin=1, weight=None, batch_axis=0, **kwargs):
-        super().__init__(weight, batch_axis, **kwargs)
-        self._margin = margin
-
-    def hybrid_forward(self, F, pred, label, sample_weight=None):
-        loss = F.square(F.relu(self._margin - pred * _like(F, label, pred)))
-        return self._weighted_mean(F, loss, sample_weight)
+    def _element_loss(self, F, pred, label):
+        return F.square(super()._element_loss(F, pred, label))
 
 
 class LogisticLoss(Loss):
