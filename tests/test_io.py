@@ -281,13 +281,41 @@ def test_ndarrayiter_golden_shuffle_matches_mxnet_under_numpy_seed(handle):
 def test_ndarrayiter_errors():
     with pytest.raises(ValueError, match="last_batch_handle"):
         NDArrayIter(np.zeros((4, 2)), None, 2, last_batch_handle="wrap")
-    with pytest.raises(mx.MXNetError, match="samples"):
-        NDArrayIter(np.zeros((4, 2)), np.zeros(5), 2)
+    with pytest.raises(mx.MXNetError, match="'softmax_label' has 3 samples on axis 0, "
+                                             "expected 4 like 'data'"):
+        NDArrayIter(np.zeros((4, 2)), np.zeros(3), 2)
     it = NDArrayIter(np.zeros((4, 2)), None, 2)
     list(it)
     it.cursor = 10
     with pytest.raises(mx.MXNetError, match="needs reset"):
         it.getdata()
+
+
+@pytest.mark.parametrize("handle", ["pad", "discard", "roll_over"])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_ndarrayiter_longer_labels_use_their_first_samples(handle, shuffle):
+    """As MXNet's iterator (whose own loss tests rely on it): a label with more samples than
+    the data is read for the data's samples only (here with a warning naming it)."""
+    data = np.arange(20, dtype=np.float32).reshape(10, 2)
+    label = np.arange(20, dtype=np.float32) * 10
+    np.random.seed(5)
+    with pytest.warns(UserWarning, match="'w' has 20 samples on axis 0; only the first 10"):
+        longer = NDArrayIter(data, {"label": label, "w": label + 1}, 4, shuffle=shuffle,
+                             last_batch_handle=handle)
+    np.random.seed(5)
+    exact = NDArrayIter(data, {"label": label[:10], "w": label[:10] + 1}, 4, shuffle=shuffle,
+                        last_batch_handle=handle)
+    assert longer.provide_label == exact.provide_label
+    got = [(b.data[0].asnumpy(), [x.asnumpy() for x in b.label], b.pad) for b in longer]
+    want = [(b.data[0].asnumpy(), [x.asnumpy() for x in b.label], b.pad) for b in exact]
+    assert len(got) == len(want) > 0
+    for (d1, l1, p1), (d2, l2, p2) in zip(got, want):
+        np.testing.assert_array_equal(d1, d2)
+        np.testing.assert_array_equal(l1[0], l2[0])
+        np.testing.assert_array_equal(l1[1], l2[1])
+        assert p1 == p2
+        # each label row belongs to its data row: label = 10 * (first data column / 2)
+        np.testing.assert_array_equal(l1[0], d1[:, 0] * 5)
 
 
 def test_ndarrayiter_csr_only_with_discard():

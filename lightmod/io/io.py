@@ -7,6 +7,7 @@ input's context; nothing loops over samples in Python.
 import glob
 import os
 import threading
+import warnings
 from collections import namedtuple
 
 import numpy as np
@@ -379,11 +380,21 @@ class NDArrayIter(DataIter):
         self.layout = layout
         axis = self._batch_axis
         self.num_data = self.data[0][1].shape[axis]
-        for name, arr in self.data + self.label:
-            if arr.shape[axis] != self.num_data:
-                raise MXNetError("NDArrayIter: input %r has %d samples on axis %d, expected %d"
-                                 " like %r" % (name, arr.shape[axis], axis, self.num_data,
-                                               self.data[0][0]))
+        for sources in (self.data, self.label):
+            for i, (name, arr) in enumerate(sources):
+                if arr.shape[axis] < self.num_data:
+                    raise MXNetError("NDArrayIter: input %r has %d samples on axis %d, "
+                                     "expected %d like %r" % (name, arr.shape[axis], axis,
+                                                              self.num_data, self.data[0][0]))
+                if arr.shape[axis] > self.num_data:
+                    # MXNet iterates over the first input's samples and never reads the rest
+                    # of a longer one (its own tests pass a label longer than the data)
+                    warnings.warn("NDArrayIter: input %r has %d samples on axis %d; only the "
+                                  "first %d (as many as %r) are used"
+                                  % (name, arr.shape[axis], axis, self.num_data,
+                                     self.data[0][0]), stacklevel=2)
+                    sources[i] = (name, self._take([(name, arr)],
+                                                   np.arange(self.num_data))[0])
         self.idx = np.arange(self.num_data)
         self.shuffle = shuffle
         self.last_batch_handle = last_batch_handle
