@@ -103,3 +103,28 @@ def test_bad_arguments_and_other_gluon_names():
     loss = mx.gluon.loss.HingeLoss()
     loss.hybridize()
     np.testing.assert_allclose(loss(pred, pred).asnumpy(), loss.forward(pred, pred).asnumpy())
+
+
+def test_a_user_subclass_composes_on_both_backends():
+    """Module code subclasses Loss with its own hybrid_forward (F is mx.sym or mx.nd)."""
+    class CubedError(mx.gluon.loss.Loss):
+        def __init__(self, **kwargs):
+            super().__init__(None, 0, **kwargs)
+
+        def hybrid_forward(self, F, pred, label):
+            err = F.abs(pred - label)
+            return self._weighted_mean(F, err * err * err, None)
+
+    pred, label = INPUTS["scores"], INPUTS["targets"]
+    expected = (np.abs(pred - label) ** 3).mean(axis=1)
+    loss = CubedError(prefix="cubed_")
+    np.testing.assert_allclose(loss(mx.nd.array(pred), mx.nd.array(label)).asnumpy(), expected,
+                               rtol=1e-5)
+    out = loss(mx.sym.Variable("p"), mx.sym.Variable("l"))
+    ex = out.simple_bind(mx.cpu(), grad_req="null", p=pred.shape, l=label.shape)
+    ex.arg_dict["p"][:] = pred
+    ex.arg_dict["l"][:] = label
+    ex.forward(is_train=False)
+    np.testing.assert_allclose(ex.outputs[0].asnumpy(), expected, rtol=1e-5)
+    with pytest.raises(TypeError, match="Loss is a loss without hybrid_forward"):
+        mx.gluon.loss.Loss(None, 0)(mx.nd.array(pred), mx.nd.array(label))

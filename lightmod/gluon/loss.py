@@ -34,28 +34,29 @@ def _like(F, label, pred):
 class Loss:
     """The base class: ``loss(pred, label, *extra)`` -> per-sample losses.
 
-    Subclasses implement ``hybrid_forward(F, pred, label, ...)`` with ``F`` the operator module
-    of ``pred``, as MXNet's loss blocks do."""
+    Subclasses define ``hybrid_forward(F, pred, label, ...)`` with ``F`` the operator module
+    of ``pred``, as MXNet's loss blocks do. Block keywords (``prefix``, ``params``) are
+    accepted and unused: a loss holds no parameters."""
 
     def __init__(self, weight, batch_axis, **kwargs):
         self._weight = weight
         self._batch_axis = batch_axis
-        self._prefix = kwargs.get("prefix")
 
     def __repr__(self):
         return "%s(batch_axis=%s, w=%s)" % (type(self).__name__, self._batch_axis, self._weight)
 
     def __call__(self, pred, label, *args):
-        return self.hybrid_forward(_backend(pred), pred, label, *args)
+        compose = getattr(self, "hybrid_forward", None)
+        if compose is None:
+            raise TypeError("%s is a loss without hybrid_forward(F, pred, label, ...): subclass "
+                            "Loss and define it" % type(self).__name__)
+        return compose(_backend(pred), pred, label, *args)
 
     def forward(self, pred, label, *args):
         return self(pred, label, *args)
 
     def hybridize(self, active=True, **kwargs):
         """Nothing to compile: the call already composes operators."""
-
-    def hybrid_forward(self, F, pred, label, *args):
-        raise NotImplementedError("%s does not define hybrid_forward" % type(self).__name__)
 
     def _weighted_mean(self, F, loss, sample_weight, weight=None, reduce="mean"):
         """Scale the element losses (``sample_weight`` broadcast, then ``weight``) and average

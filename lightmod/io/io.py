@@ -393,8 +393,7 @@ class NDArrayIter(DataIter):
                                   "first %d (as many as %r) are used"
                                   % (name, arr.shape[axis], axis, self.num_data,
                                      self.data[0][0]), stacklevel=2)
-                    sources[i] = (name, self._take([(name, arr)],
-                                                   np.arange(self.num_data))[0])
+                    sources[i] = (name, self._slice([(name, arr)], 0, self.num_data)[0])
         self.idx = np.arange(self.num_data)
         self.shuffle = shuffle
         self.last_batch_handle = last_batch_handle
