@@ -8,7 +8,11 @@ per-node call lists in topological order calling ``op.forward`` with backend arr
 ``backward`` walks them in reverse calling ``op.backward``.
 
 Gradients: an intermediate result consumed by several operators gets one buffer; the first
-writer in backward order uses req 'write' and later ones 'add' (no temporaries). Arguments
+writer in backward order uses req 'write' and later ones 'add' (no temporaries). The gradient
+buffers of intermediate results live from their first write to the backward step of the
+operator that made the result (the last to read them); a buffer whose gradient is dead is
+taken by a gradient first written in a later step, so the gradient memory of a training plan
+is what is alive at once, not the sum over the graph. Arguments
 honour their ``grad_req`` ('write', 'add' accumulates across backward calls, 'null' gives no
 gradient array). Heads whose operator ignores the head gradient (loss heads, BlockGrad, custom
 operators without ``need_top_grad``) take no head gradient; other heads need one only when some
@@ -42,6 +46,10 @@ from .symbol import symbol as _symbol
 __all__ = ["Executor", "bind", "simple_bind"]
 
 _STYPE_IDS = {0: "default", 1: "row_sparse", 2: "csr"}
+
+# Whether training plans recycle the buffers of dead intermediate gradients (a switch for the
+# tests, which compare plans with and without it)
+recycle_gradients = True
 
 
 def _thread_policy():
@@ -333,6 +341,37 @@ class _SharedMemory:
                 flat = root.reshape(-1).view(np.uint8)[:nbytes].view(dtype)
                 return NDArray(flat.reshape(shape), ctx)
         return None
+
+
+class _FreeBuffers:
+    """Planned buffers whose values are dead, to be taken by later values: ``take`` gives the
+    smallest one of the dtype and context that holds the shape (a bisect per dtype and
+    context: a plan recycles hundreds of buffers)."""
+
+    def __init__(self):
+        self._sizes = {}        # (dtype, context) -> ascending element counts
+        self._buffers = {}      # (dtype, context) -> the buffers, in the same order
+
+    def add(self, buf):
+        key = (np.dtype(buf._data.dtype), buf.context)
+        sizes = self._sizes.setdefault(key, [])
+        size = math.prod(buf._data.shape)
+        i = bisect.bisect_right(sizes, size)
+        sizes.insert(i, size)
+        self._buffers.setdefault(key, []).insert(i, buf)
+
+    def take(self, shape, dtype, ctx):
+        """The smallest free buffer of ``dtype`` on ``ctx`` with room for ``shape``, removed
+        from the free ones; None when there is none."""
+        key = (np.dtype(dtype), ctx)
+        sizes = self._sizes.get(key)
+        if not sizes:
+            return None
+        i = bisect.bisect_left(sizes, math.prod(shape))
+        if i == len(sizes):
+            return None
+        del sizes[i]
+        return self._buffers[key].pop(i)
 
 
 def _row_sparse_grad_args(g):
@@ -649,7 +688,12 @@ class Executor:
         self._shapes = shapes
         self._types = types
         self._reqs = list(reqs)
+        # the buffers this plan made or took, one memory each (a later plan of this executor,
+        # or a reshaped one, looks its buffers up here by key), and the values planned in
+        # the memory of a buffer whose value was dead (kept apart: looked up by key, two of
+        # them could be one memory in a plan where both are alive at once)
         self._pool = {}
+        self._recycled = {}
         self.arg_arrays = list(arg_arrays)
         self.grad_arrays = list(grad_arrays)
         self.aux_arrays = list(aux_arrays)
@@ -682,7 +726,8 @@ class Executor:
                                 and not needs[g.entry_start[nid]]]
         head_reqs, slot_reqs = self._write_order(needs, var_req, order)
         grad_nd = self._gradient_buffers(needs, var_req, head_reqs, slot_reqs, base_pool,
-                                         _fused_inside(g, fused, slot_reqs, head_reqs))
+                                         _fused_inside(g, fused, slot_reqs, head_reqs),
+                                         order, fused)
         self._head_steps = [_HeadGrad(i, eid, grad_nd[eid], req,
                                       kernels.for_context(entry_ctx[eid]))
                             for (i, eid), req in head_reqs.items()]
@@ -731,7 +776,7 @@ class Executor:
                     owner[eid] = entry_nd[eid]
                 else:
                     base = owner[eid] = free.pop(reuse)
-                    entry_nd[eid] = self._pool[("out", eid)] = \
+                    entry_nd[eid] = self._recycled[("out", eid)] = \
                         base if base.shape == tuple(shape) else _view(base, shape)
             if recycle:
                 for eid in list(g.node_inputs[nid]) + list(outs):
@@ -938,10 +983,17 @@ class Executor:
                            for eid in g.node_inputs[nid]] for nid in order}
         return head_reqs, slot_reqs
 
-    def _gradient_buffers(self, needs, var_req, head_reqs, slot_reqs, base_pool, inside=()):
+    def _gradient_buffers(self, needs, var_req, head_reqs, slot_reqs, base_pool, inside=(),
+                          order=(), fused=()):
         """The NDArray each entry's gradient goes to: the bound gradient array of an argument,
         else a planned buffer for every entry something writes a gradient into, except the
-        entries in ``inside`` (None: a fused kernel keeps their gradient to itself)."""
+        entries in ``inside`` (None: a fused kernel keeps their gradient to itself).
+
+        Planned buffers are recycled along the backward steps (``order``, a fused group
+        counting as all of its members' steps at once): a gradient takes the memory of one
+        whose last access came in an earlier step (never the same step, so no call sees one
+        memory as two arrays). The first write of an intermediate gradient is a 'write'
+        (``_write_order``), so whatever the memory held before is never read."""
         g = self._g
         written = {eid for _, eid in head_reqs}
         for nid, reqs in slot_reqs.items():
@@ -951,11 +1003,70 @@ class Executor:
         for nid, grad in zip(g.arg_nids, self.grad_arrays):
             if g.entry_start[nid] in var_req:
                 grad_nd[g.entry_start[nid]] = grad
-        for eid in sorted(written):
-            if needs[eid] and grad_nd[eid] is None and eid not in inside:
-                grad_nd[eid] = self._buffer(("grad", eid), self._shapes[eid], self._types[eid],
-                                            self._node_ctx[g.entry_node[eid]], base_pool)
+        planned = [eid for eid in sorted(written)
+                   if needs[eid] and grad_nd[eid] is None and eid not in inside]
+        first, last = self._gradient_lifetimes(head_reqs, slot_reqs, order, fused)
+        if not recycle_gradients or self._monitor_callback is not None:
+            first = {eid: 0 for eid in planned}
+            last = {eid: len(order) + 1 for eid in planned}
+        ending = {}
+        for eid in planned:
+            ending.setdefault(last[eid], []).append(eid)
+        free = _FreeBuffers()   # buffers whose gradients were last accessed in an earlier step
+        root = {}               # entry -> the buffer its gradient array views
+        planned.sort(key=lambda eid: first[eid])
+        i = 0
+        for step in range(len(order) + 2):
+            while i < len(planned) and first[planned[i]] == step:
+                eid = planned[i]
+                i += 1
+                shape, dtype = self._shapes[eid], self._types[eid]
+                ctx = self._node_ctx[g.entry_node[eid]]
+                base = free.take(shape, dtype, ctx)
+                if base is None:
+                    grad_nd[eid] = root[eid] = self._buffer(("grad", eid), shape, dtype, ctx,
+                                                            base_pool)
+                else:
+                    grad_nd[eid] = self._recycled[("grad", eid)] = \
+                        base if base.shape == tuple(shape) else _view(base, shape)
+                    root[eid] = base
+            for eid in ending.get(step, ()):
+                free.add(root[eid])
         return grad_nd
+
+    def _gradient_lifetimes(self, head_reqs, slot_reqs, order, fused):
+        """({entry: first step}, {entry: last step}) of the gradient accesses in backward:
+        step 0 stores the head gradients, step i + 1 is the backward step of ``order[i]``,
+        which writes the gradients of its inputs and reads those of its outputs. The members
+        of a fused group run as one kernel: each of them counts as the group's whole span."""
+        g = self._g
+        pos = {nid: i + 1 for i, nid in enumerate(order)}
+        span = {}
+        for group in fused:
+            steps = [pos[nid] for nid in group.members if nid in pos]
+            if steps:
+                for nid in group.members:
+                    span[nid] = (min(steps), max(steps))
+        first, last = {}, {}
+
+        def touch(eid, lo, hi):
+            if eid not in first or lo < first[eid]:
+                first[eid] = lo
+            if eid not in last or hi > last[eid]:
+                last[eid] = hi
+
+        for _, eid in head_reqs:
+            touch(eid, 0, 0)
+        for nid in order:
+            lo, hi = span.get(nid, (pos[nid], pos[nid]))
+            for eid, req in zip(g.node_inputs[nid], slot_reqs[nid]):
+                if req is not GradReq.NULL:
+                    touch(eid, lo, hi)
+            start = g.entry_start[nid]
+            for eid in range(start, start + g.num_outputs[nid]):
+                if eid in first:    # its gradient exists (written in an earlier step)
+                    touch(eid, lo, hi)
+        return first, last
 
     def _plan_backward_step(self, nid, fwd, reqs, grad_nd, entry_ctx, base_pool):
         """The backward step of operator ``nid``: its gradient buffers per input slot. A

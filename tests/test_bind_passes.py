@@ -200,7 +200,7 @@ def _gradients(exe, seed):
 
 
 def _grad_keys(exe):
-    return {key[1] for key in exe._pool if key[0] == "grad"}
+    return {key[1] for key in list(exe._pool) + list(exe._recycled) if key[0] == "grad"}
 
 
 def test_gradients_inside_a_group_get_no_buffer(monkeypatch):

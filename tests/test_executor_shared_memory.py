@@ -1,6 +1,7 @@
 """An executor bound with ``shared_exec`` for another graph (a BucketingModule's other buckets)
 plans its internal buffers in the shared executor's memory, never two of its own buffers in
-the same memory, and computes what an executor of its own memory computes."""
+the same memory, and computes what an executor of its own memory computes. (Values planned in
+the memory of a dead one, ``Executor._recycled``, are views of the executor's own buffers.)"""
 import numpy as np
 
 import lightmod as mx
