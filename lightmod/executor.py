@@ -759,30 +759,29 @@ class Executor:
             for eid in g.node_inputs[nid]:
                 last_reader[eid] = pos
         heads = set(g.heads)
-        free = []            # buffers whose entries are no longer read
-        owner = {}           # entry -> the buffer its array views
+        free = _FreeBuffers()   # buffers whose entries are no longer read
+        owner = {}              # entry -> the buffer its array views
         for pos, nid in enumerate(node_order):
             ctx = self._node_ctx[nid]
             outs = range(g.entry_start[nid], g.entry_start[nid] + g.num_outputs[nid])
             for eid in outs:
                 shape, dtype = self._shapes[eid], self._types[eid]
-                reuse = None
+                base = None
                 if recycle and eid not in heads and self._stypes[eid] == "default":
-                    reuse = min((i for i, buf in enumerate(free) if _fits(buf, shape, dtype, ctx)),
-                                key=lambda i: free[i].size, default=None)
-                if reuse is None:
+                    base = free.take(shape, dtype, ctx)
+                if base is None:
                     entry_nd[eid] = self._buffer(("out", eid), shape, dtype, ctx, base_pool,
                                                  self._stypes[eid])
                     owner[eid] = entry_nd[eid]
                 else:
-                    base = owner[eid] = free.pop(reuse)
+                    owner[eid] = base
                     entry_nd[eid] = self._recycled[("out", eid)] = \
                         base if base.shape == tuple(shape) else _view(base, shape)
             if recycle:
                 for eid in list(g.node_inputs[nid]) + list(outs):
                     if (eid in owner and eid not in heads and last_reader.get(eid, -1) <= pos
                             and self._stypes[eid] == "default"):
-                        free.append(owner.pop(eid))
+                        free.add(owner.pop(eid))
         return entry_nd
 
     def _plan_forward(self, entry_ctx, base_pool, node_order):
