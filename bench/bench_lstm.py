@@ -15,7 +15,9 @@ the same machine load (medians over repeats, the load average printed):
   optimizer set-up and one training step (forward, backward, update) in each of the four
   buckets, the compile caches warm (a first untimed subprocess warms lightmod's disk cache);
 * ``train``: milliseconds per training step averaged over ``--cycles`` passes through the
-  four buckets, after the first pass (tokens per second are batch x bucket / time).
+  four buckets, after the first pass (tokens per second are batch x bucket / time);
+* ``memory MB``: the worker's peak resident memory minus its resident memory right after the
+  import (executors, parameters, optimizer states and the loaded kernels), Linux only.
 
 Warm caches include Python's bytecode cache: an installed package has its ``.pyc`` files (the
 MXNet wheel's are there), but a source checkout run with ``PYTHONDONTWRITEBYTECODE=1`` compiles
@@ -86,6 +88,23 @@ def sync(mod):
         out.wait_to_read()
 
 
+def _rss_mb():
+    """The process's resident memory now, in MiB (Linux; NaN elsewhere)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return float("nan")
+
+
+def _peak_rss_mb():
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
 def run_worker(backend, batch, cycles, profile):
     t0 = time.perf_counter()
     if backend == "mxnet":
@@ -93,6 +112,7 @@ def run_worker(backend, batch, cycles, profile):
     else:
         import lightmod as mx
     import_s = time.perf_counter() - t0
+    rss_after_import = _rss_mb()
     batches = make_batches(mx, batch)
     t0, c0 = time.perf_counter(), time.process_time()
     mod = make_module(mx, batch)
@@ -118,7 +138,8 @@ def run_worker(backend, batch, cycles, profile):
     result = {"backend": backend, "import_s": import_s, "first_pass_s": first_pass,
               "first_pass_cpu_s": first_pass_cpu,
               "ms_per_step": 1e3 * wall / len(order), "cpu_ms_per_step": 1e3 * cpu / len(order),
-              "tokens_per_s": tokens / wall}
+              "tokens_per_s": tokens / wall,
+              "memory_mb": _peak_rss_mb() - rss_after_import}
     if profile and backend == "lightmod":
         result["profile"] = profile_steps(mx, mod, order)
     return result
@@ -202,19 +223,20 @@ def main():
                                                    load_after))
     print("lightmod's bytecode cache: %s" % ("as the environment has it" if args.no_bytecode_cache
                                              else "warm (private PYTHONPYCACHEPREFIX)"))
-    print("%-10s %9s %13s %13s %15s %12s %14s %14s" % (
+    print("%-10s %9s %13s %13s %15s %12s %14s %14s %10s" % (
         "backend", "import s", "first pass s", "(cpu s)", "import+first s", "ms/step",
-        "cpu ms/step", "tokens/s"))
+        "cpu ms/step", "tokens/s", "memory MB"))
     for backend, rs in runs.items():
         if rs:
-            print("%-10s %9.3f %13.3f %13.3f %15.3f %12.2f %14.2f %14.0f" % (
+            print("%-10s %9.3f %13.3f %13.3f %15.3f %12.2f %14.2f %14.0f %10.0f" % (
                 backend, statistics.median(r["import_s"] for r in rs),
                 statistics.median(r["first_pass_s"] for r in rs),
                 statistics.median(r["first_pass_cpu_s"] for r in rs),
                 statistics.median(r["import_s"] + r["first_pass_s"] for r in rs),
                 statistics.median(r["ms_per_step"] for r in rs),
                 statistics.median(r["cpu_ms_per_step"] for r in rs),
-                statistics.median(r["tokens_per_s"] for r in rs)))
+                statistics.median(r["tokens_per_s"] for r in rs),
+                statistics.median(r["memory_mb"] for r in rs)))
     if runs["mxnet"]:
         ratio = statistics.median(a["tokens_per_s"] / b["tokens_per_s"]
                                   for a, b in zip(runs["lightmod"], runs["mxnet"]))
