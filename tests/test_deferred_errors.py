@@ -86,7 +86,7 @@ def test_argument_errors_are_still_raised_by_the_call():
     with pytest.raises(MXNetError, match="shape"):
         mx.nd.dot(mx.nd.ones((2, 3)), mx.nd.ones((2, 3)))
     with pytest.raises(MXNetError, match="unknown attribute"):
-        mx.nd.relu(mx.nd.ones((2,)), bogus=1)
+        mx.nd.Activation(mx.nd.ones((2,)), act_type="relu", bogus=1)
     assert not engine.any_uncleared()
 
 

@@ -585,8 +585,10 @@ def test_shape_array_and_size_array(shape):
         assert shapes(name, {}, [shape])[1] == [(n,)]
         g = backward(name, {}, [x], [np.ones(n)])[0]
         assert g.shape == shape and not g.any()
-    with pytest.raises(MXNetError, match="shape_array.*unknown attribute 'axis'"):
-        prepare("shape_array", {"axis": 0})
+    # no parameters: MXNet keeps any attribute given and ignores it
+    assert run("shape_array", {"axis": 0}, [x])[0].tolist() == list(shape)
+    with pytest.raises(MXNetError, match="choose_element_0index.*unknown attribute 'axis'"):
+        prepare("choose_element_0index", {"axis": 0})
 
 
 def test_contrib_isnan_isinf_isfinite():

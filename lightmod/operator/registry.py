@@ -338,6 +338,11 @@ class Operator:
     # computations (common-subexpression elimination leaves them apart)
     stateful = False
     blocks_gradient = False     # every input gradient is zero (BlockGrad): none flows through
+    # Whether attributes the operator does not declare are kept and ignored: MXNet keeps any
+    # attribute given to an operator that has no parameter structure (it stays in the
+    # symbol's JSON, the computation is unchanged) and rejects unknown ones elsewhere. None:
+    # so when ``params`` is empty.
+    extra_attributes_ignored = None
     # False where MXNet registers no gradient (batch_take, argmax_channel...): binding a graph
     # that sends a gradient into the operator raises, as in MXNet
     differentiable = True
@@ -389,6 +394,9 @@ class Operator:
                 continue
             decl = self.params.get(key)
             if decl is None:
+                if self.extra_attributes_ignored or (self.extra_attributes_ignored is None
+                                                     and not self.params):
+                    continue
                 raise MXNetError(
                     "Operator %s: unknown attribute '%s' (accepted: %s)"
                     % (self.name, key, ", ".join(self.params) or "none"))

@@ -1873,6 +1873,7 @@ class ChooseElement0Index(_RowPick):
     name = "choose_element_0index"
     inputs = ("lhs", "rhs")
     index_inputs = ("rhs",)
+    extra_attributes_ignored = False    # MXNet's has parameters (pick's): others are errors
 
 
 @register
