@@ -4,19 +4,24 @@ Module programs use them to build a loss into a symbol graph (``loss = L1Loss()(
 then ``mx.sym.make_loss(loss)``), or to score NDArray outputs. Each call composes the operators
 of the module its first argument belongs to (``mx.sym`` for a Symbol, ``mx.nd`` otherwise) and
 returns one loss per sample: the element losses averaged over every axis but ``batch_axis``
-(summed, for ``KLDivLoss``).
+(summed, for ``KLDivLoss`` and ``TripletLoss``; ``CTCLoss`` computes one per sequence,
+``CosineEmbeddingLoss`` one per pair as a column, ``SDMLLoss`` one per row of its batch, and
+``PoissonNLLLoss`` the mean over every element, as MXNet's do).
 
 ``weight`` scales every loss; ``sample_weight`` (a call argument) multiplies the element losses
 before the average, broadcast against them. The classes hold no parameters: ``hybridize`` is
 accepted and changes nothing.
 """
+import numpy as np
+
 from .. import ndarray as _nd
 from .. import symbol as _sym
 from ..base import MXNetError
 
 __all__ = ["Loss", "L2Loss", "L1Loss", "SigmoidBinaryCrossEntropyLoss", "SigmoidBCELoss",
            "SoftmaxCrossEntropyLoss", "SoftmaxCELoss", "KLDivLoss", "HuberLoss", "HingeLoss",
-           "SquaredHingeLoss", "LogisticLoss"]
+           "SquaredHingeLoss", "LogisticLoss", "CTCLoss", "TripletLoss", "PoissonNLLLoss",
+           "CosineEmbeddingLoss", "SDMLLoss"]
 
 
 def _backend(x):
@@ -45,22 +50,22 @@ class Loss:
     def __repr__(self):
         return "%s(batch_axis=%s, w=%s)" % (type(self).__name__, self._batch_axis, self._weight)
 
-    def __call__(self, pred, label, *args):
+    def __call__(self, pred, label, *args, **kwargs):
         compose = getattr(self, "hybrid_forward", None)
         if compose is None:
             raise TypeError("%s is a loss without hybrid_forward(F, pred, label, ...): subclass "
                             "Loss and define it" % type(self).__name__)
-        return compose(_backend(pred), pred, label, *args)
+        return compose(_backend(pred), pred, label, *args, **kwargs)
 
-    def forward(self, pred, label, *args):
-        return self(pred, label, *args)
+    def forward(self, pred, label, *args, **kwargs):
+        return self(pred, label, *args, **kwargs)
 
     def hybridize(self, active=True, **kwargs):
         """Nothing to compile: the call already composes operators."""
 
-    def _weighted_mean(self, F, loss, sample_weight, weight=None, reduce="mean"):
-        """Scale the element losses (``sample_weight`` broadcast, then ``weight``) and average
-        them per sample (``reduce="sum"``: add them up)."""
+    def _weighted(self, F, loss, sample_weight, weight=None):
+        """The losses scaled by ``sample_weight`` (broadcast), then by ``weight`` (the loss's
+        own when None)."""
         if sample_weight is not None:
             loss = F.broadcast_mul(loss, sample_weight)
         weight = self._weight if weight is None else weight
@@ -69,6 +74,12 @@ class Loss:
                 raise TypeError("%s: weight must be a number, got %r"
                                 % (type(self).__name__, weight))
             loss = loss * weight
+        return loss
+
+    def _weighted_mean(self, F, loss, sample_weight, weight=None, reduce="mean"):
+        """Scale the element losses (``_weighted``) and average them per sample
+        (``reduce="sum"``: add them up)."""
+        loss = self._weighted(F, loss, sample_weight, weight)
         return getattr(F, reduce)(loss, axis=self._batch_axis, exclude=True)
 
 
@@ -229,11 +240,132 @@ class LogisticLoss(Loss):
         return self._weighted_mean(F, loss, sample_weight)
 
 
-_NOT_PROVIDED = ("CTCLoss", "TripletLoss", "PoissonNLLLoss", "CosineEmbeddingLoss", "SDMLLoss")
+class CTCLoss(Loss):
+    """Connectionist temporal classification: the negative log-likelihood of each label
+    sequence under the per-step class scores ``pred`` (before softmax; the last class is the
+    blank), summed over every alignment (the ``CTCLoss`` operator, blank last).
+
+    ``layout`` is ``pred``'s, ``'NTC'`` (batch, steps, classes) or ``'TNC'``; ``label_layout``
+    the labels', ``'NT'`` or ``'TN'``. Labels are padded with -1, unless ``label_lengths`` gives
+    each sequence's length; ``pred_lengths`` gives each sequence's number of steps. Either may
+    be left out (None). One loss per sequence."""
+
+    def __init__(self, layout="NTC", label_layout="NT", weight=None, **kwargs):
+        if layout not in ("NTC", "TNC"):
+            raise MXNetError("CTCLoss: layout must be 'NTC' or 'TNC', got %r" % (layout,))
+        if label_layout not in ("NT", "TN"):
+            raise MXNetError("CTCLoss: label_layout must be 'NT' or 'TN', got %r"
+                             % (label_layout,))
+        super().__init__(weight, label_layout.index("N"), **kwargs)
+        self._layout = layout
+        self._label_layout = label_layout
+
+    def hybrid_forward(self, F, pred, label, pred_lengths=None, label_lengths=None,
+                       sample_weight=None):
+        if self._layout == "NTC":
+            pred = F.swapaxes(pred, dim1=0, dim2=1)      # the operator takes steps first
+        if self._label_layout == "TN":
+            label = F.swapaxes(label, dim1=0, dim2=1)
+        inputs = {"data": pred, "label": label}
+        if pred_lengths is not None:
+            inputs["data_lengths"] = pred_lengths
+        if label_lengths is not None:
+            inputs["label_lengths"] = label_lengths
+        loss = F.CTCLoss(use_data_lengths=pred_lengths is not None,
+                         use_label_lengths=label_lengths is not None, blank_label="last",
+                         **inputs)
+        return self._weighted(F, loss, sample_weight)
 
 
-def __getattr__(name):
-    if name in _NOT_PROVIDED:
-        raise MXNetError("mx.gluon.loss.%s is not provided by lightmod (its losses: %s)"
-                         % (name, ", ".join(__all__[1:])))
-    raise AttributeError("module 'mx.gluon.loss' has no attribute %r" % name)
+class TripletLoss(Loss):
+    """``max(|positive - pred|^2 - |negative - pred|^2 + margin, 0)`` per sample, the squared
+    distances summed over every axis but ``batch_axis`` (``positive`` and ``negative`` take
+    ``pred``'s shape: they need only its number of elements)."""
+
+    def __init__(self, margin=1, weight=None, batch_axis=0, **kwargs):
+        super().__init__(weight, batch_axis, **kwargs)
+        self._margin = margin
+
+    def hybrid_forward(self, F, pred, positive, negative):
+        positive = _like(F, positive, pred)
+        negative = _like(F, negative, pred)
+        gap = F.sum(F.square(positive - pred) - F.square(negative - pred),
+                    axis=self._batch_axis, exclude=True)
+        return self._weighted(F, F.relu(gap + self._margin), None)
+
+
+class PoissonNLLLoss(Loss):
+    """The negative log-likelihood of counts ``target`` under Poisson rates: ``exp(pred) -
+    target * pred`` for log-rates (``from_logits=True``), else ``pred - target * log(pred +
+    epsilon)``; with ``compute_full`` plus Stirling's approximation of ``log(target!)``,
+    ``target * log(target) - target + log(2 * pi * target) / 2``, for targets above 1 (where
+    MXNet's product with a mask gives NaN for a target of 0, this adds 0). Returns the mean
+    over every element (shape (1,)), weighted first."""
+
+    def __init__(self, weight=None, from_logits=True, batch_axis=0, compute_full=False,
+                 **kwargs):
+        super().__init__(weight, batch_axis, **kwargs)
+        self._from_logits = from_logits
+        self._compute_full = compute_full
+
+    def hybrid_forward(self, F, pred, target, sample_weight=None, epsilon=1e-08):
+        target = _like(F, target, pred)
+        if self._from_logits:
+            loss = F.exp(pred) - target * pred
+        else:
+            loss = pred - target * F.log(pred + epsilon)
+        if self._compute_full:
+            above_one = target > 1
+            safe = F.where(above_one, target, F.ones_like(target))   # log(1) = 0 elsewhere
+            stirling = safe * F.log(safe) - safe + 0.5 * F.log(2 * np.pi * safe)
+            loss = loss + stirling * above_one
+        return F.mean(self._weighted(F, loss, sample_weight))
+
+
+class CosineEmbeddingLoss(Loss):
+    """For pairs ``input1``, ``input2`` (vectors along the last axis) and labels 1 (alike) or
+    -1 (unlike): ``1 - cos`` for label 1, ``max(cos - margin, 0)`` for label -1, 0 for any
+    other label, with ``cos`` the cosine similarity (its denominator at least 1e-12). One
+    loss per pair, as a column (shape (batch, 1))."""
+
+    def __init__(self, weight=None, batch_axis=0, margin=0, **kwargs):
+        super().__init__(weight, batch_axis, **kwargs)
+        self._margin = margin
+
+    def hybrid_forward(self, F, input1, input2, label, sample_weight=None):
+        input1 = _like(F, input1, input2)
+        label = label.reshape((-1, 1))
+        norms = F.norm(input1, axis=-1) * F.norm(input2, axis=-1)
+        dot = F.sum(input1 * input2, axis=-1)
+        cos = (dot / F.maximum(norms, 1e-12)).reshape((-1, 1))
+        alike = (1 - cos) * (label == 1)
+        unlike = F.relu((label == -1) * (cos - self._margin))
+        return self._weighted(F, alike + unlike, sample_weight)
+
+
+class SDMLLoss(Loss):
+    """Smoothed deep metric learning over a batch of aligned pairs: row i of ``x1`` belongs
+    with row i of ``x2`` and with no other. Each row's negative squared distances to every
+    row of ``x2`` are turned into log-probabilities (log-softmax), and the loss is their
+    KL divergence from the smoothed identity: ``1 - smoothing_parameter`` on the diagonal,
+    the rest spread evenly over the other rows. One loss per row, times ``weight``.
+    ``x1`` and ``x2`` are (batch, dim)."""
+
+    def __init__(self, smoothing_parameter=0.3, weight=1.0, batch_axis=0, **kwargs):
+        super().__init__(weight, batch_axis, **kwargs)
+        self.smoothing_parameter = smoothing_parameter
+        self.kl_loss = KLDivLoss(from_logits=True)
+
+    def hybrid_forward(self, F, x1, x2):
+        if F is _nd and (x1.ndim != 2 or x1.shape != x2.shape):
+            raise MXNetError("SDMLLoss: x1 and x2 must both be (batch, dim), got %s and %s"
+                             % (x1.shape, x2.shape))
+        diffs = F.broadcast_sub(F.expand_dims(x1, axis=1), F.expand_dims(x2, axis=0))
+        distances = F.sum(F.square(diffs), axis=2)              # (batch, batch)
+        ones = F.ones_like(distances)
+        gold = F.diag(F.diag(ones))                             # the identity
+        others = F.sum(ones, axis=1, keepdims=True) - 1         # batch - 1, per row
+        smoothing = self.smoothing_parameter
+        labels = gold * (1 - smoothing) + F.broadcast_div((1 - gold) * smoothing, others)
+        loss = self.kl_loss(F.log_softmax(-distances, axis=1), labels)
+        return self._weighted(F, loss, None)
