@@ -129,7 +129,8 @@ def relu(x):
 
 @njit(cache=True, inline="always")
 def relu_grad(x, y):
-    return 1.0 if y > 0 else 0.0
+    # NaN passes through, as it does forward (MXNet's relu gradient at NaN is NaN)
+    return 1.0 if y > 0 else (y if y != y else 0.0)
 
 
 @njit(cache=True, inline="always")

@@ -132,6 +132,10 @@ def test_unary_special_values():
     np.testing.assert_array_equal(oh.forward("rint", {}, [x])[0][0][:5], [-3, -1, 0, 1, 2])
     relu = oh.forward("relu", {}, [x])[0][0]
     assert np.isnan(relu[-1]) and relu[0] == 0 and not np.signbit(relu[0])
+    # its gradient passes NaN through too (MXNet 1.9.1: relu's gradient at NaN is NaN)
+    grad = oh.backward("relu", {}, [x], [np.ones_like(x)])[0]
+    np.testing.assert_array_equal(grad[:5], [0, 0, 1, 1, 1])
+    assert np.isnan(grad[-1])
     with np.errstate(divide="ignore", invalid="ignore"):
         logs = oh.forward("log", {}, [np.array([0.0, -1.0], dtype=np.float32)])[0][0]
     assert logs[0] == -np.inf and np.isnan(logs[1])
