@@ -49,6 +49,7 @@ from . import monitor
 from . import monitor as mon
 from . import rnn
 from . import gluon
+from . import autograd
 
 
 # Imported on first use (``mx.test_utils``, ``from lightmod import test_utils``): mx.onnx needs

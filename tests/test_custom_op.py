@@ -1,7 +1,7 @@
 """Python custom operators (mx.operator.CustomOp / CustomOpProp / register, sym.Custom, nd.Custom).
 
-What MXNet 1.9.1's test_custom_op checks, through symbols and executors (it also uses
-mx.autograd, which lightmod does not have): every property hook, every req value, JSON round
+What MXNet 1.9.1's test_custom_op checks, through symbols and executors (its mx.autograd
+checks are in tests/test_autograd.py): every property hook, every req value, JSON round
 trips, errors raised inside an operator, aux states, Module / BucketingModule / several
 contexts / Monitor, and that the arrays are the executor's memory (no copies).
 """

@@ -423,3 +423,14 @@ def test_gpu_without_cuda_raises_the_require_error():
         mx.nd.zeros((2, 2), ctx=mx.gpu(0))
     with pytest.raises(MXNetError, match=r"gpu\(0\)"):
         mx.nd.array([1, 2]).as_in_context(mx.gpu(0))
+
+
+def test_one_value_in_a_sequence_sets_one_element():
+    """MXNet's test_ndarray_indexing assigns ``[v]`` to a single element: the value is
+    broadcast, where numpy refuses a sequence for a 0-d target."""
+    arr = mx.nd.zeros((2, 3))
+    arr[1, 2] = [7]
+    arr[0, 0] = np.array([5.0])
+    np.testing.assert_array_equal(arr.asnumpy(), [[5, 0, 0], [0, 0, 7]])
+    with pytest.raises(ValueError):
+        arr[1, 1] = [1, 2]

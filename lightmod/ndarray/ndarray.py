@@ -17,6 +17,7 @@ from ..base import MXNetError, NDArrayHandle, dtype_np, numeric_types
 from ..context import Context, current_context
 from ..operator import registry
 from . import _format
+from . import autograd as _autograd
 
 __all__ = ["NDArray", "from_backend", "backend_array", "STYPES", "array", "empty", "zeros",
            "ones", "full", "arange", "moveaxis", "histogram", "waitall", "add", "subtract", "multiply",
@@ -26,6 +27,7 @@ __all__ = ["NDArray", "from_backend", "backend_array", "STYPES", "array", "empty
            "reshape_target_shape", "imperative_invoke"]
 
 STYPES = ("default", "row_sparse", "csr")
+py_slice = slice    # MXNet's module-level name for the built-in (code imports it from here)
 mx_real_t = np.float32
 
 # stype -> NDArray subclass (filled by sparse.py, which defines CSRNDArray/RowSparseNDArray)
@@ -121,7 +123,7 @@ class NDArray:
     ``_error`` is the :class:`lightmod.engine.PendingError` of a failed operation whose
     result this array holds (None when there is none): reading the array reports it.
     """
-    __slots__ = ("_data", "_ctx", "_stype", "writable", "_error", "__weakref__")
+    __slots__ = ("_data", "_ctx", "_stype", "writable", "_error", "_autograd", "__weakref__")
     # numpy must defer to our operators in mixed expressions (np_array + nd_array).
     __array_priority__ = 1000.0
 
@@ -145,6 +147,7 @@ class NDArray:
         self._stype = stype
         self.writable = writable
         self._error = None if source is None else source._error
+        self._autograd = None   # its tape entry, when autograd records it (ndarray/autograd.py)
 
     @property
     def _as_parameter_(self):
@@ -223,7 +226,8 @@ class NDArray:
         if self.ndim < 2:
             return self
         if _is_host(self._data):
-            return _carry(NDArray(np.ascontiguousarray(self._data.T), self._ctx), self)
+            return _carry(NDArray(np.ascontiguousarray(self._data.T), self._ctx), self,
+                          lambda g: g.T)
         return self.transpose()
 
     # --- host transfer ------------------------------------------------------------------------
@@ -338,7 +342,7 @@ class NDArray:
                 raise ValueError("copyto: the target NDArray is read-only")
             _copy_into(other, self)
             other._error = self._error
-            return other
+            return _autograd.record_view(other, self, lambda g: g)
         if isinstance(other, Context):
             if _is_host(self._data) and other.device_typeid != 2:
                 data = self._data.copy()
@@ -348,7 +352,9 @@ class NDArray:
                 k.copy(data, self._data)
             else:
                 data = _to_ctx_buffer(_raw_host(self), other)
-            return _carry(NDArray(data, other, self._stype), self)
+            source_ctx = self._ctx
+            return _carry(NDArray(data, other, self._stype), self,
+                          lambda g: g.as_in_context(source_ctx))
         raise TypeError("copyto does not support type %s" % type(other))
 
     def as_in_context(self, context):
@@ -362,12 +368,44 @@ class NDArray:
         dtype = dtype_np(dtype)
         if not copy and dtype == np.dtype(self._data.dtype):
             return self
+        source_dtype = self._data.dtype
+
+        def gradient(g):
+            return g.astype(source_dtype)
         if _is_host(self._data):
-            return _carry(NDArray(self._data.astype(dtype), self._ctx, self._stype), self)
+            return _carry(NDArray(self._data.astype(dtype), self._ctx, self._stype), self,
+                          gradient)
         k = _device_kernels(self._ctx)
         data = k.empty(self.shape, dtype)
         k.copy(data, self._data)
-        return _carry(NDArray(data, self._ctx, self._stype), self)
+        return _carry(NDArray(data, self._ctx, self._stype), self, gradient)
+
+    # --- autograd (ndarray/autograd.py) -------------------------------------------------------
+    def attach_grad(self, grad_req="write", stype=None):
+        """Mark this array as a variable for autograd, with a zero gradient array of its shape
+        (storage ``stype``) that ``backward`` fills as ``grad_req`` says."""
+        grad = zeros(self.shape, ctx=self._ctx, dtype=self._data.dtype,
+                     stype=stype if stype is not None else "default")
+        _autograd.mark_variables([self], [grad], grad_req)
+
+    @property
+    def grad(self):
+        """The gradient array attached by ``attach_grad`` / ``mark_variables``, or None."""
+        entry = getattr(self, "_autograd", None)
+        return entry.grad if isinstance(entry, _autograd.Variable) else None
+
+    def backward(self, out_grad=None, retain_graph=False, train_mode=True):
+        """Back-propagate from this array (its gradient ``out_grad``, ones by default) into
+        the gradients of the variables it was computed from while recording."""
+        _autograd.backward([self], None if out_grad is None else [out_grad],
+                           retain_graph=retain_graph, train_mode=train_mode)
+
+    def detach(self):
+        """The same memory without its autograd history: nothing computed from it is
+        differentiated back through it."""
+        out = NDArray(self._data, self._ctx, self._stype, self.writable)
+        out._error = self._error
+        return out
 
     def tostype(self, stype):
         """A copy with the given storage type (the data stays dense in lightmod)."""
@@ -379,7 +417,7 @@ class NDArray:
         if stype == "row_sparse" and self.ndim < 1:
             raise ValueError("To convert to row_sparse, the NDArray needs at least 1 dim")
         out = self.copy()
-        return _carry(NDArray(out._data, out._ctx, stype), self)
+        return _carry(NDArray(out._data, out._ctx, stype), self, lambda g: g)
 
     def wait_to_read_all(self):
         waitall()
@@ -401,7 +439,9 @@ class NDArray:
             data = self._data.reshape(new_shape)
         else:
             data = self._data.reshape(*new_shape) if new_shape else self._data.reshape(1)
-        return _carry(NDArray(data, self._ctx, self._stype, self.writable), self)
+        source_shape = self.shape
+        return _carry(NDArray(data, self._ctx, self._stype, self.writable), self,
+                      lambda g: g.reshape(source_shape))
 
     def reshape_like(self, *args, **kwargs):
         return _op("reshape_like", self, *args, **kwargs)
@@ -443,7 +483,13 @@ class NDArray:
     # --- indexing -----------------------------------------------------------------------------
     def __getitem__(self, key):
         # a view or gather of an array whose computation failed carries the same failure
-        return _carry(self._index(key), self)
+        return _carry(self._index(key), self, lambda g: self._index_gradient(key, g))
+
+    def _index_gradient(self, key, out_grad):
+        """The gradient of ``self[key]`` given the result's (autograd)."""
+        if _is_advanced_key(key):
+            return _autograd.scatter_gradient(self, None, out_grad, _host_key(key))
+        return _autograd.scatter_gradient(self, _basic_key(key, self.shape), out_grad)
 
     def _index(self, key):
         if _is_advanced_key(key):
@@ -472,13 +518,27 @@ class NDArray:
             raise ValueError("Cannot assign to a read-only NDArray")
         if isinstance(value, NDArray) and value._error is not None:
             self._error = value._error
+        if _autograd.takes_part([value, self]):
+            if not (isinstance(value, NDArray) and _whole_key(key)):
+                _autograd.check_writes([value, self], [self], "x[key] = value")
+            # the whole array replaced (x[:] = v, x[...] = v): a recorded copy of v
+            _autograd.check_writes([value], [self], "x[:] = value")
+            self._assign(key, value)
+            value_shape = value.shape
+            return _autograd.record_view(self, value,
+                                         lambda g: _autograd.sum_to_shape(g, value_shape))
+        self._assign(key, value)
+
+    def _assign(self, key, value):
         if _is_host(self._data):
             if isinstance(value, NDArray):
                 value = _raw_host(value)
-            if _is_advanced_key(key):
-                self._data[_host_key(key)] = value
-            else:
-                self._data[_basic_key(key, self.shape)] = value
+            target = _host_key(key) if _is_advanced_key(key) else _basic_key(key, self.shape)
+            if isinstance(value, (list, tuple, np.ndarray)) and np.size(value) == 1 \
+                    and np.ndim(value) > 0 and np.ndim(self._data[target]) == 0:
+                # one value given as a sequence for one element (MXNet broadcasts it)
+                value = np.asarray(value).reshape(())
+            self._data[target] = value
             return
         if not _is_advanced_key(key):
             region = _device_region(self._data, _basic_key(key, self.shape))
@@ -523,10 +583,21 @@ class NDArray:
         return _op("norm", self, *args, **kwargs)
 
 
-def _carry(out, src):
-    """``out`` (computed from ``src``) carries ``src``'s pending failure, if any."""
+def _whole_key(key):
+    """Whether indexing with ``key`` selects the whole array (``:``, ``...``, None, or a tuple
+    of them)."""
+    keys = key if isinstance(key, tuple) else (key,)
+    return all(k is Ellipsis or k is None or (isinstance(k, slice) and k == slice(None))
+               for k in keys)
+
+
+def _carry(out, src, gradient_of=None):
+    """``out`` (computed from ``src``) carries ``src``'s pending failure, if any, and, while
+    autograd records ``src``, a tape entry whose gradient ``gradient_of(out_grad)`` gives."""
     if src._error is not None:
         out._error = src._error
+    if gradient_of is not None and getattr(src, "_autograd", None) is not None:
+        _autograd.record_view(out, src, gradient_of)
     return out
 
 
@@ -1082,3 +1153,5 @@ def _attach_binary_operators():
 
 
 _attach_binary_operators()
+# autograd records views of NDArrays and makes their gradients with these
+_autograd.install(NDArray=NDArray, zeros=zeros, ones=ones, _to_ctx_buffer=_to_ctx_buffer)

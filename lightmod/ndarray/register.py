@@ -16,6 +16,7 @@ from .. import engine, kernels
 from ..base import MXNetError
 from ..context import Context, current_context
 from ..operator import frontend, registry, storage
+from . import autograd as _autograd
 from .ndarray import NDArray, _alloc, install_hooks
 
 __all__ = ["invoke", "op_function", "find_function"]
@@ -111,6 +112,8 @@ def invoke_parsed(op, p, inputs, out=None):
     if len(given) > visible:
         raise MXNetError("Operator %s has %d output(s), got %d arrays in out="
                          % (op.name, visible, len(given)))
+    if given and _autograd.takes_part(inputs):
+        _autograd.check_writes(inputs, given, "operator %s with out=" % op.name)
     in_stypes = [x.stype for x in inputs]
     stypes = storage.output_stypes(op, p, in_stypes, in_shapes)
     outputs = []
@@ -131,16 +134,20 @@ def invoke_parsed(op, p, inputs, out=None):
     # a failure while computing is reported where the result is read (lightmod/engine.py);
     # an input holding such a failure makes the outputs hold it too, without computing
     failed = engine.pending_of(inputs) if engine.any_uncleared() else None
+    state = {"context": ctx, "in_stypes": in_stypes}
     if failed is None:
         try:
             op.forward(p, kernels.for_context(ctx), [x._data for x in inputs],
-                       [o._data for o in outputs], False,
-                       {"context": ctx, "in_stypes": in_stypes})
+                       [o._data for o in outputs], _autograd.is_training(), state)
         except engine.DeferredOperatorError as err:
             failed = engine.defer(err)
     if failed is not None:
         for o in outputs:
             o._error = failed
+    elif _autograd.takes_part(inputs):
+        node = _autograd.record_operator(op, p, inputs, [o._data for o in outputs], visible,
+                                         state)
+        _autograd.label_outputs(node, outputs[:visible])
     if out is not None:
         return out
     if visible == 1:
