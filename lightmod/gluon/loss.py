@@ -305,21 +305,27 @@ class PoissonNLLLoss(Loss):
     def __init__(self, weight=None, from_logits=True, batch_axis=0, compute_full=False,
                  **kwargs):
         super().__init__(weight, batch_axis, **kwargs)
-        self._from_logits = from_logits
-        self._compute_full = compute_full
+        self._log_rates = from_logits           # pred holds log(rate)
+        self._with_factorial = compute_full     # add Stirling's log(target!)
 
     def hybrid_forward(self, F, pred, target, sample_weight=None, epsilon=1e-08):
-        target = _like(F, target, pred)
-        if self._from_logits:
-            loss = F.exp(pred) - target * pred
+        counts = _like(F, target, pred)
+        if self._log_rates:
+            rate, log_rate = F.exp(pred), pred
         else:
-            loss = pred - target * F.log(pred + epsilon)
-        if self._compute_full:
-            above_one = target > 1
-            safe = F.where(above_one, target, F.ones_like(target))   # log(1) = 0 elsewhere
-            stirling = safe * F.log(safe) - safe + 0.5 * F.log(2 * np.pi * safe)
-            loss = loss + stirling * above_one
-        return F.mean(self._weighted(F, loss, sample_weight))
+            rate, log_rate = pred, F.log(pred + epsilon)
+        nll = rate - counts * log_rate
+        if self._with_factorial:
+            nll = nll + _stirling_log_factorial(F, counts)
+        return F.mean(self._weighted(F, nll, sample_weight))
+
+
+def _stirling_log_factorial(F, counts):
+    """Stirling's approximation of log(counts!) where counts exceed 1, else 0 (computed on
+    1 there, whose log is 0, so no log(0) is ever taken)."""
+    above_one = counts > 1
+    n = F.where(above_one, counts, F.ones_like(counts))
+    return (n * F.log(n) - n + 0.5 * F.log(2 * np.pi * n)) * above_one
 
 
 class CosineEmbeddingLoss(Loss):
