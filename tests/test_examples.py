@@ -7,7 +7,8 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = ["mlp_digits.py", "multi_context.py", "resume_checkpoint.py",
-            "load_mxnet_checkpoint.py", "lstm_bucketing.py", "lenet_digits.py"]
+            "load_mxnet_checkpoint.py", "lstm_bucketing.py", "lenet_digits.py",
+            "autograd_digits.py"]
 
 
 @pytest.mark.parametrize("script", EXAMPLES)
