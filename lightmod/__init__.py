@@ -50,6 +50,8 @@ from . import monitor as mon
 from . import rnn
 from . import gluon
 from . import autograd
+from .cached_op import CachedOp as _CachedOp
+ndarray.CachedOp = _CachedOp     # mx.nd.CachedOp: it binds executors, a layer above ndarray
 
 
 # Imported on first use (``mx.test_utils``, ``from lightmod import test_utils``): mx.onnx needs

@@ -72,6 +72,18 @@ def test_grad_requests_write_add_null_and_retained_graphs():
     np.testing.assert_array_equal(w.grad.asnumpy(), [0, 0, 0])
     with pytest.raises(MXNetError, match="already differentiated and released"):
         y.backward()
+    # an intermediate result of a released graph is a constant in a new recording
+    with autograd.record():
+        middle = x * 3
+        (middle * 1).sum().backward()
+    with autograd.record():
+        again = (middle * middle).sum() + (x * 0).sum()
+        alone = (middle * middle).sum()
+    before = x.grad.copy()                  # ('add': the zero gradient changes nothing)
+    again.backward()
+    np.testing.assert_array_equal(x.grad.asnumpy(), before.asnumpy())
+    with pytest.raises(MXNetError, match="not computed while recording"):
+        alone.backward()
     x.attach_grad()         # 'write' replaces
     with autograd.record():
         y = (x * 4).sum()

@@ -18,9 +18,10 @@ made before it, so its output gradients are complete when it is reached), calls 
 operator's backward with 'write' into fresh arrays, and adds them up per input. A variable
 then receives its total as its ``grad_req`` says ('write' replaces, 'add' accumulates, 'null'
 leaves it). An output without a gradient is given None, as the executor does. Unless
-``retain_graph`` is set, the nodes are released afterwards, and a second backward through
-them is an error. Nothing computed during backward is recorded: higher-order gradients
-(``create_graph=True``) are not provided.
+``retain_graph`` is set, the nodes are released afterwards: a second backward from the same
+head is an error, and an array computed by a released node stands as a constant in what is
+recorded later (no gradient flows through it), as in MXNet. Nothing computed during
+backward is recorded: higher-order gradients (``create_graph=True``) are not provided.
 
 Recording and training are two switches per thread, as in MXNet: ``record(train_mode=True)``
 turns both on, ``pause`` turns recording off; operators run in training mode (Dropout drops,
@@ -149,13 +150,17 @@ class _Node:
 
 
 def entry_of(arr):
-    """The tape entry an NDArray carries (a Variable, a (node, output) pair), or None."""
-    return getattr(arr, "_autograd", None)
+    """The tape entry an NDArray carries (a Variable, a (node, output) pair), or None: also
+    for the result of a node an earlier backward released (it stands as a constant)."""
+    entry = getattr(arr, "_autograd", None)
+    if isinstance(entry, tuple) and entry[0].differentiate is None:
+        return None
+    return entry
 
 
 def takes_part(arrays):
     """Whether recording is on and some of ``arrays`` takes part in the tape."""
-    return is_recording() and any(getattr(a, "_autograd", None) is not None for a in arrays)
+    return is_recording() and any(entry_of(a) is not None for a in arrays)
 
 
 def mark_variables(variables, gradients, grad_reqs="write"):
@@ -236,7 +241,7 @@ def check_writes(inputs, targets, what):
         for x in inputs:
             if target is x or np.shares_memory(_host_or_none(target), _host_or_none(x)):
                 raise MXNetError(_INPLACE % what)
-        if getattr(target, "_autograd", None) is not None:
+        if entry_of(target) is not None:
             raise MXNetError("%s: the target array is already part of a recorded computation; "
                              "assigning to it inside autograd.record() would lose its history "
                              "(call backward first, or assign outside the record block)" % what)
@@ -267,7 +272,7 @@ def sum_to_shape(grad, shape):
 def record_view(out, src, gradient_of):
     """Put a view or copy ``out`` of ``src`` on the tape when ``src`` takes part and recording
     is on: ``gradient_of(out_grad)`` gives ``src``'s gradient (computed without recording)."""
-    entry = getattr(src, "_autograd", None)
+    entry = entry_of(src)
     if entry is None or not is_recording():
         return out
 
@@ -332,9 +337,9 @@ def _differentiate(heads, head_grads, retain_graph):
             return
         node, j = entry
         if node.differentiate is None:
-            raise MXNetError("backward: the graph was already differentiated and released "
-                             "(the first backward through it needs retain_graph=True to be "
-                             "run again)")
+            # released by an earlier backward: its result now stands as a constant (MXNet
+            # detaches such arrays from the graph)
+            return
         if id(node) not in totals:
             totals[id(node)] = [None] * node.num_outputs
             heapq.heappush(waiting, (-node.number, id(node), node))
@@ -349,6 +354,10 @@ def _differentiate(heads, head_grads, retain_graph):
                     "backward: the array of shape %s was not computed while recording (no "
                     "variable it depends on was marked with attach_grad, or it was computed "
                     "outside autograd.record())" % (head.shape,))
+            if isinstance(entry, tuple) and entry[0].differentiate is None:
+                raise MXNetError("backward: the graph was already differentiated and released "
+                                 "(the first backward through it needs retain_graph=True to "
+                                 "be run again)")
             if hg is not None and hg.shape != head.shape:
                 raise MXNetError("backward: a head of shape %s was given a head gradient of "
                                  "shape %s" % (head.shape, hg.shape))
