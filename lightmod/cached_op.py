@@ -52,14 +52,20 @@ class CachedOp:
         for name, arr in zip(self._inputs, args):
             if name in self._aux:
                 arr[:] = exe.aux_dict[name]
+        if out is not None:
+            targets = [out] if isinstance(out, NDArray) else list(out)
+            if len(targets) != len(exe.outputs):
+                raise MXNetError("CachedOp: out= has %d arrays for %d outputs"
+                                 % (len(targets), len(exe.outputs)))
+            if not recorded:
+                for target, result in zip(targets, exe.outputs):
+                    target[:] = result
+                return out
+        # the executor's outputs are overwritten by its next call: the caller gets copies
         results = [o.copy() for o in exe.outputs]
         if recorded:
             self._record(exe, args, results)
         if out is not None:
-            targets = [out] if isinstance(out, NDArray) else list(out)
-            if len(targets) != len(results):
-                raise MXNetError("CachedOp: out= has %d arrays for %d outputs"
-                                 % (len(targets), len(results)))
             for target, result in zip(targets, results):
                 target[:] = result
             return out

@@ -1004,8 +1004,9 @@ class Executor:
                 grad_nd[g.entry_start[nid]] = grad
         planned = [eid for eid in sorted(written)
                    if needs[eid] and grad_nd[eid] is None and eid not in inside]
-        first, last = self._gradient_lifetimes(head_reqs, slot_reqs, order, fused)
-        if not recycle_gradients or self._monitor_callback is not None:
+        if recycle_gradients and self._monitor_callback is None:
+            first, last = self._gradient_lifetimes(head_reqs, slot_reqs, order, fused)
+        else:   # every gradient alive throughout: each keeps a buffer of its own
             first = {eid: 0 for eid in planned}
             last = {eid: len(order) + 1 for eid in planned}
         ending = {}

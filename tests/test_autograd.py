@@ -167,6 +167,13 @@ def test_in_place_writes_are_refused_while_recording():
         z = (target * target).sum()
     z.backward()
     np.testing.assert_allclose(x.grad.asnumpy(), 2 * (2 * x.asnumpy()) * 2)
+    row = _array([1.0, 2.0, 3.0])
+    row.attach_grad()
+    wide = mx.nd.zeros((4, 3))
+    with autograd.record():
+        wide[:] = row           # broadcast: the gradient sums over the new axis
+        (wide * 2).sum().backward()
+    np.testing.assert_array_equal(row.grad.asnumpy(), [8, 8, 8])
     x += 1                      # outside record: allowed
     np.testing.assert_array_equal(x.asnumpy(), [2, 3, 4])
 

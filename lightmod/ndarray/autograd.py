@@ -229,7 +229,7 @@ def label_outputs(node, arrays):
         arr._autograd = (node, j)
 
 
-_INPLACE = ("Inplace operations (+=, -=, x[:]=, etc) are not supported when recording with "
+INPLACE = ("Inplace operations (+=, -=, x[:]=, etc) are not supported when recording with "
             "autograd: %s")
 
 
@@ -240,7 +240,7 @@ def check_writes(inputs, targets, what):
     for target in targets:
         for x in inputs:
             if target is x or np.shares_memory(_host_or_none(target), _host_or_none(x)):
-                raise MXNetError(_INPLACE % what)
+                raise MXNetError(INPLACE % what)
         if entry_of(target) is not None:
             raise MXNetError("%s: the target array is already part of a recorded computation; "
                              "assigning to it inside autograd.record() would lose its history "
@@ -254,19 +254,12 @@ def _host_or_none(arr):
 
 def sum_to_shape(grad, shape):
     """``grad`` (an NDArray) summed over the axes that broadcasting ``shape`` to its shape
-    added or stretched: the gradient of the broadcast value."""
-    NDArray = _ND["NDArray"]
-    _to_ctx_buffer = _ND["_to_ctx_buffer"]
+    added or stretched: the gradient of the broadcast value (the kernels' ``sum_to_shape``)."""
     if grad.shape == tuple(shape):
         return grad
-    host = grad.asnumpy()
-    lead = host.ndim - len(shape)
-    host = host.sum(axis=tuple(range(lead))) if lead > 0 else host
-    axes = tuple(i for i, n in enumerate(shape) if n == 1 and host.shape[i] != 1)
-    if axes:
-        host = host.sum(axis=axes, keepdims=True)
-    host = np.ascontiguousarray(host.reshape(shape))
-    return NDArray(_to_ctx_buffer(host, grad.context), grad.context)
+    total = _ND["zeros"](shape, ctx=grad.context, dtype=grad._data.dtype)
+    kernels.for_context(grad.context).sum_to_shape(grad._data, total._data)
+    return total
 
 
 def record_view(out, src, gradient_of):
@@ -305,9 +298,9 @@ def scatter_gradient(src, key, out_grad, host_key=None):
 # ---------------------------------------------------------------------------------------------
 # differentiation
 # ---------------------------------------------------------------------------------------------
-def _ones_like(arr):
-    ones = _ND["ones"]
-    return ones(arr.shape, ctx=arr.context, dtype=arr._data.dtype)
+def _filled_like(arr, value):
+    """A new array of ``arr``'s shape, context and dtype holding ``value``."""
+    return _ND["full"](arr.shape, value, ctx=arr.context, dtype=arr._data.dtype)
 
 
 def _differentiate(heads, head_grads, retain_graph):
@@ -361,7 +354,7 @@ def _differentiate(heads, head_grads, retain_graph):
             if hg is not None and hg.shape != head.shape:
                 raise MXNetError("backward: a head of shape %s was given a head gradient of "
                                  "shape %s" % (head.shape, hg.shape))
-            add(entry, _ones_like(head) if hg is None else hg)
+            add(entry, _filled_like(head, 1) if hg is None else hg)
         done = []
         while waiting:
             node = heapq.heappop(waiting)[2]
@@ -400,7 +393,6 @@ def grad(heads, variables, head_grads=None, retain_graph=None, create_graph=Fals
     arrays; the variables' own gradient arrays are not touched. A variable the heads do not
     depend on gets zeros."""
     NDArray = _ND["NDArray"]
-    zeros = _ND["zeros"]
     if create_graph:
         raise MXNetError("autograd.grad: create_graph=True (recording the backward pass for "
                          "higher-order gradients) is not provided by lightmod")
@@ -418,8 +410,7 @@ def grad(heads, variables, head_grads=None, retain_graph=None, create_graph=Fals
     out = []
     for var, entry in zip(variables, wanted):
         found = reached.get(id(entry))
-        out.append(found[1] if found is not None else
-                   zeros(var.shape, ctx=var.context, dtype=var._data.dtype))
+        out.append(found[1] if found is not None else _filled_like(var, 0))
     return out[0] if single else out
 
 
@@ -451,7 +442,8 @@ class Function:
             function = self
 
             def differentiate(out_grads):
-                given = [_zeros_like(r) if g is None else g for g, r in zip(out_grads, results)]
+                given = [_filled_like(r, 0) if g is None else g
+                         for g, r in zip(out_grads, results)]
                 in_grads = function.backward(*given)
                 in_grads = [in_grads] if isinstance(in_grads, NDArray) else list(in_grads)
                 if len(in_grads) != len(inputs):
@@ -463,8 +455,3 @@ class Function:
                          "autograd.Function %s" % type(self).__name__)
             label_outputs(node, results)
         return outputs
-
-
-def _zeros_like(arr):
-    zeros = _ND["zeros"]
-    return zeros(arr.shape, ctx=arr.context, dtype=arr._data.dtype)

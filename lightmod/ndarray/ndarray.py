@@ -520,7 +520,7 @@ class NDArray:
             self._error = value._error
         if _autograd.takes_part([value, self]):
             if not (isinstance(value, NDArray) and _whole_key(key)):
-                _autograd.check_writes([value, self], [self], "x[key] = value")
+                raise MXNetError(_autograd.INPLACE % "x[key] = value")
             # the whole array replaced (x[:] = v, x[...] = v): a recorded copy of v
             _autograd.check_writes([value], [self], "x[:] = value")
             self._assign(key, value)
@@ -1154,4 +1154,4 @@ def _attach_binary_operators():
 
 _attach_binary_operators()
 # autograd records views of NDArrays and makes their gradients with these
-_autograd.install(NDArray=NDArray, zeros=zeros, ones=ones, _to_ctx_buffer=_to_ctx_buffer)
+_autograd.install(NDArray=NDArray, zeros=zeros, full=full, _to_ctx_buffer=_to_ctx_buffer)
