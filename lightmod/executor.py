@@ -716,6 +716,8 @@ class Executor:
         fwd_of = {step.node_id: step for step in self._fwd if step.op is not None}
         fused = self._fused_groups(groups)
         self._fused = bool(fused)
+        # a layer's bias and activation in the pass over its product (inference_plan.py)
+        self._layer_fusion = fusion.enabled()
         self._refresh_threads = _thread_policy() if any(
             c.device_typeid != 2 for c in node_ctx) else None
         # arguments whose gradient is requested but that no gradient reaches (behind
@@ -733,7 +735,7 @@ class Executor:
                             for (i, eid), req in head_reqs.items()]
         # a fused group's members get a stand-in step: _fuse_steps replaces them all by the
         # group's one step (or none), so their own calls are never planned
-        members = {nid for group in fused for nid in group.members}
+        members = self._fused_members = {nid for group in fused for nid in group.members}
         self._bwd = [_BackwardStep(None, None, None, None, None, None, None, None, None, [],
                                    nid, []) if nid in members else
                      self._plan_backward_step(nid, fwd_of[nid], slot_reqs[nid], grad_nd,
@@ -1153,9 +1155,12 @@ class Executor:
             if planned:
                 self._forward_done = inference_plan.PLANNED     # (see inference_plan.py)
                 return self.outputs
+        steps = self._fwd
+        if is_train and watch is None:
+            steps = inference_plan.training_steps(self)
         step = None
         try:
-            for step in self._fwd:
+            for step in steps:
                 op, p, k, ins, outs, state, nid = step
                 if watch is not None:
                     started = watch.before_forward(op, nid)
@@ -1166,8 +1171,14 @@ class Executor:
                 if watch is not None:
                     watch.after_forward(op, nid, started)
         except engine.DeferredOperatorError as err:
-            failed = self._node_outputs(step.node_id, engine.defer(err))
-            self._forward_after_failure(self._fwd.index(step) + 1, failed, is_train)
+            cell = engine.defer(err)
+            failed = self._node_outputs(step.node_id, cell)
+            if isinstance(step.op, inference_plan.TrainingLayer):
+                failed.update(self._node_outputs(step.op.first, cell))
+            # the plain walk goes on after the failed step's node (a fused layer's last one)
+            after = next(i for i, s in enumerate(self._fwd) if s.node_id == step.node_id
+                         and (s.op is None) == (step.op is None))
+            self._forward_after_failure(after + 1, failed, is_train)
         self._forward_done = True
         return self.outputs
 

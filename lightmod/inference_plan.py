@@ -30,6 +30,16 @@ buffer. For inference a shorter walk gives the same outputs:
 * Dropout keeps its own step, which in inference is a copy (the operator decides what
   inference means for it; a plan that skipped it would hide a Dropout that dropped anyway).
 
+**Training forward.** ``forward(is_train=True)`` gets the same epilogues
+(:func:`training_steps`): a Convolution or FullyConnected layer whose only consumer is an
+Activation runs as one step with it, the bias and the activation applied in the layer's
+output pass, written straight into the Activation's output. The layer's own output (the
+pre-activation) is then never written: nothing reads it, since the Activation's backward takes
+its slope from its output (relu, sigmoid, tanh, softrelu; softsign, which needs the input, is
+left unfused) and a layer's backward reads its data and weight only. An Activation inside a
+fused element-wise group (``fusion.py``) is left to its group. BatchNorm is not folded there:
+in training it normalises with the batch's own statistics.
+
 Nothing else changes: no gradient buffer is touched, the outputs are the graph outputs the
 plain walk writes (within float32 rounding: the folded form rounds in another order), and
 intermediate results the plan skips are internal buffers nobody sees. The plan is not used
@@ -42,7 +52,7 @@ import numpy as np
 from . import profiler
 from .grad_req import GradReq
 
-__all__ = ["PLANNED", "run", "replay_plain_forward"]
+__all__ = ["PLANNED", "run", "replay_plain_forward", "training_steps"]
 
 # the executor's _forward_done after a planned forward: backward re-runs the plain walk
 PLANNED = "planned inference"
@@ -92,7 +102,8 @@ class _FusedLayer:
     Activation, written into the last one's output buffer (a convolution may read and write
     channel-last data: ``x_last`` / ``y_last``)."""
     __slots__ = ("op", "params", "kernels", "x", "w", "bias", "bn", "act", "act_after", "out",
-                 "result", "state", "scale", "shift", "x_last", "y_last", "x_fm", "y_fm")
+                 "result", "state", "scale", "shift", "x_last", "y_last", "x_fm", "y_fm",
+                 "keep_rows")
 
     def __init__(self, op, params, k, x, w, bias, bn, act, act_codes, out, own_out, state):
         self.op, self.params, self.kernels = op, params, k
@@ -104,6 +115,7 @@ class _FusedLayer:
         self.x, self.w, self.bias, self.bn = x, w, bias, bn
         self.x_last = self.y_last = False
         self.x_fm = self.y_fm = False   # a fully connected layer's data / output feature-major
+        self.keep_rows = False          # a training forward's convolution (training_steps)
         # tanh runs after the output pass in place, through the kernel set's activation
         # (a vectorised library tanh is several times faster than a scalar one per element);
         # the others go into the output pass
@@ -128,7 +140,8 @@ class _FusedLayer:
         result = self.result
         if self.op.name == "Convolution":
             self.op.forward_epilogue(self.params, k, self.x, self.w, scale, shift, self.act,
-                                     result, self.state, self.x_last, self.y_last)
+                                     result, self.state, self.x_last, self.y_last,
+                                     self.keep_rows)
         elif self.x_fm or self.y_fm:
             self._feature_major(k, result, scale, shift)
         else:
@@ -415,3 +428,73 @@ def replay_plain_forward(exe):
         exe.forward(is_train=False)
     finally:
         exe._plain_forward = False
+
+
+class TrainingLayer:
+    """A forward step of the training walk that runs a fused layer (the executor calls
+    ``forward`` with the step's fields, which the layer does not need). ``first`` and
+    ``last`` are the fused nodes' ids."""
+    __slots__ = ("layer", "first", "last")
+
+    def __init__(self, layer, first, last):
+        self.layer, self.first, self.last = layer, first, last
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        self.layer()
+
+
+def _training_walk(exe):
+    from .kernels.scalar_nn import ACTIVATIONS  # (imports numba: only when planning)
+    g, entry = exe._g, exe._entry_nd
+    heads = set(g.heads)
+    readers = [[] for _ in range(g.num_entries)]
+    for nid in g.op_nids:
+        for slot, eid in enumerate(g.node_inputs[nid]):
+            readers[eid].append((nid, slot))
+    own = {step.node_id: step for step in exe._fwd
+           if step.op is not None and step.op is g.nodes[step.node_id].op}
+    grouped = getattr(exe, "_fused_members", ())
+    layers = {}         # Activation node -> the fused step replacing its own
+    absorbed = set()    # FullyConnected nodes run inside such a step
+    for nid in g.op_nids:
+        if g.nodes[nid].op.name not in _FUSABLE or nid not in own:
+            continue
+        out_eid = g.entry_start[nid]
+        if out_eid in heads or len(readers[out_eid]) != 1:
+            continue
+        act_nid, slot = readers[out_eid][0]
+        act = g.params[act_nid].act_type if g.nodes[act_nid].op.name == "Activation" else None
+        if (slot != 0 or act not in ACTIVATIONS or act == "softsign" or act_nid not in own
+                or act_nid in grouped
+                or np.dtype(entry[out_eid].dtype) not in (np.float32, np.float64)):
+            continue
+        step, p = own[nid], g.params[nid]
+        ins = step.inputs
+        layer = _FusedLayer(g.nodes[nid].op, p, step.kernels, ins[0], ins[1],
+                            None if p.no_bias else ins[2], None, act, ACTIVATIONS,
+                            entry[g.entry_start[act_nid]]._data, entry[out_eid]._data,
+                            step.state)
+        layer.keep_rows = True
+        layers[act_nid] = TrainingLayer(layer, nid, act_nid)
+        absorbed.add(nid)
+    if not layers:
+        return exe._fwd
+    walk = []
+    for step in exe._fwd:
+        if step.node_id in absorbed and step.op is not None:
+            continue
+        fused = layers.get(step.node_id) if step.op is not None else None
+        walk.append(step if fused is None else step._replace(op=fused))
+    return walk
+
+
+def training_steps(exe):
+    """The forward steps ``forward(is_train=True)`` walks (see the module doc): the
+    executor's own list when nothing fuses or fusion is off (``LIGHTMOD_FUSION=0`` at bind).
+    Made at the first training forward after each (re-)plan."""
+    if not exe._layer_fusion:
+        return exe._fwd
+    cached = getattr(exe, "_training_walk", None)
+    if cached is None or cached[0] is not exe._fwd:
+        cached = exe._training_walk = (exe._fwd, _training_walk(exe))
+    return cached[1]

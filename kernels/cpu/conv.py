@@ -27,25 +27,14 @@ from .. import threads as _threads
 from ..scalar_nn import ACT_RELU, activation_value
 from . import gemm
 from .blas import gemm_accumulate, gemm_function
+from .fused import _affine_act_rows, _dummy, _epilogue_args
 from .jit import PARALLEL_MIN, task_count
 
 __all__ = ["conv_gemm", "conv_gemm_add", "cols_forward", "cols_backward", "rows_forward",
            "rows_backward_data", "im2col",
            "col2im", "rows_to_batch", "batch_to_rows", "channel_sum", "add_channel_bias",
-           "transpose_planes", "im2row", "row2im", "rows_to_nchw", "affine_act_rows", "bn_fold",
+           "transpose_planes", "im2row", "row2im", "rows_to_nchw", "bn_fold",
            "channel_last_pool", "conv_rows_workers", "conv_rows_last"]
-
-_DUMMIES = {}
-
-
-def _dummy(dtype):
-    """A 1-element array standing in for an absent optional argument (one compiled signature)."""
-    key = np.dtype(dtype)
-    arr = _DUMMIES.get(key)
-    if arr is None:
-        arr = _DUMMIES[key] = np.zeros(1, dtype=key)
-    return arr
-
 
 def conv_gemm(a, b, out, trans_a=False, trans_b=False):
     """out = op(a) @ op(b) (op transposes when asked); out must be C-contiguous. In parts on
@@ -775,13 +764,6 @@ def _rows_to_nchw_parallel(res, out, dims, scale, shift, mode, act, planes, part
                       (i + 1) * planes // parts)
 
 
-def _epilogue_args(dtype, scale, shift):
-    mode = 2 if scale is not None else (1 if shift is not None else 0)
-    dummy = _dummy(dtype)
-    return (dummy if scale is None else scale.reshape(-1),
-            dummy if shift is None else shift.reshape(-1), mode)
-
-
 def rows_to_nchw(res, out, scale=None, shift=None, act=-1):
     """out (n, F, O) = act(res (n*O, F) * scale[f] + shift[f]): the transpose back to
     channel-first with the epilogue fused. scale / shift may be None (1 / 0); act is an
@@ -794,46 +776,6 @@ def rows_to_nchw(res, out, scale=None, shift=None, act=-1):
         _rows_to_nchw_parallel(*args, planes, parts)
     else:
         _rows_to_nchw(*args, 0, planes)
-
-
-@njit(cache=True, nogil=True)
-def _affine_act_rows(out, dims, scale, shift, mode, act, r0, r1):
-    _, F = dims
-    for r in range(r0, r1):
-        base = uint64(r * F)
-        for f in range(uint64(F)):
-            v = out[base + f]
-            if mode == 2:
-                v = v * scale[f]
-            if mode >= 1:
-                v = v + shift[f]
-            if act == ACT_RELU:
-                v = v if v > 0 else out.dtype.type(0)
-            elif act >= 0:
-                v = activation_value(v, act)
-            out[base + f] = v
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def _affine_act_rows_parallel(out, dims, scale, shift, mode, act, count, parts):
-    for i in prange(parts):
-        _affine_act_rows(out, dims, scale, shift, mode, act, i * count // parts,
-                         (i + 1) * count // parts)
-
-
-def affine_act_rows(out, scale=None, shift=None, act=-1):
-    """In place on out (N, F): out = act(out * scale[f] + shift[f]) (the epilogue of a fully
-    connected layer; scale / shift may be None, act -1 means none)."""
-    scale, shift, mode = _epilogue_args(out.dtype, scale, shift)
-    count = out.shape[0]
-    args = (out.reshape(-1), out.shape, scale, shift, mode, act)
-    # serial up to 8x the usual threshold: it follows a BLAS call whose threads still spin,
-    # and a parallel region then waits for a core (measured 3x slower on 2 cores)
-    parts = task_count(out.size, count, cost=0.25)
-    if parts > 1:
-        _affine_act_rows_parallel(*args, count, parts)
-    else:
-        _affine_act_rows(*args, 0, count)
 
 
 @njit(cache=True, nogil=True)

@@ -435,7 +435,7 @@ class Convolution(_ConvBase):
                       keep_rows=is_train)
 
     def forward_epilogue(self, p, k, x, w, scale, shift, act, y, state, x_last=False,
-                         y_last=False):
+                         y_last=False, keep_rows=False):
         """y = act(conv(x, w) * scale[f] + shift[f]) in one output pass (scale / shift may be
         None; act is an activation code, -1 for none); float32 and float64 only.
 
@@ -443,11 +443,12 @@ class Convolution(_ConvBase):
         hold, its data channel-last, ``(N, *spatial, C)`` in the memory of the channel-first
         array. The inference plan chains convolutions this way: the row layout reads and
         writes channel-last data anyway, so the transposes between them fall away and the
-        product is written straight into y."""
+        product is written straight into y. ``keep_rows``: a training forward (the weight
+        gradient may reuse the patch rows, as after ``forward(is_train=True)``)."""
         if x_last or y_last:
             pl = self._plan(p, x.shape, state, k)
             return self._forward_rows(k, pl, x, w, scale, shift, act, y, state, x_last, y_last)
-        self._forward(p, k, x, w, scale, shift, act, y, state)
+        self._forward(p, k, x, w, scale, shift, act, y, state, keep_rows=keep_rows)
 
     def supports_channel_last(self, p, k):
         """Whether ``forward_epilogue`` takes x_last / y_last for this convolution."""
