@@ -1,5 +1,5 @@
-"""Normalisation operators: BatchNorm (and BatchNorm_v1), InstanceNorm, LayerNorm, GroupNorm,
-L2Normalization, LRN, and image.normalize.
+"""Normalisation operators: BatchNorm (and BatchNorm_v1, contrib.SyncBatchNorm), InstanceNorm,
+LayerNorm, GroupNorm, L2Normalization, LRN, and image.normalize.
 
 BatchNorm follows MXNet 1.9.1 exactly where numbers depend on it: batch mean and *biased*
 variance over every axis but ``axis``; ``fix_gamma`` (default True) uses gamma = 1, writes 1
@@ -13,10 +13,10 @@ import numpy as np
 
 from .common import prod
 from .conv import _merge_input, float16_via_float32, scratch
-from .registry import REQUIRED, Bool, Enum, Float, FloatTuple, Int, Operator, OptFloat, register
+from .registry import REQUIRED, Bool, Enum, Float, FloatTuple, Int, Operator, OptFloat, Str, register
 
 __all__ = ["BatchNorm", "InstanceNorm", "LayerNorm", "L2Normalization", "LRN", "BatchNormV1",
-           "GroupNorm", "ImageNormalize"]
+           "SyncBatchNorm", "GroupNorm", "ImageNormalize"]
 
 
 def _split3(shape, axis):
@@ -344,6 +344,62 @@ class BatchNormV1(BatchNorm):
 
     def check_params(self, p):
         p.axis = 1
+
+
+@register
+class SyncBatchNorm(BatchNorm):
+    """BatchNorm over axis 1 whose batch statistics are meant to cover the batches of ``ndev``
+    devices (the executors sharing ``key``). Differences from BatchNorm, as in MXNet 1.9.1:
+    the third output is the batch's biased variance (not 1/sqrt(var + eps)), there is no
+    ``axis``, and the moving statistics are updated in backward from that variance.
+
+    lightmod runs the executors of several devices one after another, so statistics cannot
+    be pooled across devices: with ``ndev`` above 1 a training forward that uses batch
+    statistics raises (MXNet would wait for the other devices); inference and
+    ``use_global_stats`` work for any ``ndev``."""
+    name = "_contrib_SyncBatchNorm"
+    hint = "syncbatchnorm"
+    params = dict({key: BatchNorm.params[key]
+                   for key in ("eps", "momentum", "fix_gamma", "use_global_stats",
+                               "output_mean_var")},
+                  ndev=Int(1, "the number of devices whose batches are normalised together"),
+                  key=Str(REQUIRED, "the name the devices' layers share"))
+
+    def check_params(self, p):
+        p.axis = 1
+        if p.ndev < 1:
+            raise self.error("ndev must be positive, got %d", p.ndev)
+
+    @float16_via_float32
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        x, gamma, beta, moving_mean, moving_var = inputs
+        batch_stats = bool(is_train and not p.use_global_stats)
+        if batch_stats and p.ndev != 1:
+            raise self.error("key '%s' asks for statistics pooled over ndev=%d devices, but "
+                             "lightmod runs one device's executor at a time; use ndev=1 (or "
+                             "use_global_stats=True)", p.key, p.ndev)
+        shape3 = self._views(p, x)
+        if p.fix_gamma:
+            k.fill(gamma, 1.0)
+        invstd = scratch(k, state, "invstd", (shape3[1],), gamma.dtype)
+        k.bn_forward(x.reshape(shape3), outputs[0].reshape(shape3), gamma, beta, outputs[1],
+                     invstd, outputs[2], moving_mean, moving_var, p.eps, batch_stats,
+                     p.fix_gamma)
+        if not batch_stats:
+            k.copy(outputs[2], moving_var)      # the statistics used, as the mean output is
+        state["batch_stats"] = batch_stats
+
+    @float16_via_float32
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        x, gamma, beta, moving_mean, moving_var = inputs
+        shape3 = self._views(p, x)
+        batch_stats = state.get("batch_stats", False)
+        dy = out_grads[0].reshape(shape3)
+        dx, dgamma, dbeta, codes = _grad_buffers(k, in_grads, req, dy, outputs[1])
+        k.bn_backward(x.reshape(shape3), dy, dx, gamma, outputs[1], state["invstd"], dgamma,
+                      dbeta, batch_stats, p.fix_gamma, *codes)
+        if batch_stats:
+            k.bn_update_moving(moving_mean, moving_var, outputs[1], outputs[2], p.momentum)
 
 
 @register

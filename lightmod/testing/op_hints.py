@@ -429,6 +429,11 @@ HINTS = {
 # --- sequence, spatial and detection operators (operator/sequence.py, spatial.py, detection.py)
 HINTS.update({
     "BatchNorm_v1": Hint(ndims=(2, 4), tol=(1e-4, 1e-7), values={"moving_var": _positive}),
+    # one device: lightmod does not pool statistics across devices (ndev > 1 refuses)
+    "_contrib_SyncBatchNorm": Hint(ndims=(2, 4), tol=(1e-4, 1e-7),
+                                   values={"moving_var": _positive},
+                                   params={"key": lambda ndim, shape: st.just("bn"),
+                                           "ndev": lambda ndim, shape: st.just(1)}),
     "GroupNorm": Hint(ndims=(2, 4), tol=(1e-4, 1e-7)),
     "_image_normalize": Hint(ndims=(3, 4)),
     "_contrib_BilinearResize2D": Hint(ndims=(4, 4)),

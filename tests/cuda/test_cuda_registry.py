@@ -331,6 +331,8 @@ CASES.update({
         ({"kernel": (2, 2), "num_filter": 4, "num_group": 2, "stride": (2, 1), "no_bias": True},
          [S(1, 2, 5, 4), S(1, 8, 2, 3), None])],
     "BatchNorm_v1": [({"fix_gamma": False}, [S(2, 3, 2), P(3), S(3), S(3), P(3)])],
+    "_contrib_SyncBatchNorm": [({"fix_gamma": False, "key": "bn"},
+                                [S(2, 3, 2), P(3), S(3), S(3), P(3)])],
     "GroupNorm": [({"num_groups": 2}, [S(2, 4, 3), S(2), S(2)])],
     "_image_normalize": [({"mean": (0.1, 0.2), "std": (0.5, 2.0)}, [S(2, 2, 3, 2)])],
     "SequenceMask": [({"use_sequence_length": True, "value": -1.0, "axis": 1},
