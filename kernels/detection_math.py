@@ -8,7 +8,7 @@ stay in the launchers: the CPU adds in place, the GPU with atomics.
 """
 import math
 
-from .scalar_detection import align_corners_weights, cell_sample, decode_box, rotated_point
+from .scalar_detection import align_corners_weights, cell_sample, decode_box, roi_align_point, rotated_point
 
 
 def roi_cell_max(x, b, c, hs, he, ws, we, w):
@@ -51,6 +51,22 @@ def rroi_cell_mean(x, b, c, ph, pw, frame, ph_n, pw_n, h, w):
                 total += (w00 * x[b, c, y0, x0] + w01 * x[b, c, y0, x1]
                           + w10 * x[b, c, y1, x0] + w11 * x[b, c, y1, x1])
     return total / (grid_h * grid_w)
+
+
+def roi_align_cell(x, b, c, ph, pw, frame, h, w):
+    """The mean of the bilinear samples of cell (ph, pw) of an ROIAlign ``frame``
+    (``scalar_detection.roi_align_frame``) on x[b, c] (h x w); 0 for a cell with no samples."""
+    x0, y0, bin_w, bin_h, grid_h, grid_w = frame
+    total = 0.0
+    for iy in range(grid_h):
+        py = roi_align_point(y0, ph, iy, bin_h, grid_h)
+        for ix in range(grid_w):
+            px = roi_align_point(x0, pw, ix, bin_w, grid_w)
+            ok, y0_, y1_, x0_, x1_, w00, w01, w10, w11 = align_corners_weights(py, px, h, w)
+            if ok:
+                total += (w00 * x[b, c, y0_, x0_] + w01 * x[b, c, y0_, x1_]
+                          + w10 * x[b, c, y1_, x0_] + w11 * x[b, c, y1_, x1_])
+    return total / max(grid_h * grid_w, 1)
 
 
 def deform_value(x, c, corners):

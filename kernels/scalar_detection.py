@@ -102,6 +102,41 @@ def align_corners_weights(y, x, height, width):
 
 
 @njit(cache=True, nogil=True)
+def roi_align_frame(x1, y1, x2, y2, scale, aligned, ph_n, pw_n, ratio):
+    """An axis-aligned ROI of ROIAlign on the feature map with the sample grid of its cells:
+    ``(x0, y0, bin_w, bin_h, grid_h, grid_w)``. ``aligned`` puts pixel centres at
+    half-integers (corners shifted by -0.5, no minimum size); otherwise the ROI is at least
+    one cell wide and high. A grid of ``ratio`` samples per axis, or ceil(cell size) when
+    ratio <= 0 (which is 0 for an empty ROI: its cells read 0)."""
+    shift = 0.5 if aligned else 0.0
+    roi_w = (x2 - x1) * scale
+    roi_h = (y2 - y1) * scale
+    if not aligned:
+        roi_w = max(roi_w, 1.0)
+        roi_h = max(roi_h, 1.0)
+    bin_w = roi_w / pw_n
+    bin_h = roi_h / ph_n
+    grid_h = ratio if ratio > 0 else int(math.ceil(bin_h))
+    grid_w = ratio if ratio > 0 else int(math.ceil(bin_w))
+    return x1 * scale - shift, y1 * scale - shift, bin_w, bin_h, grid_h, grid_w
+
+
+@njit(cache=True, nogil=True)
+def roi_align_point(start, p, i, bin_size, grid):
+    """Sample ``i`` of ``grid`` along one axis of cell ``p`` of an ROIAlign frame."""
+    return start + p * bin_size + (i + 0.5) * bin_size / grid
+
+
+@njit(cache=True, nogil=True)
+def roi_align_channel(c, ph, pw, ph_n, pw_n, position_sensitive):
+    """The input channel cell (ph, pw) of output channel c reads: c itself, or with
+    ``position_sensitive`` the (ph, pw)-th of the ph_n * pw_n channels of group c."""
+    if position_sensitive:
+        return (c * ph_n + ph) * pw_n + pw
+    return c
+
+
+@njit(cache=True, nogil=True)
 def rotated_point(xx, yy, cos_t, sin_t, cx, cy):
     """(x, y) of the point (xx, yy) of an ROI frame rotated by theta about (cx, cy)."""
     return xx * cos_t + yy * sin_t + cx, yy * cos_t - xx * sin_t + cy

@@ -15,8 +15,8 @@ from ..math_build import compiled
 from .jit import parallel_loop
 
 __all__ = ["roi_pool", "roi_pool_backward", "psroi_pool", "psroi_pool_backward",
-           "rroi_align", "rroi_align_backward", "deform_im2col", "deform_col2im",
-           "deform_offset_grad", "proposals"]
+           "rroi_align", "rroi_align_backward", "roi_align", "roi_align_backward",
+           "deform_im2col", "deform_col2im", "deform_offset_grad", "proposals"]
 
 # the per-element functions of kernels/detection_math.py, inlined into the loops below
 K = compiled(M, njit(cache=True, inline="always"))
@@ -165,6 +165,73 @@ def rroi_align_backward(dy, rois, spatial_scale, sampling_ratio, dx, accumulate=
     if not accumulate:
         dx[...] = 0
     _rroi_align_backward(dy.size * 8, dy, rois, float(spatial_scale), int(sampling_ratio), dx)
+
+
+# --- ROIAlign -----------------------------------------------------------------------------------
+@parallel_loop(cost=8.0)
+def _roi_align(x, rois, scale, ratio, aligned, sensitive, out):
+    n, h, w = x.shape[0], x.shape[2], x.shape[3]
+    channels, ph_n, pw_n = out.shape[1], out.shape[2], out.shape[3]
+    for r in prange(rois.shape[0]):
+        b = int(rois[r, 0])
+        frame = S.roi_align_frame(rois[r, 1], rois[r, 2], rois[r, 3], rois[r, 4], scale,
+                                  aligned, ph_n, pw_n, ratio)
+        for c in range(channels):
+            for ph in range(ph_n):
+                for pw in range(pw_n):
+                    if b < 0:           # MXNet's "no image" ROIs read nothing
+                        out[r, c, ph, pw] = 0.0
+                        continue
+                    c_in = S.roi_align_channel(c, ph, pw, ph_n, pw_n, sensitive)
+                    out[r, c, ph, pw] = K.roi_align_cell(x, min(b, n - 1), c_in, ph, pw, frame,
+                                                         h, w)
+
+
+@parallel_loop(cost=8.0)
+def _roi_align_backward(dy, rois, scale, ratio, aligned, sensitive, dx):
+    # over the output channels in parallel: each reads its own input channels, ROIs overlap
+    n, h, w = dx.shape[0], dx.shape[2], dx.shape[3]
+    channels, ph_n, pw_n = dy.shape[1], dy.shape[2], dy.shape[3]
+    for c in prange(channels):
+        for r in range(rois.shape[0]):
+            b = int(rois[r, 0])
+            if b < 0:
+                continue
+            b = min(b, n - 1)
+            x0, y0, bin_w, bin_h, grid_h, grid_w = S.roi_align_frame(
+                rois[r, 1], rois[r, 2], rois[r, 3], rois[r, 4], scale, aligned, ph_n, pw_n,
+                ratio)
+            for ph in range(ph_n):
+                for pw in range(pw_n):
+                    c_in = S.roi_align_channel(c, ph, pw, ph_n, pw_n, sensitive)
+                    g = dy[r, c, ph, pw] / max(grid_h * grid_w, 1)
+                    for iy in range(grid_h):
+                        py = S.roi_align_point(y0, ph, iy, bin_h, grid_h)
+                        for ix in range(grid_w):
+                            px = S.roi_align_point(x0, pw, ix, bin_w, grid_w)
+                            ok, ya, yb, xa, xb, w00, w01, w10, w11 = S.align_corners_weights(
+                                py, px, h, w)
+                            if ok:
+                                dx[b, c_in, ya, xa] += w00 * g
+                                dx[b, c_in, ya, xb] += w01 * g
+                                dx[b, c_in, yb, xa] += w10 * g
+                                dx[b, c_in, yb, xb] += w11 * g
+
+
+def roi_align(x, rois, spatial_scale, sample_ratio, aligned, position_sensitive, out):
+    """out (R, C_out, ph, pw): every cell of every ROI (batch, x1, y1, x2, y2) averages
+    bilinear samples on a grid of ``sample_ratio``^2 points (adaptive: ceil(cell size) per
+    axis); ``position_sensitive`` reads channel group c's (ph, pw)-th channel."""
+    _roi_align(out.size * 8, x, rois, float(spatial_scale), int(sample_ratio), bool(aligned),
+               bool(position_sensitive), out)
+
+
+def roi_align_backward(dy, rois, spatial_scale, sample_ratio, aligned, position_sensitive, dx,
+                       accumulate=False):
+    if not accumulate:
+        dx[...] = 0
+    _roi_align_backward(dy.size * 8, dy, rois, float(spatial_scale), int(sample_ratio),
+                        bool(aligned), bool(position_sensitive), dx)
 
 
 # --- DeformableConvolution ----------------------------------------------------------------------

@@ -18,7 +18,8 @@ from .elemwise import assign, store
 from .jit import ParallelLoop
 
 __all__ = ["strided_gather", "strided_scatter", "indices_in_range", "take_forward",
-           "take_backward", "pick_forward", "pick_backward", "pick_assign", "one_hot_forward",
+           "take_backward", "put_rows", "zero_rows", "pick_forward", "pick_backward",
+           "pick_assign", "one_hot_forward",
            "where_forward", "where_backward", "axis_ranks", "rank_select", "rank_mask",
            "rank_select_backward", "range_fill", "nd_indices_in_range", "gather_nd",
            "scatter_nd", "ravel_index", "unravel_index", "histogram_count"]
@@ -184,6 +185,36 @@ def take_backward(grad, gout, idx, outer, n, inner, wrap, req):
         _take_grad_cols_parallel(acc, g, ix, n, inner, bool(wrap),
                                  max(1, min(inner // 8, numba.get_num_threads())))
     _finish(grad, acc, back)
+
+
+# ---------------------------------------------------------------------------------------------
+# put_rows / zero_rows (index_copy)
+# ---------------------------------------------------------------------------------------------
+def _put_rows_impl(out, values, idx, n, inner, from_values):
+    # parallel over columns, rows in index order within each: a repeated index keeps its
+    # last row whatever the thread count
+    m = idx.size
+    for t in prange(inner):
+        for j in range(m):
+            dst = resolve_index(idx[j], n, False) * inner + t
+            if from_values:
+                out[dst] = values[j * inner + t]
+            else:
+                out[dst] = 0
+
+
+_put_rows = ParallelLoop(_put_rows_impl, cost=_COST)
+
+
+def put_rows(out, values, idx, n, inner):
+    """out[index(idx[j]), t] = values[j, t] over out viewed as (n, inner) (a repeated index:
+    the last one's row)."""
+    _write(_put_rows, out, _bits(_flat(values)), _math(idx), n, inner, True)
+
+
+def zero_rows(out, idx, n, inner):
+    """out[index(idx[j]), :] = 0 over out viewed as (n, inner)."""
+    _write(_put_rows, out, _bits(_flat(out)), _math(idx), n, inner, False)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,8 +12,8 @@ from .grid import launch
 from .memory import fill
 
 __all__ = ["roi_pool", "roi_pool_backward", "psroi_pool", "psroi_pool_backward",
-           "rroi_align", "rroi_align_backward", "deform_im2col", "deform_col2im",
-           "deform_offset_grad", "proposals"]
+           "rroi_align", "rroi_align_backward", "roi_align", "roi_align_backward",
+           "deform_im2col", "deform_col2im", "deform_offset_grad", "proposals"]
 
 K = compiled(M, cuda.jit(device=True))
 
@@ -126,6 +126,50 @@ def rroi_align_backward(dy, rois, spatial_scale, sampling_ratio, dx, accumulate=
         fill(dx, 0)
     launch(_rroi_k, dy.size, dx, rois, float(spatial_scale), int(sampling_ratio), dy, dy, dx,
            True)
+
+
+# --- ROIAlign -----------------------------------------------------------------------------------
+@cuda.jit
+def _roi_align_k(x, rois, scale, ratio, aligned, sensitive, out, dy, dx, backward):
+    # forward: out = the mean of the cell's samples; backward: dy spread over them into dx
+    n, h, w = x.shape[0], x.shape[2], x.shape[3]
+    ph_n, pw_n = out.shape[2], out.shape[3]
+    for t in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+        r, c, ph, pw, b = _roi_element(t, rois, out, n)
+        frame = S.roi_align_frame(rois[r, 1], rois[r, 2], rois[r, 3], rois[r, 4], scale,
+                                  aligned, ph_n, pw_n, ratio)
+        c_in = S.roi_align_channel(c, ph, pw, ph_n, pw_n, sensitive)
+        if not backward:
+            out[r, c, ph, pw] = 0.0 if int(rois[r, 0]) < 0 else K.roi_align_cell(
+                x, b, c_in, ph, pw, frame, h, w)
+            continue
+        if int(rois[r, 0]) < 0:
+            continue
+        x0, y0, bin_w, bin_h, grid_h, grid_w = frame
+        g = dy[r, c, ph, pw] / max(grid_h * grid_w, 1)
+        for iy in range(grid_h):
+            py = S.roi_align_point(y0, ph, iy, bin_h, grid_h)
+            for ix in range(grid_w):
+                px = S.roi_align_point(x0, pw, ix, bin_w, grid_w)
+                ok, ya, yb, xa, xb, w00, w01, w10, w11 = S.align_corners_weights(py, px, h, w)
+                if ok:
+                    cuda.atomic.add(dx, (b, c_in, ya, xa), w00 * g)
+                    cuda.atomic.add(dx, (b, c_in, ya, xb), w01 * g)
+                    cuda.atomic.add(dx, (b, c_in, yb, xa), w10 * g)
+                    cuda.atomic.add(dx, (b, c_in, yb, xb), w11 * g)
+
+
+def roi_align(x, rois, spatial_scale, sample_ratio, aligned, position_sensitive, out):
+    launch(_roi_align_k, out.size, x, rois, float(spatial_scale), int(sample_ratio),
+           bool(aligned), bool(position_sensitive), out, out, x, False)
+
+
+def roi_align_backward(dy, rois, spatial_scale, sample_ratio, aligned, position_sensitive, dx,
+                       accumulate=False):
+    if not accumulate:
+        fill(dx, 0)
+    launch(_roi_align_k, dy.size, dx, rois, float(spatial_scale), int(sample_ratio),
+           bool(aligned), bool(position_sensitive), dy, dy, dx, True)
 
 
 # --- DeformableConvolution ----------------------------------------------------------------------

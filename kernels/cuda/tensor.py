@@ -18,6 +18,7 @@ from .memory import assign, fill, flat
 from .memory import launch_config as launch
 
 __all__ = ["strided_gather", "strided_scatter", "indices_in_range", "take_forward",
+           "put_rows", "zero_rows",
            "take_backward", "pick_forward", "pick_backward", "pick_assign", "one_hot_forward",
            "where_forward", "where_backward", "axis_ranks", "rank_select", "rank_mask",
            "rank_select_backward", "range_fill", "nd_indices_in_range", "gather_nd",
@@ -152,6 +153,35 @@ def take_forward(out, data, idx, outer, n, inner, wrap):
 def take_backward(grad, gout, idx, outer, n, inner, wrap, req):
     """grad (req) the scatter-add of gout back to the rows take read (atomics on repeats)."""
     _gather_backward(_take_grad_kernel, grad, gout, idx, n, inner, wrap, req)
+
+
+# ---------------------------------------------------------------------------------------------
+# put_rows / zero_rows (index_copy)
+# ---------------------------------------------------------------------------------------------
+@cuda.jit
+def _put_rows_kernel(out, values, idx, n, inner, from_values):
+    # a thread per column, rows in index order: a repeated index keeps its last row
+    m = idx.size
+    for t in range(cuda.grid(1), inner, cuda.gridsize(1)):
+        for j in range(m):
+            dst = resolve_index(idx[j], n, False) * inner + t
+            if from_values:
+                out[dst] = values[j * inner + t]
+            else:
+                out[dst] = 0
+
+
+def put_rows(out, values, idx, n, inner):
+    """out[index(idx[j]), t] = values[j, t] over out viewed as (n, inner) (a repeated index:
+    the last one's row)."""
+    if out.size and idx.size:
+        _put_rows_kernel[launch(inner)](flat(out), flat(values), flat(idx), n, inner, True)
+
+
+def zero_rows(out, idx, n, inner):
+    """out[index(idx[j]), :] = 0 over out viewed as (n, inner)."""
+    if out.size and idx.size:
+        _put_rows_kernel[launch(inner)](flat(out), flat(out), flat(idx), n, inner, False)
 
 
 # ---------------------------------------------------------------------------------------------

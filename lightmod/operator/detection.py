@@ -1,4 +1,4 @@
-"""Region operators of detection networks: ROIPooling, contrib.PSROIPooling,
+"""Region operators of detection networks: ROIPooling, contrib.PSROIPooling, contrib.ROIAlign,
 contrib.RROIAlign, contrib.DeformableConvolution, and contrib.Proposal / MultiProposal.
 
 ``rois`` is (R, 5) -- batch index, x1, y1, x2, y2 in image coordinates -- or (R, 6) for
@@ -11,6 +11,12 @@ gradient; the ROIs get zero (as in MXNet).
 * PSROIPooling: position-sensitive average pooling: output channel d's cell (i, j) averages
   input channel (d * G + gi) * G + gj, with (gi, gj) the cell's place in a G x G group grid
   (G = group_size, or pooled_size when 0).
+* ROIAlign: each cell of the ROI averages bilinear samples on a regular grid (sample_ratio per
+  axis, or ceil(cell size) when it is not positive); a sample more than a pixel outside the
+  map reads 0, one on or past the last row / column reads it. ``aligned`` shifts the corners
+  by half a pixel (and drops the one-cell minimum size); ``position_sensitive`` makes output
+  channel c's cell (ph, pw) read input channel (c * ph_n + ph) * pw_n + pw. An ROI with a
+  negative batch index gives zeros, as in MXNet.
 * RROIAlign: each cell of the rotated ROI averages bilinear samples on a regular grid
   (sampling_ratio per axis, or ceil(cell size) when it is not positive).
 * DeformableConvolution: a 2-D convolution whose tap (i, j) at output position (a, b) reads
@@ -24,8 +30,8 @@ from .common import zero_grads
 from .conv import _conv_params, _ConvBase, _merge_input, float16_via_float32, scratch
 from .registry import REQUIRED, Bool, Float, FloatTuple, Int, Operator, Shape, merge_shape, register
 
-__all__ = ["ROIPooling", "PSROIPooling", "RROIAlign", "DeformableConvolution", "MultiProposal",
-           "Proposal"]
+__all__ = ["ROIPooling", "PSROIPooling", "ROIAlign", "RROIAlign", "DeformableConvolution",
+           "MultiProposal", "Proposal"]
 
 
 def _pooled_pair(op, value):
@@ -147,6 +153,39 @@ class PSROIPooling(_RegionOp):
 
     def data_gradient(self, p, k, dy, rois, outputs, dx, accumulate):
         k.psroi_pool_backward(dy, rois, p.spatial_scale, p._group, dx, accumulate=accumulate)
+
+
+@register
+class ROIAlign(_RegionOp):
+    """Bilinear ROI pooling of axis-aligned regions of interest (Mask R-CNN's ROIAlign)."""
+    name = "_contrib_ROIAlign"
+    hint = "roialign"
+    params = {
+        "pooled_size": _POOLED_SIZE,
+        "spatial_scale": _SPATIAL_SCALE,
+        "sample_ratio": Int(-1, "samples per cell and axis (<= 0: ceil(cell size))"),
+        "position_sensitive": Bool(False, "output channel c's cells read channel group c"),
+        "aligned": Bool(False, "shift the ROI corners by half a pixel"),
+    }
+
+    def out_shapes(self, p, data, rois):
+        channels = data[1]
+        if p.position_sensitive:
+            cells = p._pooled[0] * p._pooled[1]
+            if channels % cells:
+                raise self.error("position_sensitive: data has %d channels, not a multiple of "
+                                 "pooled_size %s's %d cells", channels, p._pooled, cells)
+            channels //= cells
+        return [(rois[0], channels) + p._pooled]
+
+    @float16_via_float32
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        k.roi_align(inputs[0], inputs[1], p.spatial_scale, p.sample_ratio, p.aligned,
+                    p.position_sensitive, outputs[0])
+
+    def data_gradient(self, p, k, dy, rois, outputs, dx, accumulate):
+        k.roi_align_backward(dy, rois, p.spatial_scale, p.sample_ratio, p.aligned,
+                             p.position_sensitive, dx, accumulate=accumulate)
 
 
 @register

@@ -16,6 +16,7 @@ import numpy as np
 from .. import engine
 from ..base import MXNetIndexError
 from .common import cleared_data_grad, data_grad_needed, zero_grads
+from .conv import scratch
 from .registry import (
     Bool,
     Dtype,
@@ -918,6 +919,71 @@ class Take(_AlongAxis):
 
     def scatter_kernel(self, k):
         return k.take_backward
+
+
+@register
+class IndexCopy(_IndexTypes):
+    """contrib.index_copy: a copy of ``old_tensor`` whose rows (axis 0) ``index_vector[j]``
+    are replaced by ``new_tensor[j]``. An index out of [0, rows) fails the forward pass (read
+    where the result is read); a repeated index keeps the last of its rows. Gradients: the
+    head gradient for old_tensor with the replaced rows zeroed, its rows at the indices for
+    new_tensor, none for the indices."""
+    name = "_contrib_index_copy"
+    hint = "index_copy"
+    inputs = ("old_tensor", "index_vector", "new_tensor")
+    index_inputs = ("index_vector",)
+
+    def infer_shape(self, p, in_shapes):
+        old, idx, new = in_shapes
+        if old is not None and len(old) == 0:
+            raise self.error("input 'old_tensor' must have at least one dimension, got ()")
+        if idx is not None and len(idx) != 1:
+            raise self.error("input 'index_vector' must be 1-D, got shape %s", tuple(idx))
+        if old is None or idx is None:
+            return list(in_shapes), [None if old is None else tuple(old)]
+        expected = (idx[0],) + tuple(old[1:])
+        if new is not None and tuple(new) != expected:
+            raise self.error("input 'new_tensor' has shape %s, expected %s (one row of "
+                             "'old_tensor' %s per index of 'index_vector' %s)", tuple(new),
+                             expected, tuple(old), tuple(idx))
+        return [tuple(old), tuple(idx), expected], [tuple(old)]
+
+    @staticmethod
+    def _rows(x):
+        n = int(x.shape[0])
+        return n, (int(x.size) // n if n else 0)
+
+    def forward(self, p, k, inputs, outputs, is_train, state):
+        old, idx, new = inputs
+        n, inner = self._rows(old)
+        if not k.indices_in_range(idx, n):
+            raise engine.DeferredOperatorError(str(self.error(
+                "input 'index_vector' holds an index outside [0, %d) (the rows of "
+                "'old_tensor' %s)", n, tuple(old.shape))))
+        k.copy(outputs[0], old)
+        k.put_rows(outputs[0], new, idx, n, inner)
+
+    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
+        zero_grads(k, in_grads[1:2], req[1:2])
+        dy = out_grads[0]
+        if dy is None:
+            zero_grads(k, in_grads, req)
+            return
+        old, idx, new = inputs
+        n, inner = self._rows(old)
+        if req[0] != "null":
+            dst = in_grads[0] if req[0] == "write" else \
+                scratch(k, state, "old_grad", old.shape, old.dtype)
+            k.copy(dst, dy)
+            k.zero_rows(dst, idx, n, inner)
+            if dst is not in_grads[0]:
+                k.assign(in_grads[0], dst, "add")
+        if req[2] != "null":
+            dst = in_grads[2] if req[2] == "write" else \
+                scratch(k, state, "new_grad", new.shape, new.dtype)
+            k.take_forward(dst, dy, idx, 1, n, inner, False)
+            if dst is not in_grads[2]:
+                k.assign(in_grads[2], dst, "add")
 
 
 @register

@@ -372,6 +372,13 @@ HINTS = {
                     no_grad_inputs=("indices",)),
     "take": Hint(values={"indices": _indices_below(lambda p, s: s["a"][p.axis])},
                  no_grad_inputs=("indices",)),
+    # distinct rows: a repeated index keeps one row, so the others' numeric gradient is 0
+    "_contrib_index_copy": Hint(
+        shapes=lambda s, p: {"index_vector": (min(2, s[0]),),
+                             "new_tensor": (min(2, s[0]),) + tuple(s[1:])},
+        values={"index_vector": lambda rng, shape, p, shapes: rng.permutation(
+            shapes["old_tensor"][0])[:shape[0]].astype(np.float64)},
+        no_grad_inputs=("index_vector",)),
     "_sparse_retain": Hint(values={"indices": _indices_below(lambda p, s: s["data"][0])},
                            no_grad_inputs=("indices",)),
     # pick on 1-D data infers an index/output shape of () where MXNet 1.9.1 has (1,): 1-D
@@ -451,6 +458,9 @@ HINTS.update({
     "_contrib_PSROIPooling": Hint(ndims=(4, 4), drawn_shapes={"rois": _roi_shape(5)},
                                   values={"rois": _rois}, no_grad_inputs=("rois",),
                                   fix_attrs=_psroi_sizes),
+    "_contrib_ROIAlign": Hint(ndims=(4, 4), drawn_shapes={"rois": _roi_shape(5)},
+                              values={"rois": _rois}, no_grad_inputs=("rois",),
+                              params={"position_sensitive": lambda ndim, shape: st.just(False)}),
     "_contrib_RROIAlign": Hint(ndims=(4, 4), drawn_shapes={"rois": _roi_shape(6)},
                                values={"rois": _rois}, no_grad_inputs=("rois",)),
     # offsets small enough to keep most taps inside; 2-D only
