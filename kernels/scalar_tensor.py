@@ -35,6 +35,13 @@ def resolve_index(value, n, wrap):
 
 
 @njit(cache=True, nogil=True)
+def row_put_offsets(index_value, j, t, n, inner):
+    """index_copy's flat (destination, source) offsets of element t of row j: the row
+    index_value (clipped) of an (n, inner) array, and row j of the (count, inner) rows put."""
+    return resolve_index(index_value, n, False) * inner + t, j * inner + t
+
+
+@njit(cache=True, nogil=True)
 def uniform_bin(x, lo, hi, nbins):
     """The bin of x among nbins equal bins over [lo, hi] (the last one closed), -1 outside."""
     if not (lo <= x <= hi):

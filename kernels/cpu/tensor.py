@@ -13,7 +13,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from .. import cache_stamp  # noqa: F401  (stamps the cache entries made below)
 from ..scalar_lookup import picked_offset
-from ..scalar_tensor import histogram_bin, resolve_index
+from ..scalar_tensor import histogram_bin, resolve_index, row_put_offsets
 from .elemwise import assign, store
 from .jit import ParallelLoop
 
@@ -193,12 +193,11 @@ def take_backward(grad, gout, idx, outer, n, inner, wrap, req):
 def _put_rows_impl(out, values, idx, n, inner, from_values):
     # parallel over columns, rows in index order within each: a repeated index keeps its
     # last row whatever the thread count
-    m = idx.size
     for t in prange(inner):
-        for j in range(m):
-            dst = resolve_index(idx[j], n, False) * inner + t
+        for j in range(idx.size):
+            dst, src = row_put_offsets(idx[j], j, t, n, inner)
             if from_values:
-                out[dst] = values[j * inner + t]
+                out[dst] = values[src]
             else:
                 out[dst] = 0
 

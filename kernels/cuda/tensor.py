@@ -13,7 +13,7 @@ from numba import cuda
 from ..cpu.tensor import where_gradients_wanted
 from ..scalar import store, strided_offset
 from ..scalar_lookup import picked_offset
-from ..scalar_tensor import histogram_bin, resolve_index
+from ..scalar_tensor import histogram_bin, resolve_index, row_put_offsets
 from .memory import assign, fill, flat
 from .memory import launch_config as launch
 
@@ -161,12 +161,11 @@ def take_backward(grad, gout, idx, outer, n, inner, wrap, req):
 @cuda.jit
 def _put_rows_kernel(out, values, idx, n, inner, from_values):
     # a thread per column, rows in index order: a repeated index keeps its last row
-    m = idx.size
     for t in range(cuda.grid(1), inner, cuda.gridsize(1)):
-        for j in range(m):
-            dst = resolve_index(idx[j], n, False) * inner + t
+        for j in range(idx.size):
+            dst, src = row_put_offsets(idx[j], j, t, n, inner)
             if from_values:
-                out[dst] = values[j * inner + t]
+                out[dst] = values[src]
             else:
                 out[dst] = 0
 

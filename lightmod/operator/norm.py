@@ -141,6 +141,11 @@ class BatchNorm(_ScaleShift):
     def _views(self, p, x):
         return _split3(x.shape, self._axis(p, tuple(x.shape)))
 
+    def _stat_arrays(self, k, outputs, state, channels, dtype):
+        """(1/sqrt(var + eps), batch variance) where the forward writes them and the backward
+        reads them: the third output, and an array kept for the moving update."""
+        return outputs[2], scratch(k, state, "batch_var", (channels,), dtype)
+
     @float16_via_float32
     def forward(self, p, k, inputs, outputs, is_train, state):
         x, gamma, beta, moving_mean, moving_var = inputs
@@ -148,9 +153,9 @@ class BatchNorm(_ScaleShift):
         if p.fix_gamma:
             k.fill(gamma, 1.0)
         batch_stats = bool(is_train and not p.use_global_stats)
-        var = scratch(k, state, "batch_var", (shape3[1],), gamma.dtype)
+        invstd, var = self._stat_arrays(k, outputs, state, shape3[1], gamma.dtype)
         k.bn_forward(x.reshape(shape3), outputs[0].reshape(shape3), gamma, beta, outputs[1],
-                     outputs[2], var, moving_mean, moving_var, p.eps, batch_stats, p.fix_gamma)
+                     invstd, var, moving_mean, moving_var, p.eps, batch_stats, p.fix_gamma)
         state["batch_stats"] = batch_stats
 
     @float16_via_float32
@@ -160,11 +165,11 @@ class BatchNorm(_ScaleShift):
         batch_stats = state.get("batch_stats", False)
         dy = out_grads[0].reshape(shape3)
         dx, dgamma, dbeta, codes = _grad_buffers(k, in_grads, req, dy, outputs[1])
-        k.bn_backward(x.reshape(shape3), dy, dx, gamma, outputs[1], outputs[2], dgamma, dbeta,
+        invstd, var = self._stat_arrays(k, outputs, state, shape3[1], gamma.dtype)
+        k.bn_backward(x.reshape(shape3), dy, dx, gamma, outputs[1], invstd, dgamma, dbeta,
                       batch_stats, p.fix_gamma, *codes)
         if batch_stats:
-            k.bn_update_moving(moving_mean, moving_var, outputs[1], state["batch_var"],
-                               p.momentum)
+            k.bn_update_moving(moving_mean, moving_var, outputs[1], var, p.momentum)
 
 
 @register
@@ -370,36 +375,19 @@ class SyncBatchNorm(BatchNorm):
         if p.ndev < 1:
             raise self.error("ndev must be positive, got %d", p.ndev)
 
-    @float16_via_float32
+    def _stat_arrays(self, k, outputs, state, channels, dtype):
+        # the third output is the variance here; the inverse std is kept apart
+        return scratch(k, state, "invstd", (channels,), dtype), outputs[2]
+
     def forward(self, p, k, inputs, outputs, is_train, state):
-        x, gamma, beta, moving_mean, moving_var = inputs
         batch_stats = bool(is_train and not p.use_global_stats)
         if batch_stats and p.ndev != 1:
             raise self.error("key '%s' asks for statistics pooled over ndev=%d devices, but "
                              "lightmod runs one device's executor at a time; use ndev=1 (or "
                              "use_global_stats=True)", p.key, p.ndev)
-        shape3 = self._views(p, x)
-        if p.fix_gamma:
-            k.fill(gamma, 1.0)
-        invstd = scratch(k, state, "invstd", (shape3[1],), gamma.dtype)
-        k.bn_forward(x.reshape(shape3), outputs[0].reshape(shape3), gamma, beta, outputs[1],
-                     invstd, outputs[2], moving_mean, moving_var, p.eps, batch_stats,
-                     p.fix_gamma)
+        super().forward(p, k, inputs, outputs, is_train, state)
         if not batch_stats:
-            k.copy(outputs[2], moving_var)      # the statistics used, as the mean output is
-        state["batch_stats"] = batch_stats
-
-    @float16_via_float32
-    def backward(self, p, k, out_grads, inputs, outputs, in_grads, req, state):
-        x, gamma, beta, moving_mean, moving_var = inputs
-        shape3 = self._views(p, x)
-        batch_stats = state.get("batch_stats", False)
-        dy = out_grads[0].reshape(shape3)
-        dx, dgamma, dbeta, codes = _grad_buffers(k, in_grads, req, dy, outputs[1])
-        k.bn_backward(x.reshape(shape3), dy, dx, gamma, outputs[1], state["invstd"], dgamma,
-                      dbeta, batch_stats, p.fix_gamma, *codes)
-        if batch_stats:
-            k.bn_update_moving(moving_mean, moving_var, outputs[1], outputs[2], p.momentum)
+            k.copy(outputs[2], inputs[4])     # the moving variance used, as the mean output is
 
 
 @register
