@@ -4,9 +4,9 @@ FullyConnected layer whose only consumer is an Activation runs as one step with 
 (``LIGHTMOD_FUSION=0``), and layers whose pre-activation someone reads stay unfused."""
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from training_fusion_cases import ACTS, conv_net, mlp, run
+from training_fusion_cases import ACTS, conv_net, float32_atol, mlp, run
 
 import lightmod as mx
 from lightmod import inference_plan
@@ -37,10 +37,11 @@ def test_fused_training_forward_equals_unfused(layers, batch, flatten, add, seed
     assert ref_fused == 0
     assert fused == sum(act not in (None, "softsign") for _, _, act in layers)
     for got, want in zip(outs, ref_outs):
-        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=float32_atol(want))
     assert grads.keys() == ref_grads.keys()
     for name in grads:
-        np.testing.assert_allclose(grads[name], ref_grads[name], rtol=2e-5, atol=2e-5,
+        np.testing.assert_allclose(grads[name], ref_grads[name], rtol=2e-5,
+                                   atol=float32_atol(ref_grads[name]),
                                    err_msg=name)
 
 
@@ -152,6 +153,9 @@ def test_a_failure_before_a_fused_layer_is_reported_at_the_read(monkeypatch):
                                  st.integers(1, 2), st.sampled_from([1, 2]), st.booleans(),
                                  st.sampled_from(ACTS)), min_size=1, max_size=2),
        batch=st.integers(1, 4), size=st.integers(3, 9), seed=st.integers(0, 2 ** 16))
+# gradients in the hundreds: float32 rounding differs in the 5th digit
+@example(layers=[(6, 1, 1, 1, False, "sigmoid"), (4, 3, 1, 1, True, None)], batch=2, size=6,
+         seed=22)
 def test_fused_convolution_training_equals_unfused(layers, batch, size, seed):
     monkeypatch = pytest.MonkeyPatch()
     try:
@@ -163,7 +167,8 @@ def test_fused_convolution_training_equals_unfused(layers, batch, size, seed):
         monkeypatch.undo()
     assert fused == sum(act not in (None, "softsign") for *_, act in layers)
     for got, want in zip(outs, ref_outs):
-        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=float32_atol(want))
     for name in grads:
-        np.testing.assert_allclose(grads[name], ref_grads[name], rtol=2e-5, atol=2e-5,
+        np.testing.assert_allclose(grads[name], ref_grads[name], rtol=2e-5,
+                                   atol=float32_atol(ref_grads[name]),
                                    err_msg=name)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from training_fusion_cases import ACTS, conv_net, mlp, run
+from training_fusion_cases import ACTS, conv_net, float32_atol, mlp, run
 
 import lightmod as mx
 from lightmod.kernels import cuda_support
@@ -25,10 +25,11 @@ def _compare(sym, shape, seed):
     finally:
         monkeypatch.undo()
     for got, want, cpu in zip(outs, ref_outs, cpu_outs):
-        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=float32_atol(want))
         np.testing.assert_allclose(got, cpu, rtol=1e-4, atol=1e-4)
     for name in grads:
-        np.testing.assert_allclose(grads[name], ref_grads[name], rtol=2e-5, atol=2e-5,
+        np.testing.assert_allclose(grads[name], ref_grads[name], rtol=2e-5,
+                                   atol=float32_atol(ref_grads[name]),
                                    err_msg=name)
         np.testing.assert_allclose(grads[name], cpu_grads[name], rtol=1e-4, atol=1e-4,
                                    err_msg=name)
